@@ -1,0 +1,399 @@
+//! Model files over a memory map: GGUF, SafeTensors and PyTorch `.pth`.
+//!
+//! [`ModelFile::open`] maps the file, parses and validates its header (every offset and
+//! size checked against the file length before any slice), and lists its tensors.
+//! Tensor bytes are never copied here: a [`TensorView`] borrows them from the mapping.
+
+pub mod gguf;
+pub mod names;
+pub mod pth;
+pub mod safetensors;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::error::{EngineError, Result};
+
+/// Element / block encodings the engine reads. Block sizes and byte sizes follow ggml
+/// (`ggml.c` type traits); the ids are GGUF's `ggml_type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(non_camel_case_types)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    IQ4_NL,
+}
+
+impl DType {
+    /// All encodings, in a fixed order.
+    pub const ALL: [DType; 14] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::IQ4_NL,
+    ];
+
+    /// GGUF `ggml_type` id.
+    pub fn ggml_id(self) -> u32 {
+        match self {
+            DType::F32 => 0,
+            DType::F16 => 1,
+            DType::Q4_0 => 2,
+            DType::Q4_1 => 3,
+            DType::Q5_0 => 6,
+            DType::Q5_1 => 7,
+            DType::Q8_0 => 8,
+            DType::Q2_K => 10,
+            DType::Q3_K => 11,
+            DType::Q4_K => 12,
+            DType::Q5_K => 13,
+            DType::Q6_K => 14,
+            DType::IQ4_NL => 20,
+            DType::BF16 => 30,
+        }
+    }
+
+    /// The encoding with GGUF id `id`, if the engine reads it.
+    pub fn from_ggml_id(id: u32) -> Option<DType> {
+        DType::ALL.into_iter().find(|t| t.ggml_id() == id)
+    }
+
+    /// ggml's name for the encoding ("Q4_K", "F16", …).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "F32",
+            DType::F16 => "F16",
+            DType::BF16 => "BF16",
+            DType::Q8_0 => "Q8_0",
+            DType::Q4_0 => "Q4_0",
+            DType::Q4_1 => "Q4_1",
+            DType::Q5_0 => "Q5_0",
+            DType::Q5_1 => "Q5_1",
+            DType::Q2_K => "Q2_K",
+            DType::Q3_K => "Q3_K",
+            DType::Q4_K => "Q4_K",
+            DType::Q5_K => "Q5_K",
+            DType::Q6_K => "Q6_K",
+            DType::IQ4_NL => "IQ4_NL",
+        }
+    }
+
+    /// Elements per block (1 for plain floats).
+    pub fn block_len(self) -> usize {
+        match self {
+            DType::F32 | DType::F16 | DType::BF16 => 1,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::IQ4_NL => 32,
+            DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::Q8_0 => 34,
+            DType::Q4_0 => 18,
+            DType::Q4_1 => 20,
+            DType::Q5_0 => 22,
+            DType::Q5_1 => 24,
+            DType::IQ4_NL => 18,
+            DType::Q2_K => 84,
+            DType::Q3_K => 110,
+            DType::Q4_K => 144,
+            DType::Q5_K => 176,
+            DType::Q6_K => 210,
+        }
+    }
+
+    /// Bytes taken by `n` elements, or `None` when `n` is not a whole number of blocks
+    /// (or overflows).
+    pub fn bytes_for(self, n: usize) -> Option<usize> {
+        if n % self.block_len() != 0 {
+            return None;
+        }
+        (n / self.block_len()).checked_mul(self.block_bytes())
+    }
+
+    /// Whether this is a block-quantized encoding.
+    pub fn is_quantized(self) -> bool {
+        self.block_len() > 1
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which container a model came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    Gguf,
+    SafeTensors,
+    Pth,
+}
+
+impl FileFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            FileFormat::Gguf => "GGUF",
+            FileFormat::SafeTensors => "SafeTensors",
+            FileFormat::Pth => "PyTorch .pth",
+        }
+    }
+}
+
+/// One tensor of a file: its name as stored, encoding, shape and where its bytes are.
+///
+/// `shape` is row-major, outermost dimension first (PyTorch order). For GGUF that is
+/// `ne` reversed, so a GGUF matrix with `ne = [in, out]` has `shape = [out, in]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    /// Absolute byte offset of the first element in the file.
+    pub offset: usize,
+    /// Bytes of tensor data (checked: `offset + len <= file length`, and equal to what
+    /// `dtype` and `shape` need).
+    pub len: usize,
+}
+
+impl TensorInfo {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// A tensor's bytes, borrowed from the file mapping (no copy).
+#[derive(Debug, Clone, Copy)]
+pub struct TensorView<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    /// Row-major, outermost first.
+    pub shape: &'a [usize],
+    pub bytes: &'a [u8],
+}
+
+impl TensorView<'_> {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// A GGUF metadata value (GGUF spec: `gguf_metadata_value_type`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetaValue {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    U64(u64),
+    I64(i64),
+    F32(f32),
+    F64(f64),
+    Bool(bool),
+    String(String),
+    Array(Vec<MetaValue>),
+}
+
+impl MetaValue {
+    /// The value as an unsigned integer, if it is a non-negative integer.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            MetaValue::U8(v) => Some(v.into()),
+            MetaValue::U16(v) => Some(v.into()),
+            MetaValue::U32(v) => Some(v.into()),
+            MetaValue::U64(v) => Some(v),
+            MetaValue::I8(v) => u64::try_from(v).ok(),
+            MetaValue::I16(v) => u64::try_from(v).ok(),
+            MetaValue::I32(v) => u64::try_from(v).ok(),
+            MetaValue::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            MetaValue::F32(v) => Some(v.into()),
+            MetaValue::F64(v) => Some(v),
+            _ => self.as_u64().map(|v| v as f64),
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            MetaValue::String(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// A memory-mapped model file with its validated tensor table.
+pub struct ModelFile {
+    path: PathBuf,
+    format: FileFormat,
+    map: memmap2::Mmap,
+    tensors: Vec<TensorInfo>,
+    by_name: HashMap<String, usize>,
+    metadata: Vec<(String, MetaValue)>,
+}
+
+impl std::fmt::Debug for ModelFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelFile")
+            .field("path", &self.path)
+            .field("format", &self.format)
+            .field("bytes", &self.map.len())
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+impl ModelFile {
+    /// Maps `path` and parses its header. The format is chosen by magic bytes (GGUF,
+    /// zip for `.pth`), else SafeTensors. Nothing but the header is read.
+    ///
+    /// Errors: [`EngineError::Io`] (missing file, directory, permissions),
+    /// [`EngineError::Malformed`] (anything wrong with the header), naming the file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let file = std::fs::File::open(&path).map_err(|e| EngineError::io(&path, e))?;
+        let meta = file.metadata().map_err(|e| EngineError::io(&path, e))?;
+        if meta.is_dir() {
+            return Err(EngineError::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory, not a model file"),
+            ));
+        }
+        if meta.len() == 0 {
+            return Err(EngineError::Malformed {
+                path,
+                format: "model",
+                what: "the file is empty".into(),
+            });
+        }
+        // SAFETY: the mapping is read-only; a file truncated by another process while
+        // mapped would fault on access — the same contract every mmap-based loader
+        // (llama.cpp, candle, safetensors) accepts for model files.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
+        let (format, tensors, metadata) = if map.starts_with(b"GGUF") {
+            let parsed = gguf::parse(&path, &map)?;
+            (FileFormat::Gguf, parsed.tensors, parsed.metadata)
+        } else if map.starts_with(b"PK\x03\x04") {
+            (FileFormat::Pth, pth::parse(&path, &map)?, Vec::new())
+        } else {
+            let (tensors, metadata) = safetensors::parse(&path, &map)?;
+            (FileFormat::SafeTensors, tensors, metadata)
+        };
+        let mut by_name = HashMap::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            if by_name.insert(t.name.clone(), i).is_some() {
+                return Err(EngineError::Malformed {
+                    path,
+                    format: format.name(),
+                    what: format!("tensor `{}` appears twice", t.name),
+                });
+            }
+        }
+        Ok(ModelFile {
+            path,
+            format,
+            map,
+            tensors,
+            by_name,
+            metadata,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn format(&self) -> FileFormat {
+        self.format
+    }
+
+    /// File length in bytes.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The whole mapping (for hashing or fuzzing; tensor access goes through [`Self::tensor`]).
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Every tensor, in file order.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+
+    /// GGUF key/value metadata in file order (SafeTensors `__metadata__` as strings;
+    /// empty for `.pth`).
+    pub fn metadata(&self) -> &[(String, MetaValue)] {
+        &self.metadata
+    }
+
+    /// Metadata value for `key`.
+    pub fn meta(&self, key: &str) -> Option<&MetaValue> {
+        self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Whether a tensor named `name` exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    /// The tensor `name` as a view into the mapping.
+    ///
+    /// Errors: [`EngineError::MissingTensor`] naming file and tensor.
+    pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
+        let i = *self.by_name.get(name).ok_or_else(|| EngineError::MissingTensor {
+            path: self.path.clone(),
+            tensor: name.to_string(),
+        })?;
+        let t = &self.tensors[i];
+        // Bounds were checked when the table was parsed; `get` keeps this panic-free anyway.
+        let bytes = self
+            .map
+            .get(t.offset..t.offset + t.len)
+            .ok_or_else(|| EngineError::Malformed {
+                path: self.path.clone(),
+                format: self.format.name(),
+                what: format!("tensor `{name}` lies past the end of the file"),
+            })?;
+        Ok(TensorView {
+            name: &t.name,
+            dtype: t.dtype,
+            shape: &t.shape,
+            bytes,
+        })
+    }
+}

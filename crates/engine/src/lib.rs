@@ -1,0 +1,16 @@
+//! `rwkv-engine`: an RWKV-7 ("Goose") inference engine on wgpu.
+//!
+//! Loads GGUF (as llama.cpp writes RWKV-7), SafeTensors and PyTorch `.pth` (BlinkDL names)
+//! through a memory map, keeps weights in their file encoding on the GPU (Q4_K stays Q4_K),
+//! and runs the forward pass in WGSL compute shaders. Math: BlinkDL's `RWKV_x070`
+//! (rwkv pip package) and llama.cpp `rwkv7.cpp`.
+
+pub mod error;
+pub mod format;
+pub mod model;
+pub mod quant;
+
+pub use error::{EngineError, Result};
+pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
+pub use model::config::{LoraRanks, Rwkv7Config};
+pub use model::weights::Rwkv7Weights;
