@@ -7,7 +7,9 @@
 
 pub mod error;
 pub mod format;
+pub mod gpu;
 pub mod model;
+pub mod ops;
 pub mod quant;
 
 pub use error::{EngineError, Result};

@@ -10,5 +10,9 @@ pub struct Parsed {
 }
 
 pub fn parse(path: &Path, _map: &[u8]) -> Result<Parsed> {
-    Err(EngineError::Malformed { path: path.into(), format: "GGUF", what: "reader not written yet".into() })
+    Err(EngineError::Malformed {
+        path: path.into(),
+        format: "GGUF",
+        what: "reader not written yet".into(),
+    })
 }

@@ -103,7 +103,9 @@ impl DType {
     pub fn block_len(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => 1,
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::IQ4_NL => 32,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::IQ4_NL => {
+                32
+            }
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => 256,
         }
     }
@@ -289,7 +291,10 @@ impl ModelFile {
         if meta.is_dir() {
             return Err(EngineError::io(
                 &path,
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory, not a model file"),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "is a directory, not a model file",
+                ),
             ));
         }
         if meta.len() == 0 {
@@ -375,20 +380,23 @@ impl ModelFile {
     ///
     /// Errors: [`EngineError::MissingTensor`] naming file and tensor.
     pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self.by_name.get(name).ok_or_else(|| EngineError::MissingTensor {
-            path: self.path.clone(),
-            tensor: name.to_string(),
-        })?;
+        let i = *self
+            .by_name
+            .get(name)
+            .ok_or_else(|| EngineError::MissingTensor {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         let t = &self.tensors[i];
         // Bounds were checked when the table was parsed; `get` keeps this panic-free anyway.
-        let bytes = self
-            .map
-            .get(t.offset..t.offset + t.len)
-            .ok_or_else(|| EngineError::Malformed {
-                path: self.path.clone(),
-                format: self.format.name(),
-                what: format!("tensor `{name}` lies past the end of the file"),
-            })?;
+        let bytes =
+            self.map
+                .get(t.offset..t.offset + t.len)
+                .ok_or_else(|| EngineError::Malformed {
+                    path: self.path.clone(),
+                    format: self.format.name(),
+                    what: format!("tensor `{name}` lies past the end of the file"),
+                })?;
         Ok(TensorView {
             name: &t.name,
             dtype: t.dtype,

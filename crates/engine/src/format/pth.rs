@@ -5,5 +5,9 @@ use super::TensorInfo;
 use crate::error::{EngineError, Result};
 
 pub fn parse(path: &Path, _map: &[u8]) -> Result<Vec<TensorInfo>> {
-    Err(EngineError::Malformed { path: path.into(), format: "PyTorch .pth", what: "reader not written yet".into() })
+    Err(EngineError::Malformed {
+        path: path.into(),
+        format: "PyTorch .pth",
+        what: "reader not written yet".into(),
+    })
 }

@@ -1,0 +1,111 @@
+//! Buffer helpers: storage buffers from bytes (padded to 4), uniforms, read-back.
+
+use wgpu::util::DeviceExt;
+
+use crate::error::{EngineError, Result};
+use crate::gpu::GpuContext;
+
+/// Storage usage for every engine buffer: read/write in shaders, copy in and out.
+pub const STORAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_DST)
+    .union(wgpu::BufferUsages::COPY_SRC);
+
+/// A zeroed storage buffer of at least `bytes` bytes (rounded up to 16).
+pub fn storage(ctx: &GpuContext, label: &str, bytes: u64) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: bytes.max(16).next_multiple_of(16),
+        usage: STORAGE,
+        mapped_at_creation: false,
+    })
+}
+
+/// A storage buffer holding `data` (padded with zeros to a multiple of 16 bytes, so
+/// shaders may read whole words past an odd-sized tensor's end).
+pub fn storage_init(ctx: &GpuContext, label: &str, data: &[u8]) -> Result<wgpu::Buffer> {
+    let size = (data.len() as u64).max(16).next_multiple_of(16);
+    let buf = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size,
+        usage: STORAGE,
+        mapped_at_creation: true,
+    });
+    {
+        let mut view = buf
+            .slice(..)
+            .get_mapped_range_mut()
+            .map_err(|e| EngineError::gpu(format!("{label}: mapping a new buffer failed: {e}")))?;
+        view.slice(..data.len()).copy_from_slice(data);
+    }
+    buf.unmap();
+    Ok(buf)
+}
+
+/// A uniform buffer holding `data` (one `Pod` struct).
+pub fn uniform<T: bytemuck::Pod>(ctx: &GpuContext, label: &str, data: &T) -> wgpu::Buffer {
+    ctx.device
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::bytes_of(data),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        })
+}
+
+/// Copies `bytes` bytes at `offset` of `src` to the host (waits for the GPU).
+pub fn read_bytes(
+    ctx: &GpuContext,
+    src: &wgpu::Buffer,
+    offset: u64,
+    bytes: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    if out.len() as u64 != bytes {
+        return Err(EngineError::Op {
+            op: "read_back",
+            what: format!("output holds {} bytes, {bytes} requested", out.len()),
+        });
+    }
+    if bytes == 0 {
+        return Ok(());
+    }
+    let padded = bytes.next_multiple_of(4);
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("read_back"),
+        size: padded,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(src, offset, &staging, 0, padded);
+    ctx.queue.submit([enc.finish()]);
+    let slice = staging.slice(..);
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    ctx.wait()?;
+    rx.recv()
+        .map_err(|_| EngineError::gpu("read-back callback never ran"))?
+        .map_err(|e| EngineError::gpu(format!("read-back mapping failed: {e}")))?;
+    {
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| EngineError::gpu(format!("read-back range failed: {e}")))?;
+        out.copy_from_slice(&view[..bytes as usize]);
+    }
+    staging.unmap();
+    Ok(())
+}
+
+/// Reads `n` f32 values at element offset `offset` of `src`.
+pub fn read_f32(ctx: &GpuContext, src: &wgpu::Buffer, offset: usize, n: usize) -> Result<Vec<f32>> {
+    let mut out = vec![0f32; n];
+    read_bytes(
+        ctx,
+        src,
+        offset as u64 * 4,
+        n as u64 * 4,
+        bytemuck::cast_slice_mut(&mut out),
+    )?;
+    Ok(out)
+}

@@ -1,0 +1,236 @@
+//! Adapter listing and choice, device creation with the features the engine uses.
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::error::{EngineError, Result};
+
+/// Optional features the engine uses when the adapter has them.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct GpuFeatures {
+    /// `SHADER_F16`: f16 arithmetic in shaders.
+    pub shader_f16: bool,
+    /// `SUBGROUP`: subgroup operations (`subgroupAdd`, …).
+    pub subgroup: bool,
+    /// `TIMESTAMP_QUERY`: GPU timestamps at pass boundaries.
+    pub timestamp: bool,
+    /// `TIMESTAMP_QUERY_INSIDE_PASSES`: timestamps between dispatches of one pass.
+    pub timestamp_inside_passes: bool,
+}
+
+/// A description of one adapter, for listings and model cards.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdapterSummary {
+    pub index: usize,
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+}
+
+/// Which adapter to use.
+#[derive(Debug, Clone, Default)]
+pub enum AdapterChoice {
+    /// Discrete GPU first, then integrated, then virtual, then CPU. `RWKV_ADAPTER`
+    /// (an index or a case-insensitive name substring) overrides.
+    #[default]
+    Auto,
+    /// The adapter at this index of [`GpuContext::list_adapters`].
+    Index(usize),
+    /// The first adapter whose name contains this text (case-insensitive).
+    Name(String),
+}
+
+/// The device the engine runs on, with its queue, limits and features.
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: wgpu::Adapter,
+    pub summary: AdapterSummary,
+    pub features: GpuFeatures,
+    pub limits: wgpu::Limits,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuContext")
+            .field("adapter", &self.summary)
+            .finish()
+    }
+}
+
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        flags: wgpu::InstanceFlags::from_build_config().with_env(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    })
+}
+
+fn summarize(index: usize, a: &wgpu::Adapter) -> AdapterSummary {
+    let info = a.get_info();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: info.driver,
+        driver_info: info.driver_info,
+    }
+}
+
+fn type_rank(t: wgpu::DeviceType) -> u32 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn usable(a: &wgpu::Adapter) -> bool {
+    // The engine's shaders are compute-only; a GL adapter without f16 unpacking or with
+    // tiny limits is still usable, but it must allow storage buffers in compute.
+    a.limits().max_storage_buffers_per_shader_stage >= 8
+}
+
+impl GpuContext {
+    /// Every adapter wgpu sees (respecting `WGPU_BACKEND`), in enumeration order.
+    pub fn list_adapters() -> Vec<AdapterSummary> {
+        let inst = instance();
+        let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
+        adapters
+            .iter()
+            .enumerate()
+            .map(|(i, a)| summarize(i, a))
+            .collect()
+    }
+
+    /// Opens a device on the chosen adapter, with every useful optional feature it has
+    /// and its full limits (so storage bindings can be as large as the adapter allows).
+    ///
+    /// Errors: [`EngineError::Gpu`] when no adapter exists (with a hint on installing
+    /// Mesa's lavapipe), when the choice matches none, or when device creation fails.
+    pub fn new(choice: &AdapterChoice) -> Result<Self> {
+        let inst = instance();
+        let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
+        if adapters.is_empty() {
+            return Err(EngineError::gpu(
+                "no GPU adapter found. On Linux without a GPU install Mesa's CPU Vulkan driver \
+                 (`apt-get install mesa-vulkan-drivers`) and set WGPU_BACKEND=vulkan",
+            ));
+        }
+        let choice = match (choice, std::env::var("RWKV_ADAPTER")) {
+            (AdapterChoice::Auto, Ok(v)) if !v.is_empty() => match v.parse::<usize>() {
+                Ok(i) => AdapterChoice::Index(i),
+                Err(_) => AdapterChoice::Name(v),
+            },
+            (c, _) => c.clone(),
+        };
+        let index = match &choice {
+            AdapterChoice::Auto => adapters
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| usable(a))
+                .min_by_key(|(i, a)| (type_rank(a.get_info().device_type), *i))
+                .map(|(i, _)| i),
+            AdapterChoice::Index(i) => (*i < adapters.len()).then_some(*i),
+            AdapterChoice::Name(n) => {
+                let n = n.to_lowercase();
+                adapters
+                    .iter()
+                    .position(|a| a.get_info().name.to_lowercase().contains(&n))
+            }
+        };
+        let Some(index) = index else {
+            let names: Vec<String> = adapters
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("{i}: {}", a.get_info().name))
+                .collect();
+            return Err(EngineError::gpu(format!(
+                "no adapter matches {choice:?}; available: {}",
+                names.join(", ")
+            )));
+        };
+        let adapter = adapters
+            .into_iter()
+            .nth(index)
+            .ok_or_else(|| EngineError::gpu("adapter vanished"))?;
+        let summary = summarize(index, &adapter);
+        let have = adapter.features();
+        let want = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        let required = have & want;
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rwkv-engine"),
+            required_features: required,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| EngineError::gpu(format!("{}: cannot open device: {e}", summary.name)))?;
+        let lost = Arc::new(Mutex::new(None));
+        let lost2 = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut l) = lost2.lock() {
+                *l = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+        device.on_uncaptured_error(Arc::new(|e| log::error!("wgpu: {e}")));
+        let features = GpuFeatures {
+            shader_f16: required.contains(wgpu::Features::SHADER_F16),
+            subgroup: required.contains(wgpu::Features::SUBGROUP),
+            timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),
+            timestamp_inside_passes: required
+                .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+        };
+        log::info!(
+            "GPU: {} ({}, {}) {:?}",
+            summary.name,
+            summary.backend,
+            summary.device_type,
+            features
+        );
+        Ok(GpuContext {
+            device,
+            queue,
+            adapter,
+            summary,
+            features,
+            limits,
+            lost,
+        })
+    }
+
+    /// Largest buffer range one storage binding may cover, in bytes.
+    pub fn max_binding(&self) -> u64 {
+        u64::from(self.limits.max_storage_buffer_binding_size).min(self.limits.max_buffer_size)
+    }
+
+    /// Waits for all submitted work. Errors if the device was lost or the wait failed.
+    pub fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| EngineError::gpu(format!("waiting for the GPU: {e}")))?;
+        self.check_lost()
+    }
+
+    /// Errors if the device has been lost.
+    pub fn check_lost(&self) -> Result<()> {
+        if let Ok(l) = self.lost.lock() {
+            if let Some(msg) = l.as_ref() {
+                return Err(EngineError::gpu(format!("device lost: {msg}")));
+            }
+        }
+        Ok(())
+    }
+}

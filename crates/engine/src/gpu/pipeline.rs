@@ -1,0 +1,162 @@
+//! Compute pipelines, compiled once per complete key (op + every specialisation).
+//!
+//! Shader sources live in `shaders/<op>.wgsl`; shared snippets (byte access, the decode
+//! of each weight encoding) are prepended by [`shader_source`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{EngineError, Result};
+use crate::format::DType;
+use crate::gpu::GpuContext;
+
+/// Everything that makes two pipelines different.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    /// Op name == shader file stem == profile label.
+    pub op: &'static str,
+    /// Weight encoding decoded by the shader, if any.
+    pub dtype: Option<DType>,
+    /// Further specialisation (workgroup size, tile shape, …) as `name=value` pairs.
+    pub spec: Vec<(&'static str, u32)>,
+}
+
+const COMMON: &str = include_str!("../../../../shaders/common.wgsl");
+const BYTES: &str = include_str!("../../../../shaders/decode/bytes.wgsl");
+
+/// Matrix products write into the activations…
+const OUT_ACT: &str = "
+fn y_load(i: u32) -> f32 { return act[i]; }
+fn y_store(i: u32, v: f32) { act[i] = v; }
+";
+
+/// …or into a separate output buffer (logits).
+const OUT_SEP: &str = "
+@group(0) @binding(5) var<storage, read_write> out: array<f32>; // [R, vocab] logits
+fn y_load(i: u32) -> f32 { return out[i]; }
+fn y_store(i: u32, v: f32) { out[i] = v; }
+";
+
+/// WGSL source for an op's shader, with the decode snippet of `dtype` and the `spec`
+/// values as `const`s prepended.
+pub fn shader_source(key: &PipelineKey) -> Result<String> {
+    let body = match key.op {
+        "embed" => include_str!("../../../../shaders/embed.wgsl"),
+        "layer_norm" => include_str!("../../../../shaders/layer_norm.wgsl"),
+        "token_shift" => include_str!("../../../../shaders/token_shift.wgsl"),
+        "shift_store" => include_str!("../../../../shaders/shift_store.wgsl"),
+        "matmul" => include_str!("../../../../shaders/matmul.wgsl"),
+        "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
+        "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
+        "wkv" => include_str!("../../../../shaders/wkv.wgsl"),
+        "wkv_out" => include_str!("../../../../shaders/wkv_out.wgsl"),
+        "gather_rows" => include_str!("../../../../shaders/gather_rows.wgsl"),
+        other => {
+            return Err(EngineError::Op {
+                op: "pipeline",
+                what: format!("no shader for op `{other}`"),
+            })
+        }
+    };
+    let decode = match key.dtype {
+        None => "",
+        Some(DType::F32) => include_str!("../../../../shaders/decode/f32.wgsl"),
+        Some(DType::F16) => include_str!("../../../../shaders/decode/f16.wgsl"),
+        Some(DType::BF16) => include_str!("../../../../shaders/decode/bf16.wgsl"),
+        Some(DType::Q8_0) => include_str!("../../../../shaders/decode/q8_0.wgsl"),
+        Some(DType::Q4_K) => include_str!("../../../../shaders/decode/q4_k.wgsl"),
+        Some(DType::Q5_K) => include_str!("../../../../shaders/decode/q5_k.wgsl"),
+        Some(DType::Q6_K) => include_str!("../../../../shaders/decode/q6_k.wgsl"),
+        Some(other) => {
+            return Err(EngineError::Op {
+                op: key.op,
+                what: format!("no GPU decode for {other} (it is converted to F16 at load)"),
+            })
+        }
+    };
+    let mut src = String::with_capacity(COMMON.len() + decode.len() + body.len() + 256);
+    for (name, value) in &key.spec {
+        src.push_str(&format!("const {name}: u32 = {value}u;\n"));
+    }
+    src.push_str(COMMON);
+    if key.dtype.is_some() {
+        src.push_str(BYTES);
+    }
+    src.push_str(decode);
+    if matches!(key.op, "matmul" | "matvec") {
+        let sep = key.spec.iter().any(|&(n, v)| n == "OUT_SEP" && v == 1);
+        src.push_str(if sep { OUT_SEP } else { OUT_ACT });
+    }
+    src.push_str(body);
+    Ok(src)
+}
+
+/// Encodings the GPU kernels read directly; others are converted to F16 at load.
+pub fn gpu_native(dtype: DType) -> bool {
+    matches!(
+        dtype,
+        DType::F32
+            | DType::F16
+            | DType::BF16
+            | DType::Q8_0
+            | DType::Q4_K
+            | DType::Q5_K
+            | DType::Q6_K
+    )
+}
+
+/// Pipelines by key; compiled on first use, shared afterwards.
+#[derive(Default)]
+pub struct PipelineCache {
+    map: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
+}
+
+impl PipelineCache {
+    /// The pipeline for `key`, compiling it (inside a validation error scope) if needed.
+    ///
+    /// Errors: [`EngineError::Op`] carrying the shader compiler's message.
+    pub fn get(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<wgpu::ComputePipeline>> {
+        if let Ok(map) = self.map.lock() {
+            if let Some(p) = map.get(key) {
+                return Ok(p.clone());
+            }
+        }
+        let src = shader_source(key)?;
+        let label = format!(
+            "{}{}",
+            key.op,
+            key.dtype.map(|d| format!("[{d}]")).unwrap_or_default()
+        );
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = ctx
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&label),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+        let pipeline = ctx
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&label),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[],
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        if let Some(err) = pollster::block_on(scope.pop()) {
+            return Err(EngineError::Op {
+                op: key.op,
+                what: format!("shader `{label}` failed to compile: {err}"),
+            });
+        }
+        let p = Arc::new(pipeline);
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(key.clone(), p.clone());
+        }
+        Ok(p)
+    }
+}

@@ -1,0 +1,81 @@
+//! Gathers the rows that feed the head / embeddings (`shaders/gather_rows.wgsl`).
+
+use crate::error::Result;
+use crate::gpu::pipeline::PipelineKey;
+use crate::ops::{Count, Ctx, Grid, Node};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    c: u32,
+    src_off: u32,
+    dst_off: u32,
+    _p: u32,
+}
+
+/// `act[dst_off + i*c ..] = act[src_off + rows[i]*c ..]` for the R rows listed in `meta`.
+pub fn gather_rows(
+    cx: &Ctx,
+    c: usize,
+    meta: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    src_off: usize,
+    dst_off: usize,
+) -> Result<Node> {
+    let p = Params {
+        c: c as u32,
+        src_off: src_off as u32,
+        dst_off: dst_off as u32,
+        _p: 0,
+    };
+    let key = PipelineKey {
+        op: "gather_rows",
+        dtype: None,
+        spec: vec![],
+    };
+    cx.node(
+        "gather_rows",
+        None,
+        &key,
+        &p,
+        &[meta, act],
+        Grid::Linear {
+            count: Count::Rows,
+            per: c as u32,
+            wg_size: 64,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::testing::*;
+    use crate::ops::Dims;
+
+    #[test]
+    fn gathers_listed_rows() {
+        let (t, c) = (6, 64);
+        let rows = [5u32, 0, 3];
+        let h = Harness::new(Dims {
+            n_tokens: t,
+            n_rows: rows.len() as u32,
+            off_rows: 0,
+            ..Default::default()
+        });
+        let x = rand_vec(3, t as usize * c, 1.0);
+        let mut act = x.clone();
+        act.extend(vec![0.0; rows.len() * c]);
+        let act_buf = h.f32_buf(&act);
+        let meta = h.u32_buf(&rows);
+        let n = gather_rows(&h.ctx(), c, &meta, &act_buf, 0, t as usize * c).unwrap();
+        h.run(&[n]);
+        let got = h.read(&act_buf, t as usize * c, rows.len() * c);
+        for (i, &r) in rows.iter().enumerate() {
+            assert_eq!(
+                &got[i * c..(i + 1) * c],
+                &x[r as usize * c..(r as usize + 1) * c]
+            );
+        }
+    }
+}

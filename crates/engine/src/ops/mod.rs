@@ -1,0 +1,230 @@
+//! One op, one file, one shader: each op builds a [`Node`] (pipeline + bind group +
+//! grid) after checking its shapes, and tests itself against a CPU reference.
+//!
+//! Every node binds the per-pass [`Dims`] uniform (binding 0) and its own static params
+//! uniform (binding 1); activations live in one f32 buffer (`act`) at static offsets, so
+//! bind groups are built once per graph and a pass only rewrites `Dims` and the token
+//! metadata.
+
+pub mod embed;
+pub mod gather_rows;
+pub mod layer_norm;
+pub mod matmul;
+pub mod shift_store;
+pub mod token_shift;
+pub mod wkv;
+pub mod wkv_out;
+pub mod wkv_prep;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::gpu::pipeline::{PipelineCache, PipelineKey};
+use crate::gpu::{buffer, GpuContext};
+
+/// Per-pass dimensions, mirrored by `struct Dims` in `shaders/common.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Dims {
+    /// T: tokens in this pass (all sequences concatenated).
+    pub n_tokens: u32,
+    /// B: sequences in this pass.
+    pub n_seqs: u32,
+    /// R: rows gathered for the head / embeddings.
+    pub n_rows: u32,
+    /// Token capacity of every activation region.
+    pub t_cap: u32,
+    /// `meta` offsets (u32 elements): token → sequence, token → position, sequences
+    /// (start, len, slot, 0), gathered rows. Token ids sit at offset 0.
+    pub off_tok_seq: u32,
+    pub off_tok_pos: u32,
+    pub off_seqs: u32,
+    pub off_rows: u32,
+}
+
+/// What a node's grid scales with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    Tokens,
+    Rows,
+    Seqs,
+}
+
+/// How many workgroups a node dispatches for a pass of T tokens, B sequences, R rows.
+#[derive(Debug, Clone, Copy)]
+pub enum Grid {
+    /// `ceil(count × per / wg_size)` workgroups, laid out 2D (x ≤ 65535).
+    Linear {
+        count: Count,
+        per: u32,
+        wg_size: u32,
+    },
+    /// `x` workgroups by `ceil(count / per_y)`.
+    Tiles { x: u32, count: Count, per_y: u32 },
+}
+
+impl Grid {
+    /// Workgroup counts for a pass, or `None` when there is nothing to do.
+    pub fn size(&self, dims: &Dims) -> Option<(u32, u32, u32)> {
+        let n = |c: Count| match c {
+            Count::Tokens => dims.n_tokens,
+            Count::Rows => dims.n_rows,
+            Count::Seqs => dims.n_seqs,
+        };
+        match *self {
+            Grid::Linear {
+                count,
+                per,
+                wg_size,
+            } => {
+                let total = (n(count) as u64 * per as u64).div_ceil(wg_size as u64);
+                if total == 0 {
+                    return None;
+                }
+                let x = total.min(65535);
+                let y = total.div_ceil(x);
+                Some((x as u32, y as u32, 1))
+            }
+            Grid::Tiles { x, count, per_y } => {
+                let y = n(count).div_ceil(per_y);
+                (x > 0 && y > 0).then_some((x, y, 1))
+            }
+        }
+    }
+}
+
+/// One dispatch of the forward pass, named by op and layer for profiles.
+pub struct Node {
+    pub op: &'static str,
+    pub layer: Option<usize>,
+    pub pipeline: Arc<wgpu::ComputePipeline>,
+    pub bind_group: wgpu::BindGroup,
+    pub grid: Grid,
+    /// Keeps the params uniform alive as long as the bind group.
+    _params: wgpu::Buffer,
+    /// A variant for small passes (matrix × vector when the grid's count ≤ `max`).
+    pub small: Option<(u32, Box<Node>)>,
+}
+
+impl Node {
+    /// A label such as `matmul.att.key@3`.
+    pub fn label(&self) -> String {
+        match self.layer {
+            Some(l) => format!("{}@{l}", self.op),
+            None => self.op.to_string(),
+        }
+    }
+}
+
+/// What every op builder needs: device, pipelines and the shared buffers of a graph.
+pub struct Ctx<'a> {
+    pub gpu: &'a GpuContext,
+    pub pipelines: &'a PipelineCache,
+    pub dims: &'a wgpu::Buffer,
+}
+
+impl Ctx<'_> {
+    /// Builds a node: compiles (or reuses) the pipeline for `key`, uploads `params`, and
+    /// binds `dims`, params and `buffers` at bindings 0, 1, 2, ….
+    pub fn node<P: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        layer: Option<usize>,
+        key: &PipelineKey,
+        params: &P,
+        buffers: &[&wgpu::Buffer],
+        grid: Grid,
+    ) -> Result<Node> {
+        let pipeline = self.pipelines.get(self.gpu, key)?;
+        let pbuf = buffer::uniform(self.gpu, op, params);
+        let mut entries = vec![
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: self.dims.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: pbuf.as_entire_binding(),
+            },
+        ];
+        for (i, b) in buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 2 + i as u32,
+                resource: b.as_entire_binding(),
+            });
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let bind_group = self
+            .gpu
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(op),
+                layout: &layout,
+                entries: &entries,
+            });
+        Ok(Node {
+            op,
+            layer,
+            pipeline,
+            bind_group,
+            grid,
+            _params: pbuf,
+            small: None,
+        })
+    }
+}
+
+/// Records `nodes` into one compute pass.
+pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
+    for n in nodes {
+        let n = n.pick(dims);
+        if let Some((x, y, z)) = n.grid.size(dims) {
+            pass.set_pipeline(&n.pipeline);
+            pass.set_bind_group(0, &n.bind_group, &[]);
+            pass.dispatch_workgroups(x, y, z);
+        }
+    }
+}
+
+impl Node {
+    /// The variant that runs for a pass of `dims` (the small one when it applies).
+    pub fn pick(&self, dims: &Dims) -> &Node {
+        if let Some((max, small)) = &self.small {
+            let count = match self.grid {
+                Grid::Linear { count, .. } | Grid::Tiles { count, .. } => count,
+            };
+            let n = match count {
+                Count::Tokens => dims.n_tokens,
+                Count::Rows => dims.n_rows,
+                Count::Seqs => dims.n_seqs,
+            };
+            if n <= *max {
+                return small;
+            }
+        }
+        self
+    }
+}
+
+/// A weight matrix on the GPU in its file encoding: rows `[row0, row0 + n_out)` of a
+/// `[*, n_in]` matrix (big embeddings / heads are split into several of these so that no
+/// binding exceeds the device limit).
+pub struct GpuMatrix {
+    pub name: String,
+    pub buffer: wgpu::Buffer,
+    pub dtype: crate::DType,
+    pub row0: usize,
+    pub n_out: usize,
+    pub n_in: usize,
+    pub row_bytes: usize,
+}
+
+pub(crate) fn op_err(op: &'static str, what: impl Into<String>) -> crate::EngineError {
+    crate::EngineError::Op {
+        op,
+        what: what.into(),
+    }
+}

@@ -1,0 +1,110 @@
+//! Test harness for single ops: a real device (lavapipe in CI), one act buffer, one pass.
+
+use std::sync::{Arc, OnceLock};
+
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{buffer, AdapterChoice, GpuContext};
+use crate::ops::{Ctx, Dims, Node};
+
+/// The shared test device. Fails loudly (with install instructions) when there is none.
+pub fn gpu() -> Arc<GpuContext> {
+    static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
+    CTX.get_or_init(|| match GpuContext::new(&AdapterChoice::Auto) {
+        Ok(c) => Arc::new(c),
+        Err(e) => panic!(
+            "GPU tests need an adapter: {e}. Install Mesa's lavapipe (`apt-get install \
+             mesa-vulkan-drivers`) and run with WGPU_BACKEND=vulkan"
+        ),
+    })
+    .clone()
+}
+
+pub struct Harness {
+    pub gpu: Arc<GpuContext>,
+    pub pipelines: PipelineCache,
+    pub dims_buf: wgpu::Buffer,
+    pub dims: Dims,
+}
+
+impl Harness {
+    pub fn new(dims: Dims) -> Self {
+        let gpu = gpu();
+        let dims_buf = buffer::uniform(&gpu, "dims", &dims);
+        Harness {
+            gpu,
+            pipelines: PipelineCache::default(),
+            dims_buf,
+            dims,
+        }
+    }
+
+    pub fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            gpu: &self.gpu,
+            pipelines: &self.pipelines,
+            dims: &self.dims_buf,
+        }
+    }
+
+    pub fn f32_buf(&self, data: &[f32]) -> wgpu::Buffer {
+        buffer::storage_init(&self.gpu, "test", bytemuck::cast_slice(data)).unwrap()
+    }
+
+    pub fn u32_buf(&self, data: &[u32]) -> wgpu::Buffer {
+        buffer::storage_init(&self.gpu, "test", bytemuck::cast_slice(data)).unwrap()
+    }
+
+    pub fn run(&self, nodes: &[Node]) {
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            crate::ops::encode(&mut pass, nodes, &self.dims);
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        self.gpu.wait().unwrap();
+    }
+
+    pub fn read(&self, buf: &wgpu::Buffer, off: usize, n: usize) -> Vec<f32> {
+        buffer::read_f32(&self.gpu, buf, off, n).unwrap()
+    }
+}
+
+/// Seeded uniform values in [-scale, scale).
+pub fn rand_vec(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(-scale..scale)).collect()
+}
+
+/// Largest absolute difference.
+pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Path of a file in `../shared/fixtures`.
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/fixtures")
+        .join(name)
+}
+
+/// Minimal `.npy` (f32, little endian, C order, format 1.0/2.0) reader for op tests.
+pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY");
+    let (hlen, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    assert!(
+        header.contains("'<f4'") && header.contains("'fortran_order': False"),
+        "{header}"
+    );
+    bytemuck::pod_collect_to_vec(&b[start + hlen..])
+}

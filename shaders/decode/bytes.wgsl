@@ -1,0 +1,32 @@
+// Byte access into the weight buffer `w: array<u32>` (little endian), for encodings whose
+// blocks are not 4-byte aligned (Q8_0: 34 bytes, Q6_K: 210 bytes).
+
+fn rd_u8(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+// Two bytes at an even offset.
+fn rd_u16(b: u32) -> u32 {
+    return (w[b >> 2u] >> ((b & 2u) * 8u)) & 0xffffu;
+}
+
+// Four bytes at any offset (buffers are padded, so the word after the last exists).
+fn rd_u32(b: u32) -> u32 {
+    let s = (b & 3u) * 8u;
+    let lo = w[b >> 2u];
+    if (s == 0u) {
+        return lo;
+    }
+    return (lo >> s) | (w[(b >> 2u) + 1u] << (32u - s));
+}
+
+fn rd_f16(b: u32) -> f32 {
+    return unpack2x16float(rd_u16(b)).x;
+}
+
+fn sext8(x: u32) -> f32 {
+    return f32(bitcast<i32>(x << 24u) >> 24u);
+}
+
+// Decoded weights of one 32-element chunk, filled by `decode32`.
+var<private> dq: array<f32, 32>;

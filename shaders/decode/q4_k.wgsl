@@ -1,0 +1,32 @@
+// Q4_K (ggml block_q4_K, 144 bytes, 256 values): f16 d, f16 dmin, 12 bytes of packed
+// 6-bit scales/mins (8 sub-blocks of 32), 128 bytes of nibbles.
+// Sub-block s: y = d*sc[s] * q - dmin*m[s]; nibbles of byte qs[32*(s/2) + l], low for even s.
+
+// ggml get_scale_min_k4: (scale, min) of sub-block j from the 12 packed bytes at `sb`.
+fn scale_min_k4(sb: u32, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(rd_u8(sb + j) & 63u), f32(rd_u8(sb + j + 4u) & 63u));
+    }
+    let hi = rd_u8(sb + j + 4u);
+    let sc = (hi & 0xfu) | ((rd_u8(sb + j - 4u) >> 6u) << 4u);
+    let m = (hi >> 4u) | ((rd_u8(sb + j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+fn decode32(rb: u32, c: u32) {
+    let bb = rb + (c >> 3u) * 144u;
+    let s = c & 7u;
+    let dm = unpack2x16float(w[bb >> 2u]);
+    let sm = scale_min_k4(bb + 4u, s);
+    let d = dm.x * sm.x;
+    let m = dm.y * sm.y;
+    let qb = ((bb + 16u) >> 2u) + (s >> 1u) * 8u;
+    let sh = (s & 1u) * 4u;
+    for (var i = 0u; i < 8u; i++) {
+        let q = w[qb + i] >> sh;
+        dq[4u * i] = d * f32(q & 0xfu) - m;
+        dq[4u * i + 1u] = d * f32((q >> 8u) & 0xfu) - m;
+        dq[4u * i + 2u] = d * f32((q >> 16u) & 0xfu) - m;
+        dq[4u * i + 3u] = d * f32((q >> 24u) & 0xfu) - m;
+    }
+}

@@ -1,0 +1,33 @@
+// Q5_K (ggml block_q5_K, 176 bytes, 256 values): f16 d, f16 dmin, 12 scale bytes (as
+// Q4_K), qh[32] (5th bits), qs[128] nibbles. Sub-block s: low 4 bits from the nibble of
+// qs[32*(s/2) + l], 5th bit = bit s of qh[l]; y = d*sc*q - dmin*m.
+
+fn scale_min_k4(sb: u32, j: u32) -> vec2<f32> {
+    if (j < 4u) {
+        return vec2<f32>(f32(rd_u8(sb + j) & 63u), f32(rd_u8(sb + j + 4u) & 63u));
+    }
+    let hi = rd_u8(sb + j + 4u);
+    let sc = (hi & 0xfu) | ((rd_u8(sb + j - 4u) >> 6u) << 4u);
+    let m = (hi >> 4u) | ((rd_u8(sb + j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+fn decode32(rb: u32, c: u32) {
+    let bb = rb + (c >> 3u) * 176u;
+    let s = c & 7u;
+    let dm = unpack2x16float(w[bb >> 2u]);
+    let sm = scale_min_k4(bb + 4u, s);
+    let d = dm.x * sm.x;
+    let m = dm.y * sm.y;
+    let hb = (bb + 16u) >> 2u;
+    let qb = ((bb + 48u) >> 2u) + (s >> 1u) * 8u;
+    let sh = (s & 1u) * 4u;
+    for (var i = 0u; i < 8u; i++) {
+        let q = w[qb + i] >> sh;
+        let h = w[hb + i] >> s;
+        for (var j = 0u; j < 4u; j++) {
+            let v = ((q >> (8u * j)) & 0xfu) | (((h >> (8u * j)) & 1u) << 4u);
+            dq[4u * i + j] = d * f32(v) - m;
+        }
+    }
+}
