@@ -5,6 +5,7 @@
 //! and runs the forward pass in WGSL compute shaders. Math: BlinkDL's `RWKV_x070`
 //! (rwkv pip package) and llama.cpp `rwkv7.cpp`.
 
+pub mod api;
 pub mod error;
 pub mod format;
 pub mod gpu;
@@ -16,3 +17,4 @@ pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
 pub use model::weights::Rwkv7Weights;
+pub use api::{CancelToken, Engine, ForwardOutput, GenerateStats, LoadOptions, LoadProgress, ModelInfo, Rows, SeqInput, StateId, StopReason, Want};

@@ -1,3 +1,5 @@
-//! RWKV-7: config, typed weights, the GPU graph and per-sequence state.
+//! RWKV-7: config, typed weights, the weights on the GPU and the forward graph.
 pub mod config;
+pub mod gpu_weights;
+pub mod graph;
 pub mod weights;

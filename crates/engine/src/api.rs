@@ -1,0 +1,544 @@
+//! The engine façade: load a model, run the forward pass over states, generate, embed.
+//!
+//! One [`Engine`] owns the device, the weights on it and the forward graph. States live
+//! in GPU slots addressed by [`StateId`]; forking copies a slot on the GPU.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{EngineError, Result};
+use crate::format::{DType, FileFormat, ModelFile};
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{buffer, AdapterChoice, GpuContext};
+use crate::model::config::Rwkv7Config;
+use crate::model::gpu_weights::GpuWeights;
+use crate::model::graph::{Graph, Regions};
+use crate::model::weights::Rwkv7Weights;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub adapter: AdapterChoice,
+    /// Most tokens per forward pass (prefill chunk). Clamped to what the device binds.
+    pub max_chunk: usize,
+    /// Most sequences per forward pass.
+    pub max_batch: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            adapter: AdapterChoice::Auto,
+            max_chunk: 256,
+            max_batch: 16,
+        }
+    }
+}
+
+/// Load phases reported to a progress callback.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum LoadProgress {
+    Open,
+    Device,
+    Upload { tensors_done: usize, tensors_total: usize },
+    Compile,
+    Ready,
+}
+
+/// What a loaded model is, for model cards and benchmark reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub path: String,
+    pub format: String,
+    pub file_bytes: u64,
+    pub config: Rwkv7Config,
+    /// Encodings on the GPU, with tensor counts.
+    pub gpu_types: Vec<(String, usize)>,
+    pub gpu_weight_bytes: u64,
+    pub gpu_total_bytes: u64,
+    pub adapter: crate::gpu::context::AdapterSummary,
+    pub features: crate::gpu::GpuFeatures,
+    /// Call → GPU-ready (weights uploaded, pipelines compiled, device idle), ms.
+    pub load_ms: f64,
+}
+
+/// A sequence's recurrent state, held on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub struct StateId(pub u32);
+
+/// A cancel flag shared between the caller and a running job; checked between passes
+/// and tokens.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Which positions of a sequence produce outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    None,
+    Last,
+    All,
+}
+
+/// One sequence of a forward call.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqInput<'a> {
+    pub state: StateId,
+    pub tokens: &'a [u32],
+    pub rows: Rows,
+}
+
+/// Outputs of a forward call, per sequence, rows in position order.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardOutput {
+    /// `[rows, vocab]` logits per sequence (empty unless asked for).
+    pub logits: Vec<Vec<f32>>,
+    /// `[rows, C]` hidden states after `ln_out` per sequence (empty unless asked for).
+    pub embeddings: Vec<Vec<f32>>,
+}
+
+/// What to compute at the output rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    pub logits: bool,
+    pub embeddings: bool,
+}
+
+/// Per-call timing of [`Engine::generate`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenerateStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    /// Prefill of the prompt up to the first sampled token, ms.
+    pub ttft_ms: f64,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+    /// Why generation stopped.
+    pub stop: StopReason,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    #[default]
+    MaxTokens,
+    StopToken,
+    StopString,
+    Cancelled,
+    Callback,
+}
+
+/// An RWKV-7 model on a GPU.
+pub struct Engine {
+    gpu: Arc<GpuContext>,
+    pipelines: PipelineCache,
+    weights: GpuWeights,
+    graph: Graph,
+    info: ModelInfo,
+    free: Vec<u32>,
+    used: Vec<bool>,
+    max_batch: usize,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("info", &self.info).finish()
+    }
+}
+
+impl Engine {
+    /// Loads `path` (GGUF, SafeTensors or `.pth`) onto the chosen GPU.
+    ///
+    /// Errors: anything [`ModelFile::open`] and [`Rwkv7Weights::from_file`] report
+    /// (naming file and tensor), [`EngineError::Gpu`], [`EngineError::TooLarge`].
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Self> {
+        Self::load_with_progress(path, opts, &mut |_| {})
+    }
+
+    /// [`Engine::load`] with a progress callback.
+    pub fn load_with_progress(path: impl AsRef<Path>, opts: &LoadOptions, progress: &mut dyn FnMut(LoadProgress)) -> Result<Self> {
+        let t0 = Instant::now();
+        progress(LoadProgress::Open);
+        let file = ModelFile::open(path.as_ref())?;
+        let weights = Rwkv7Weights::from_file(&file)?;
+        progress(LoadProgress::Device);
+        let gpu = Arc::new(GpuContext::new(&opts.adapter)?);
+        Self::from_weights(gpu, &file, &weights, opts, progress, t0)
+    }
+
+    /// Uploads already-mapped weights onto `gpu`.
+    pub fn from_weights(
+        gpu: Arc<GpuContext>,
+        file: &ModelFile,
+        weights: &Rwkv7Weights,
+        opts: &LoadOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+        t0: Instant,
+    ) -> Result<Self> {
+        let cfg = weights.config;
+        let gw = GpuWeights::upload(&gpu, weights, &mut |done, total| {
+            progress(LoadProgress::Upload {
+                tensors_done: done,
+                tensors_total: total,
+            })
+        })?;
+        progress(LoadProgress::Compile);
+        let max = gpu.max_binding() as usize;
+        // Token capacity: the prefill chunk, bounded by the activation binding.
+        let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
+        let t_cap = opts.max_chunk.clamp(1, (max / per_tok).max(1));
+        let r_cap = t_cap.min((max / (cfg.vocab_size * 4)).max(1));
+        let b_cap = opts.max_batch.clamp(1, t_cap);
+        let n_slots = 8usize.min((max / (cfg.state_len() * 4)).max(1));
+        let pipelines = PipelineCache::default();
+        let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots)?;
+        gpu.wait()?;
+        let graph_bytes = (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
+        let info = ModelInfo {
+            path: file.path().display().to_string(),
+            format: file.format().name().to_string(),
+            file_bytes: file.file_len() as u64,
+            config: cfg,
+            gpu_types: gw.types.iter().map(|(d, n)| (d.name().to_string(), *n)).collect(),
+            gpu_weight_bytes: gw.bytes,
+            gpu_total_bytes: gw.bytes + graph_bytes,
+            adapter: gpu.summary.clone(),
+            features: gpu.features,
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        };
+        progress(LoadProgress::Ready);
+        let _ = FileFormat::Gguf;
+        Ok(Engine {
+            gpu,
+            pipelines,
+            weights: gw,
+            graph,
+            info,
+            free: (0..n_slots as u32).rev().collect(),
+            used: vec![false; n_slots],
+            max_batch: b_cap,
+        })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn config(&self) -> &Rwkv7Config {
+        &self.weights.config
+    }
+
+    pub fn gpu(&self) -> &GpuContext {
+        &self.gpu
+    }
+
+    /// Encodings of the uploaded weights.
+    pub fn gpu_types(&self) -> &[(DType, usize)] {
+        &self.weights.types
+    }
+
+    fn grow_slots(&mut self) -> Result<()> {
+        let old = self.graph.n_slots;
+        let new = old * 2;
+        let max = self.gpu.max_binding() as usize;
+        if new * self.graph.slot_len * 4 > max {
+            return Err(EngineError::TooLarge {
+                what: format!("{new} states of {} bytes exceed one binding ({max} bytes)", self.graph.slot_len * 4),
+            });
+        }
+        let g = &self.graph;
+        let graph = Graph::new(&self.gpu, &self.pipelines, &self.weights, g.t_cap, g.r_cap, g.b_cap, new)?;
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.graph.state, 0, &graph.state, 0, (old * self.graph.slot_len * 4) as u64);
+        self.gpu.queue.submit([enc.finish()]);
+        self.graph = graph;
+        self.used.resize(new, false);
+        self.free.extend((old as u32..new as u32).rev());
+        self.info.gpu_total_bytes += (old * self.graph.slot_len * 4) as u64;
+        Ok(())
+    }
+
+    /// A new zero state (the state before any token).
+    pub fn new_state(&mut self) -> Result<StateId> {
+        if self.free.is_empty() {
+            self.grow_slots()?;
+        }
+        let slot = self.free.pop().ok_or_else(|| EngineError::State { what: "no free state slot".into() })?;
+        self.used[slot as usize] = true;
+        let len = self.graph.slot_len as u64 * 4;
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.clear_buffer(&self.graph.state, slot as u64 * len, Some(len));
+        self.gpu.queue.submit([enc.finish()]);
+        Ok(StateId(slot))
+    }
+
+    fn check(&self, id: StateId) -> Result<()> {
+        if self.used.get(id.0 as usize).copied().unwrap_or(false) {
+            Ok(())
+        } else {
+            Err(EngineError::State {
+                what: format!("state {} does not exist (freed or never made)", id.0),
+            })
+        }
+    }
+
+    /// Frees a state's slot.
+    pub fn free_state(&mut self, id: StateId) -> Result<()> {
+        self.check(id)?;
+        self.used[id.0 as usize] = false;
+        self.free.push(id.0);
+        Ok(())
+    }
+
+    /// A copy of `id` (made on the GPU).
+    pub fn fork_state(&mut self, id: StateId) -> Result<StateId> {
+        self.check(id)?;
+        let new = self.new_state()?;
+        let len = self.graph.slot_len as u64 * 4;
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.graph.state, id.0 as u64 * len, &self.graph.state, new.0 as u64 * len, len);
+        self.gpu.queue.submit([enc.finish()]);
+        Ok(new)
+    }
+
+    /// f32 elements of one state: `n_layer × [att_shift C | wkv H×N×N | ffn_shift C]`.
+    pub fn state_len(&self) -> usize {
+        self.graph.slot_len
+    }
+
+    /// Reads a state into `out` (`state_len()` f32).
+    pub fn read_state(&self, id: StateId, out: &mut [f32]) -> Result<()> {
+        self.check(id)?;
+        let len = self.graph.slot_len;
+        if out.len() != len {
+            return Err(EngineError::State {
+                what: format!("buffer holds {} values, a state has {len}", out.len()),
+            });
+        }
+        buffer::read_bytes(
+            &self.gpu,
+            &self.graph.state,
+            (id.0 as usize * len * 4) as u64,
+            (len * 4) as u64,
+            bytemuck::cast_slice_mut(out),
+        )
+    }
+
+    /// Overwrites a state with `data` (`state_len()` f32).
+    pub fn write_state(&mut self, id: StateId, data: &[f32]) -> Result<()> {
+        self.check(id)?;
+        let len = self.graph.slot_len;
+        if data.len() != len {
+            return Err(EngineError::State {
+                what: format!("{} values given, a state has {len}", data.len()),
+            });
+        }
+        if let Some(bad) = data.iter().position(|v| !v.is_finite()) {
+            return Err(EngineError::State {
+                what: format!("value {bad} of the state is not finite"),
+            });
+        }
+        self.gpu.queue.write_buffer(&self.graph.state, (id.0 as usize * len * 4) as u64, bytemuck::cast_slice(data));
+        Ok(())
+    }
+
+    /// Runs `seqs` through the model, each from and into its state, in chunked passes
+    /// that batch sequences together. Returns the wanted outputs per sequence.
+    ///
+    /// Errors: empty token list, token id ≥ vocab, unknown state, the same state twice,
+    /// [`EngineError::Cancelled`] (states then hold the tokens of the passes that ran).
+    pub fn forward(&mut self, seqs: &[SeqInput], want: Want, cancel: Option<&CancelToken>) -> Result<ForwardOutput> {
+        let vocab = self.weights.config.vocab_size;
+        let c = self.weights.config.n_embd;
+        for (i, s) in seqs.iter().enumerate() {
+            self.check(s.state)?;
+            if s.tokens.is_empty() {
+                return Err(EngineError::invalid(format!("sequence {i} has no tokens")));
+            }
+            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(EngineError::invalid(format!("token id {bad} is not below the vocabulary size {vocab}")));
+            }
+            if seqs[..i].iter().any(|o| o.state == s.state) {
+                return Err(EngineError::invalid(format!("state {} appears twice in one call", s.state.0)));
+            }
+        }
+        let mut out = ForwardOutput {
+            logits: vec![Vec::new(); seqs.len()],
+            embeddings: vec![Vec::new(); seqs.len()],
+        };
+        let mut cursor = vec![0usize; seqs.len()];
+        let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
+        loop {
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(EngineError::Cancelled);
+            }
+            // Fill one pass: sequences in order, as many tokens as capacity allows.
+            let mut pass: Vec<(usize, u32, &[u32])> = Vec::new();
+            let mut rows: Vec<u32> = Vec::new();
+            let (mut t, mut r) = (0usize, 0usize);
+            for (i, s) in seqs.iter().enumerate() {
+                let left = s.tokens.len() - cursor[i];
+                if left == 0 || pass.len() == self.max_batch || t == t_cap {
+                    continue;
+                }
+                let mut n = left.min(t_cap - t);
+                if s.rows == Rows::All {
+                    n = n.min(r_cap - r);
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                if s.rows == Rows::Last && n == left && r == r_cap {
+                    n -= 1; // leave the last token (and its row) to the next pass
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                let toks = &s.tokens[cursor[i]..cursor[i] + n];
+                match s.rows {
+                    Rows::All => rows.extend((t..t + n).map(|x| x as u32)),
+                    Rows::Last if n == left => rows.push((t + n - 1) as u32),
+                    _ => {}
+                }
+                pass.push((i, s.state.0, toks));
+                cursor[i] += n;
+                t += n;
+                r = rows.len();
+            }
+            if pass.is_empty() {
+                break;
+            }
+            let run_head = want.logits && !rows.is_empty();
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
+            self.graph.encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
+            self.gpu.queue.submit([enc.finish()]);
+            if rows.is_empty() {
+                continue;
+            }
+            let logits = if run_head {
+                buffer::read_f32(&self.gpu, &self.graph.logits, 0, rows.len() * vocab)?
+            } else {
+                Vec::new()
+            };
+            let emb = if want.embeddings {
+                buffer::read_f32(&self.gpu, &self.graph.act, self.graph.regions.head_norm, rows.len() * c)?
+            } else {
+                Vec::new()
+            };
+            // Hand rows back to their sequences, in order.
+            let mut at = 0usize;
+            let mut tok_at = 0usize;
+            for &(i, _, toks) in &pass {
+                let n_rows = rows.iter().filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len()).count();
+                if run_head {
+                    out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
+                }
+                if want.embeddings {
+                    out.embeddings[i].extend_from_slice(&emb[at * c..(at + n_rows) * c]);
+                }
+                at += n_rows;
+                tok_at += toks.len();
+            }
+        }
+        self.gpu.check_lost()?;
+        Ok(out)
+    }
+
+    /// Feeds `prompt` into `state` and samples up to `max_tokens` tokens with `sample`
+    /// (given the last logits, returns the next token), calling `on_token(token)` for
+    /// each; `on_token` returns `false` to stop. Stops at cancellation without losing
+    /// anything: the state then holds every token fed so far.
+    ///
+    /// Errors: as [`Engine::forward`]; an empty prompt.
+    pub fn generate(
+        &mut self,
+        state: StateId,
+        prompt: &[u32],
+        max_tokens: usize,
+        sample: &mut dyn FnMut(&mut [f32]) -> Result<u32>,
+        cancel: &CancelToken,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenerateStats> {
+        let t0 = Instant::now();
+        let mut stats = GenerateStats {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
+        let seq = SeqInput {
+            state,
+            tokens: prompt,
+            rows: Rows::Last,
+        };
+        let want = Want {
+            logits: true,
+            embeddings: false,
+        };
+        let mut logits = match self.forward(&[seq], want, Some(cancel)) {
+            Err(EngineError::Cancelled) => {
+                stats.stop = StopReason::Cancelled;
+                return Ok(stats);
+            }
+            r => r?.logits.swap_remove(0),
+        };
+        stats.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t1 = Instant::now();
+        let mut decode_time = Duration::ZERO;
+        for i in 0..max_tokens {
+            let tok = sample(&mut logits)?;
+            if i == 0 {
+                stats.ttft_ms = t0.elapsed().as_secs_f64() * 1e3;
+            }
+            stats.generated_tokens += 1;
+            if !on_token(tok) {
+                stats.stop = StopReason::Callback;
+                break;
+            }
+            if i + 1 == max_tokens {
+                break;
+            }
+            if cancel.is_cancelled() {
+                stats.stop = StopReason::Cancelled;
+                break;
+            }
+            let td = Instant::now();
+            let one = [tok];
+            let seq = SeqInput {
+                state,
+                tokens: &one,
+                rows: Rows::Last,
+            };
+            logits = self.forward(&[seq], want, None)?.logits.swap_remove(0);
+            decode_time += td.elapsed();
+        }
+        let _ = t1;
+        stats.decode_ms = decode_time.as_secs_f64() * 1e3;
+        stats.prefill_tok_s = prompt.len() as f64 / (stats.prefill_ms / 1e3).max(1e-9);
+        let decoded = stats.generated_tokens.saturating_sub(1);
+        if decoded > 0 {
+            stats.decode_tok_s = decoded as f64 / (stats.decode_ms / 1e3).max(1e-9);
+        }
+        Ok(stats)
+    }
+}

@@ -1,0 +1,401 @@
+//! The RWKV-7 forward pass as a list of named dispatches over B sequences × T tokens.
+//!
+//! Activations live in one f32 buffer at static offsets ([`Regions`], each `t_cap` rows),
+//! so every bind group is built once; a pass writes the token metadata and [`Dims`] and
+//! records the nodes into one compute pass. Per layer (RWKV_x070, numbered as below):
+//!
+//! 1. `xx = ln1(x)`; 2. six lerps with the previous token (state for the first);
+//! 3. save the shift state; 4. `r, k, v = W xr, W xk, W xv`;
+//! 5. `w = w0 + tanh(xw W1) W2`; 6. `a = σ(a0 + xa A1 A2)`; 7. `g = σ(xg G1) G2`;
+//! 8. (layer > 0) `v_mix = σ(v0 + xv V1 V2)`; 9. kk, k, v residual, decay;
+//! 10. WKV recurrence; 11. GroupNorm + bonus + gate; 12. `x += Wo o`;
+//! 13. `xx = ln2(x)`; 14. lerp; 15. save shift; 16. `h = relu(Wk xk)²`; 17. `x += Wv h`.
+//!
+//! Then the head: gather the wanted rows, `ln_out`, logits in row chunks of the head.
+
+use crate::error::{EngineError, Result};
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{buffer, GpuContext};
+use crate::model::config::Rwkv7Config;
+use crate::model::gpu_weights::{GlobalVecs, GpuWeights, LayerVecs};
+use crate::ops::matmul::{matmul, Act, MatmulArgs};
+use crate::ops::token_shift::ShiftArgs;
+use crate::ops::wkv::WkvArgs;
+use crate::ops::wkv_out::WkvOutArgs;
+use crate::ops::wkv_prep::WkvPrepArgs;
+use crate::ops::{self, Count, Ctx, Dims, Node};
+
+/// LayerNorm eps (torch default, RWKV_x070) and GroupNorm eps of `ln_x`.
+pub const LN_EPS: f32 = 1e-5;
+pub const GN_EPS: f32 = 64e-5;
+
+/// Offsets (f32 elements) of the activation regions.
+#[derive(Debug, Clone, Copy)]
+pub struct Regions {
+    pub x: usize,
+    pub xx: usize,
+    /// Six lerp outputs, `t_cap × C` apart.
+    pub mix: usize,
+    pub r: usize,
+    pub k: usize,
+    pub v: usize,
+    pub a: usize,
+    pub w: usize,
+    pub g: usize,
+    pub vmix: usize,
+    pub vfirst: usize,
+    pub kk: usize,
+    pub y: usize,
+    pub o: usize,
+    /// LoRA hidden `[t_cap, d_max]` (four of them: w, a, g, v).
+    pub lora: usize,
+    pub ffn: usize,
+    /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
+    pub head_in: usize,
+    pub head_norm: usize,
+    pub len: usize,
+}
+
+impl Regions {
+    fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize) -> Self {
+        let tc = t_cap * cfg.n_embd;
+        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        let mut at = 0;
+        let mut take = |n: usize| {
+            let o = at;
+            at += n;
+            o
+        };
+        let x = take(tc);
+        let xx = take(tc);
+        let mix = take(6 * tc);
+        let r = take(tc);
+        let k = take(tc);
+        let v = take(tc);
+        let a = take(tc);
+        let w = take(tc);
+        let g = take(tc);
+        let vmix = take(tc);
+        let vfirst = take(tc);
+        let kk = take(tc);
+        let y = take(tc);
+        let o = take(tc);
+        let lora = take(4 * t_cap * d_max);
+        let ffn = take(t_cap * cfg.ffn_dim);
+        let head_in = take(r_cap * cfg.n_embd);
+        let head_norm = take(r_cap * cfg.n_embd);
+        Regions {
+            x,
+            xx,
+            mix,
+            r,
+            k,
+            v,
+            a,
+            w,
+            g,
+            vmix,
+            vfirst,
+            kk,
+            y,
+            o,
+            lora,
+            ffn,
+            head_in,
+            head_norm,
+            len: at,
+        }
+    }
+
+    /// f32 elements of activations per token of capacity (for sizing `t_cap`).
+    pub fn per_token(cfg: &Rwkv7Config) -> usize {
+        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        20 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
+    }
+}
+
+/// GPU buffers and nodes of the forward pass at a given capacity.
+pub struct Graph {
+    pub t_cap: usize,
+    pub r_cap: usize,
+    pub b_cap: usize,
+    pub n_slots: usize,
+    pub slot_len: usize,
+    pub regions: Regions,
+    pub dims: wgpu::Buffer,
+    pub meta: wgpu::Buffer,
+    pub act: wgpu::Buffer,
+    pub state: wgpu::Buffer,
+    pub logits: wgpu::Buffer,
+    /// Embedding … ln_out (everything but the head).
+    pub body: Vec<Node>,
+    pub head: Vec<Node>,
+    dims_host: Dims,
+}
+
+impl Graph {
+    /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
+    /// pass and `n_slots` states, and builds every node.
+    pub fn new(
+        gpu: &GpuContext,
+        pipelines: &PipelineCache,
+        wts: &GpuWeights,
+        t_cap: usize,
+        r_cap: usize,
+        b_cap: usize,
+        n_slots: usize,
+    ) -> Result<Self> {
+        let cfg = wts.config;
+        let c = cfg.n_embd;
+        let regions = Regions::new(&cfg, t_cap, r_cap);
+        let slot_len = cfg.state_len();
+        let max = gpu.max_binding();
+        let need = [
+            ("activations", regions.len as u64 * 4),
+            ("states", (slot_len * n_slots) as u64 * 4),
+            ("logits", (r_cap * cfg.vocab_size) as u64 * 4),
+        ];
+        for (what, bytes) in need {
+            if bytes > max {
+                return Err(EngineError::TooLarge {
+                    what: format!("{what} need {bytes} bytes in one binding; the device allows {max}"),
+                });
+            }
+        }
+        let dims_host = Dims {
+            t_cap: t_cap as u32,
+            off_tok_seq: t_cap as u32,
+            off_tok_pos: 2 * t_cap as u32,
+            off_seqs: 3 * t_cap as u32,
+            off_rows: (3 * t_cap + 4 * b_cap) as u32,
+            ..Default::default()
+        };
+        let dims = buffer::uniform(gpu, "dims", &dims_host);
+        let meta = buffer::storage(gpu, "meta", (3 * t_cap + 4 * b_cap + r_cap) as u64 * 4);
+        let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
+        let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
+        let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
+        let cx = Ctx {
+            gpu,
+            pipelines,
+            dims: &dims,
+        };
+        let rg = regions;
+        let tc = t_cap * c;
+        let h = cfg.n_head;
+        let per_layer = cfg.state_len_per_layer();
+        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        let lora = |i: usize| rg.lora + i * t_cap * d_max;
+        let mm = |x_off: usize, k: usize, y_off: usize, n: usize, act: Act, accumulate: bool, bias: Option<usize>| MatmulArgs {
+            x_off,
+            x_stride: k,
+            y_off,
+            y_stride: n,
+            act,
+            accumulate,
+            bias_off: bias,
+            rows: Count::Tokens,
+        };
+
+        let mut body = Vec::new();
+        for chunk in &wts.emb {
+            body.push(ops::embed::embed(&cx, chunk, &meta, &act, rg.x)?);
+        }
+        body.push(ops::layer_norm::layer_norm(&cx, None, c, &wts.globals, &act, rg.x, rg.x, GlobalVecs::LN0 * c, Count::Tokens, LN_EPS)?);
+
+        for (l, ly) in wts.layers.iter().enumerate() {
+            let lid = Some(l);
+            let v = &ly.vecs;
+            let base = l * per_layer;
+            // 1–3: ln1, lerps, shift state
+            body.push(ops::layer_norm::layer_norm(&cx, lid, c, v, &act, rg.x, rg.xx, LayerVecs::LN1 * c, Count::Tokens, LN_EPS)?);
+            let shift = ShiftArgs {
+                c,
+                n_mix: 6,
+                mix_off: LayerVecs::MIX * c,
+                x_off: rg.xx,
+                out_off: rg.mix,
+                out_stride: tc,
+                state_off: base,
+                slot_len,
+            };
+            body.push(ops::token_shift::token_shift(&cx, lid, &shift, v, &meta, &state, &act)?);
+            body.push(ops::shift_store::shift_store(&cx, lid, c, rg.xx, base, slot_len, &meta, &act, &state)?);
+            let mix = |i: usize| rg.mix + i * tc;
+            // 4: r, k, v
+            body.push(matmul(&cx, "att.receptance", lid, &ly.receptance, v, &act, None, &mm(mix(0), c, rg.r, c, Act::None, false, None))?);
+            body.push(matmul(&cx, "att.key", lid, &ly.key, v, &act, None, &mm(mix(2), c, rg.k, c, Act::None, false, None))?);
+            body.push(matmul(&cx, "att.value", lid, &ly.value, v, &act, None, &mm(mix(3), c, rg.v, c, Act::None, false, None))?);
+            // 5–8: LoRA chains
+            let (dw, da, dg) = (ly.w1.n_out, ly.a1.n_out, ly.g1.n_out);
+            body.push(matmul(&cx, "att.w1", lid, &ly.w1, v, &act, None, &mm(mix(1), c, lora(0), dw, Act::Tanh, false, None))?);
+            body.push(matmul(&cx, "att.w2", lid, &ly.w2, v, &act, None, &mm(lora(0), dw, rg.w, c, Act::None, false, Some(LayerVecs::W0 * c)))?);
+            body.push(matmul(&cx, "att.a1", lid, &ly.a1, v, &act, None, &mm(mix(4), c, lora(1), da, Act::None, false, None))?);
+            body.push(matmul(&cx, "att.a2", lid, &ly.a2, v, &act, None, &mm(lora(1), da, rg.a, c, Act::Sigmoid, false, Some(LayerVecs::A0 * c)))?);
+            body.push(matmul(&cx, "att.g1", lid, &ly.g1, v, &act, None, &mm(mix(5), c, lora(2), dg, Act::Sigmoid, false, None))?);
+            body.push(matmul(&cx, "att.g2", lid, &ly.g2, v, &act, None, &mm(lora(2), dg, rg.g, c, Act::None, false, None))?);
+            if let (Some(v1), Some(v2)) = (&ly.v1, &ly.v2) {
+                let dv = v1.n_out;
+                body.push(matmul(&cx, "att.v1", lid, v1, v, &act, None, &mm(mix(3), c, lora(3), dv, Act::None, false, None))?);
+                body.push(matmul(&cx, "att.v2", lid, v2, v, &act, None, &mm(lora(3), dv, rg.vmix, c, Act::Sigmoid, false, Some(LayerVecs::V0 * c)))?);
+            }
+            // 9–11: WKV
+            let prep = WkvPrepArgs {
+                c: c as u32,
+                n_head: h as u32,
+                layer0: u32::from(l == 0),
+                k_off: rg.k as u32,
+                v_off: rg.v as u32,
+                a_off: rg.a as u32,
+                w_off: rg.w as u32,
+                vmix_off: rg.vmix as u32,
+                vfirst_off: rg.vfirst as u32,
+                kk_off: rg.kk as u32,
+                kk_w_off: (LayerVecs::K_K * c) as u32,
+                ka_off: (LayerVecs::K_A * c) as u32,
+            };
+            body.push(ops::wkv_prep::wkv_prep(&cx, lid, &prep, v, &act)?);
+            let wkv = WkvArgs {
+                c: c as u32,
+                r_off: rg.r as u32,
+                w_off: rg.w as u32,
+                k_off: rg.k as u32,
+                v_off: rg.v as u32,
+                kk_off: rg.kk as u32,
+                a_off: rg.a as u32,
+                y_off: rg.y as u32,
+                state_off: (base + c) as u32,
+                slot_len: slot_len as u32,
+                _p: [0; 2],
+            };
+            body.push(ops::wkv::wkv(&cx, lid, &wkv, &meta, &state, &act)?);
+            let out = WkvOutArgs {
+                c: c as u32,
+                n_head: h as u32,
+                y_off: rg.y as u32,
+                r_off: rg.r as u32,
+                k_off: rg.k as u32,
+                v_off: rg.v as u32,
+                g_off: rg.g as u32,
+                o_off: rg.o as u32,
+                rk_off: (LayerVecs::R_K * c) as u32,
+                lnx_off: (LayerVecs::LN_X * c) as u32,
+                eps: GN_EPS,
+                _p: 0,
+            };
+            body.push(ops::wkv_out::wkv_out(&cx, lid, &out, v, &act)?);
+            // 12: x += Wo o
+            body.push(matmul(&cx, "att.output", lid, &ly.output, v, &act, None, &mm(rg.o, c, rg.x, c, Act::None, true, None))?);
+            // 13–17: channel mix
+            body.push(ops::layer_norm::layer_norm(&cx, lid, c, v, &act, rg.x, rg.xx, LayerVecs::LN2 * c, Count::Tokens, LN_EPS)?);
+            let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
+            let shift = ShiftArgs {
+                c,
+                n_mix: 1,
+                mix_off: LayerVecs::FFN_X_K * c,
+                x_off: rg.xx,
+                out_off: rg.mix,
+                out_stride: tc,
+                state_off: ffn_state,
+                slot_len,
+            };
+            body.push(ops::token_shift::token_shift(&cx, lid, &shift, v, &meta, &state, &act)?);
+            body.push(ops::shift_store::shift_store(&cx, lid, c, rg.xx, ffn_state, slot_len, &meta, &act, &state)?);
+            let f = cfg.ffn_dim;
+            body.push(matmul(&cx, "ffn.key", lid, &ly.ffn_key, v, &act, None, &mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None))?);
+            body.push(matmul(&cx, "ffn.value", lid, &ly.ffn_value, v, &act, None, &mm(rg.ffn, f, rg.x, c, Act::None, true, None))?);
+        }
+        body.push(ops::gather_rows::gather_rows(&cx, c, &meta, &act, rg.x, rg.head_in)?);
+        body.push(ops::layer_norm::layer_norm(&cx, None, c, &wts.globals, &act, rg.head_in, rg.head_norm, GlobalVecs::LN_OUT * c, Count::Rows, LN_EPS)?);
+
+        let mut head = Vec::new();
+        for chunk in &wts.head {
+            let args = MatmulArgs {
+                x_off: rg.head_norm,
+                x_stride: c,
+                y_off: 0,
+                y_stride: cfg.vocab_size,
+                act: Act::None,
+                accumulate: false,
+                bias_off: None,
+                rows: Count::Rows,
+            };
+            head.push(matmul(&cx, "head", None, chunk, &wts.globals, &act, Some(&logits), &args)?);
+        }
+        Ok(Graph {
+            t_cap,
+            r_cap,
+            b_cap,
+            n_slots,
+            slot_len,
+            regions,
+            dims,
+            meta,
+            act,
+            state,
+            logits,
+            body,
+            head,
+            dims_host,
+        })
+    }
+
+    /// Writes the metadata of one pass and records its dispatches.
+    ///
+    /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
+    /// concatenation) to gather for the head / embeddings; `run_head`: compute logits.
+    pub fn encode(&self, gpu: &GpuContext, enc: &mut wgpu::CommandEncoder, seqs: &[(u32, &[u32])], rows: &[u32], run_head: bool) -> Result<Dims> {
+        let t: usize = seqs.iter().map(|s| s.1.len()).sum();
+        if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
+            return Err(EngineError::Op {
+                op: "forward",
+                what: format!(
+                    "pass of {t} tokens / {} sequences / {} rows exceeds capacity {}/{}/{}",
+                    seqs.len(),
+                    rows.len(),
+                    self.t_cap,
+                    self.b_cap,
+                    self.r_cap
+                ),
+            });
+        }
+        let d = self.dims_host;
+        let mut meta = vec![0u32; (d.off_rows as usize) + rows.len()];
+        let mut at = 0usize;
+        for (b, (slot, toks)) in seqs.iter().enumerate() {
+            if *slot as usize >= self.n_slots {
+                return Err(EngineError::State {
+                    what: format!("slot {slot} out of {} slots", self.n_slots),
+                });
+            }
+            let o = d.off_seqs as usize + 4 * b;
+            meta[o] = at as u32;
+            meta[o + 1] = toks.len() as u32;
+            meta[o + 2] = *slot;
+            for (i, &tok) in toks.iter().enumerate() {
+                meta[at + i] = tok;
+                meta[d.off_tok_seq as usize + at + i] = b as u32;
+                meta[d.off_tok_pos as usize + at + i] = i as u32;
+            }
+            at += toks.len();
+        }
+        meta[d.off_rows as usize..].copy_from_slice(rows);
+        let dims = Dims {
+            n_tokens: t as u32,
+            n_seqs: seqs.len() as u32,
+            n_rows: rows.len() as u32,
+            ..d
+        };
+        gpu.queue.write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
+        gpu.queue.write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("forward"),
+            timestamp_writes: None,
+        });
+        ops::encode(&mut pass, &self.body, &dims);
+        if run_head {
+            ops::encode(&mut pass, &self.head, &dims);
+        }
+        Ok(dims)
+    }
+}
