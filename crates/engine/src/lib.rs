@@ -10,6 +10,7 @@ pub mod error;
 pub mod format;
 pub mod gpu;
 pub mod model;
+pub mod npy;
 pub mod ops;
 pub mod quant;
 
