@@ -187,6 +187,14 @@ impl Engine {
         Self::from_weights(gpu, &file, &weights, opts, progress, t0)
     }
 
+    /// Loads `path` onto an already opened device (several models, or tests, share one).
+    pub fn load_on(gpu: Arc<GpuContext>, path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let file = ModelFile::open(path.as_ref())?;
+        let weights = Rwkv7Weights::from_file(&file)?;
+        Self::from_weights(gpu, &file, &weights, opts, &mut |_| {}, t0)
+    }
+
     /// Uploads already-mapped weights onto `gpu`.
     pub fn from_weights(
         gpu: Arc<GpuContext>,

@@ -1,0 +1,222 @@
+//! The forward pass against itself in every shape it can take: chunk sizes, token by
+//! token, batched sequences, forked states — and bad input.
+
+mod support;
+
+use rwkv_engine::{CancelToken, EngineError, LoadOptions, Rows, SeqInput, Want};
+use support::*;
+
+const BOTH: Want = Want {
+    logits: true,
+    embeddings: false,
+};
+
+/// Rounding differs between chunkings (other tile shapes, matvec vs tiled kernels), so
+/// equality is up to f32 noise: 1e-3 on logits of magnitude ~10.
+const TOL: f32 = 1e-3;
+
+#[test]
+fn chunk_sizes_and_token_by_token_agree() {
+    let r = Reference::load("tiny");
+    let mut full = None;
+    for chunk in [1usize, 7, 32, 256] {
+        let mut eng = engine_with(
+            "rwkv7-tiny-Q8_0.gguf",
+            &LoadOptions {
+                max_chunk: chunk,
+                ..Default::default()
+            },
+        );
+        let st = eng.new_state().unwrap();
+        let out = eng
+            .forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: &r.tokens,
+                    rows: Rows::All,
+                }],
+                BOTH,
+                None,
+            )
+            .unwrap();
+        match &full {
+            None => full = Some(out.logits[0].clone()),
+            Some(f) => {
+                let d = max_abs(f, &out.logits[0]);
+                assert!(d < TOL, "chunk {chunk}: max |Δ| {d}");
+            }
+        }
+    }
+    // Token by token through the public API, one call per token.
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let st = eng.new_state().unwrap();
+    let mut got = Vec::new();
+    for t in &r.tokens {
+        let out = eng
+            .forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: std::slice::from_ref(t),
+                    rows: Rows::Last,
+                }],
+                BOTH,
+                None,
+            )
+            .unwrap();
+        got.extend_from_slice(&out.logits[0]);
+    }
+    let d = max_abs(full.as_ref().unwrap(), &got);
+    assert!(d < TOL, "token by token: max |Δ| {d}");
+}
+
+#[test]
+fn batched_sequences_equal_separate_runs() {
+    let r = Reference::load("tiny");
+    let seqs: [&[u32]; 3] = [&r.tokens[..45], &r.tokens[3..10], &r.tokens[20..41]];
+    let mut eng = engine_with(
+        "rwkv7-tiny.safetensors",
+        &LoadOptions {
+            max_chunk: 16,
+            ..Default::default()
+        },
+    );
+    let want = Want {
+        logits: true,
+        embeddings: true,
+    };
+    let mut separate = Vec::new();
+    for s in seqs {
+        let st = eng.new_state().unwrap();
+        let out = eng
+            .forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: s,
+                    rows: Rows::Last,
+                }],
+                want,
+                None,
+            )
+            .unwrap();
+        let mut state = vec![0f32; eng.state_len()];
+        eng.read_state(st, &mut state).unwrap();
+        separate.push((out.logits[0].clone(), out.embeddings[0].clone(), state));
+    }
+    let states: Vec<_> = (0..3).map(|_| eng.new_state().unwrap()).collect();
+    let inputs: Vec<SeqInput> = seqs
+        .iter()
+        .zip(&states)
+        .map(|(s, &st)| SeqInput {
+            state: st,
+            tokens: s,
+            rows: Rows::Last,
+        })
+        .collect();
+    let out = eng.forward(&inputs, want, None).unwrap();
+    for i in 0..3 {
+        let mut state = vec![0f32; eng.state_len()];
+        eng.read_state(states[i], &mut state).unwrap();
+        assert!(max_abs(&separate[i].0, &out.logits[i]) < TOL, "sequence {i} logits");
+        assert!(max_abs(&separate[i].1, &out.embeddings[i]) < TOL, "sequence {i} embedding");
+        assert!(max_abs(&separate[i].2, &state) < TOL, "sequence {i} state");
+    }
+}
+
+#[test]
+fn forked_states_are_independent() {
+    let r = Reference::load("tiny");
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let parent = eng.new_state().unwrap();
+    let run = |eng: &mut rwkv_engine::Engine, st, toks: &[u32]| {
+        eng.forward(
+            &[SeqInput {
+                state: st,
+                tokens: toks,
+                rows: Rows::Last,
+            }],
+            BOTH,
+            None,
+        )
+        .unwrap()
+        .logits
+        .swap_remove(0)
+    };
+    run(&mut eng, parent, &r.tokens[..20]);
+    let mut before = vec![0f32; eng.state_len()];
+    eng.read_state(parent, &mut before).unwrap();
+    let a = eng.fork_state(parent).unwrap();
+    let b = eng.fork_state(parent).unwrap();
+    let la = run(&mut eng, a, &r.tokens[20..30]);
+    let lb = run(&mut eng, b, &r.tokens[30..45]);
+    let mut after = vec![0f32; eng.state_len()];
+    eng.read_state(parent, &mut after).unwrap();
+    assert_eq!(before, after, "the parent is untouched by its branches");
+    // Branch a equals a fresh run of the same 30 tokens.
+    let fresh = eng.new_state().unwrap();
+    let mut joined = r.tokens[..20].to_vec();
+    joined.extend_from_slice(&r.tokens[20..30]);
+    let lf = run(&mut eng, fresh, &joined);
+    assert!(max_abs(&la, &lf) < TOL);
+    assert!(max_abs(&la, &lb) > 0.1, "different branches give different logits");
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let st = eng.new_state().unwrap();
+    let empty = eng.forward(
+        &[SeqInput {
+            state: st,
+            tokens: &[],
+            rows: Rows::Last,
+        }],
+        BOTH,
+        None,
+    );
+    assert!(matches!(empty, Err(EngineError::InvalidInput { .. })), "{empty:?}");
+    let big = eng.forward(
+        &[SeqInput {
+            state: st,
+            tokens: &[1, 65536],
+            rows: Rows::Last,
+        }],
+        BOTH,
+        None,
+    );
+    let msg = format!("{}", big.unwrap_err());
+    assert!(msg.contains("65536"), "{msg}");
+    let gone = rwkv_engine::StateId(999);
+    assert!(matches!(eng.fork_state(gone), Err(EngineError::State { .. })));
+    assert!(eng.write_state(st, &[0.0; 3]).is_err());
+    // A cancelled job stops before its first pass and the state is still usable.
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let r = eng.forward(
+        &[SeqInput {
+            state: st,
+            tokens: &[1, 2, 3],
+            rows: Rows::Last,
+        }],
+        BOTH,
+        Some(&cancel),
+    );
+    assert!(matches!(r, Err(EngineError::Cancelled)));
+    let stats = eng
+        .generate(st, &[1, 2, 3], 100, &mut |_| Ok(5), &cancel, &mut |_| true)
+        .unwrap();
+    assert_eq!(stats.stop, rwkv_engine::StopReason::Cancelled);
+    assert_eq!(stats.generated_tokens, 0);
+    cancel.reset();
+    let mut n = 0;
+    let stats = eng
+        .generate(st, &[1, 2, 3], 100, &mut |_| Ok(5), &cancel, &mut |_| {
+            n += 1;
+            if n == 4 {
+                cancel.cancel();
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!(stats.stop, rwkv_engine::StopReason::Cancelled);
+    assert_eq!(stats.generated_tokens, 4);
+}

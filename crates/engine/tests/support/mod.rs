@@ -1,0 +1,124 @@
+//! Shared helpers of the model-level tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use rwkv_engine::gpu::{AdapterChoice, GpuContext};
+use rwkv_engine::{Engine, LoadOptions, Rwkv7Config};
+
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures"))
+}
+
+pub fn models() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/models"))
+}
+
+/// One device for the whole test binary; fails loudly when there is none.
+pub fn gpu() -> Arc<GpuContext> {
+    static GPU: OnceLock<Arc<GpuContext>> = OnceLock::new();
+    GPU.get_or_init(|| match GpuContext::new(&AdapterChoice::Auto) {
+        Ok(g) => Arc::new(g),
+        Err(e) => panic!(
+            "GPU tests need an adapter: {e}. Install Mesa's lavapipe (`apt-get install \
+             mesa-vulkan-drivers`) and set WGPU_BACKEND=vulkan"
+        ),
+    })
+    .clone()
+}
+
+pub fn engine(file: &str) -> Engine {
+    engine_with(file, &LoadOptions::default())
+}
+
+pub fn engine_with(file: &str, opts: &LoadOptions) -> Engine {
+    let path = if file.starts_with("rwkv7-demo") { models().join(file) } else { fixtures().join(file) };
+    Engine::load_on(gpu(), &path, opts).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+pub fn npy(name: &str) -> Vec<f32> {
+    rwkv_engine::npy::read_f32(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}")).1
+}
+
+pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// The reference JSON of a fixture model.
+pub struct Reference {
+    pub json: serde_json::Value,
+    pub tokens: Vec<u32>,
+}
+
+impl Reference {
+    pub fn load(model: &str) -> Self {
+        let text = std::fs::read_to_string(fixtures().join(format!("rwkv7-{model}.ref.json"))).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let tokens = json["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        Reference { json, tokens }
+    }
+
+    /// `[position][rank] = (id, logit)`.
+    pub fn top20(&self, implementation: &str) -> Vec<Vec<(u32, f32)>> {
+        self.json["top20"][implementation]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|pos| {
+                pos.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap() as f32))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Indices of the 20 largest values, largest first.
+pub fn top20_of(row: &[f32]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..row.len()).collect();
+    idx.select_nth_unstable_by(19, |&a, &b| row[b].total_cmp(&row[a]));
+    let mut ours: Vec<usize> = idx[..20].to_vec();
+    ours.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+    ours
+}
+
+/// Top-1 identical at every position (unless the reference's own top-2 gap is below
+/// `tol`: a near-tie, named in the message), top-20 overlap ≥ 19, and the logits of the
+/// reference's top-20 ids within `tol`.
+pub fn check_top20(what: &str, logits: &[f32], vocab: usize, top20: &[Vec<(u32, f32)>], tol: f32) {
+    for (t, want) in top20.iter().enumerate() {
+        let row = &logits[t * vocab..(t + 1) * vocab];
+        let ours = top20_of(row);
+        let gap = want[0].1 - want[1].1;
+        if ours[0] as u32 != want[0].0 {
+            assert!(gap < tol, "{what}: position {t}: top-1 {} vs reference {} (gap {gap})", ours[0], want[0].0);
+            eprintln!("{what}: position {t}: near-tie top-1 flip (reference gap {gap})");
+        }
+        let overlap = want.iter().filter(|(id, _)| ours.contains(&(*id as usize))).count();
+        assert!(overlap >= 19, "{what}: position {t}: top-20 overlap {overlap}");
+        for &(id, v) in want {
+            let d = (row[id as usize] - v).abs();
+            assert!(d < tol, "{what}: position {t}: logit of {id}: {} vs {v} (|Δ| {d})", row[id as usize]);
+        }
+    }
+}
+
+/// Splits a state into the fixtures' three arrays: att shift [L, C], wkv [L, H, N, N],
+/// ffn shift [L, C].
+pub fn split_state(s: &[f32], cfg: &Rwkv7Config) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let c = cfg.n_embd;
+    let hnn = cfg.n_head * cfg.head_size * cfg.head_size;
+    let pl = cfg.state_len_per_layer();
+    let (mut att, mut wkv, mut ffn) = (Vec::new(), Vec::new(), Vec::new());
+    for l in 0..cfg.n_layer {
+        let b = &s[l * pl..(l + 1) * pl];
+        att.extend_from_slice(&b[..c]);
+        wkv.extend_from_slice(&b[c..c + hnn]);
+        ffn.extend_from_slice(&b[c + hnn..]);
+    }
+    (att, wkv, ffn)
+}
