@@ -9,8 +9,10 @@ pub mod error;
 pub mod format;
 pub mod model;
 pub mod quant;
+pub mod tokenizer;
 
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
 pub use model::weights::Rwkv7Weights;
+pub use tokenizer::{StreamDecoder, Tokenizer};
