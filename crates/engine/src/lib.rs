@@ -13,9 +13,11 @@ pub mod model;
 pub mod npy;
 pub mod ops;
 pub mod quant;
+pub mod tokenizer;
 
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
 pub use model::weights::Rwkv7Weights;
 pub use api::{CancelToken, Engine, ForwardOutput, GenerateStats, LoadOptions, LoadProgress, ModelInfo, Rows, SeqInput, StateId, StopReason, Want};
+pub use tokenizer::{StreamDecoder, Tokenizer};
