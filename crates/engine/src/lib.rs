@@ -10,6 +10,7 @@ pub mod format;
 pub mod model;
 pub mod npy;
 pub mod quant;
+pub mod sampler;
 
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
