@@ -14,6 +14,7 @@ pub mod npy;
 pub mod ops;
 pub mod quant;
 pub mod tokenizer;
+pub mod sampler;
 
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};

@@ -1,0 +1,780 @@
+//! Seeded next-token sampling from logits: greedy, temperature, top-k, top-p (nucleus),
+//! min-p, RWKV-style presence / frequency penalties with decaying occurrence counts, a
+//! repetition penalty, banned tokens, stop tokens, and a [`StopMatcher`] for stop strings.
+//!
+//! Order of operations per token (as BlinkDL's `rwkv` `PIPELINE` and llama.cpp's default
+//! chain: penalties first, temperature last):
+//! 1. banned tokens → −∞; NaN logits → −∞ (see "Non-finite logits" below);
+//! 2. penalties on every token seen since the last [`Sampler::reset`]:
+//!    `logit[t] -= presence + occurrence[t] * frequency` (ChatRWKV), then the repetition
+//!    penalty (CTRL / llama.cpp: positive logits divided by it, negative multiplied);
+//! 3. greedy (`temperature == 0` or `top_k == 1`): the arg-max, lowest id on ties;
+//! 4. otherwise probabilities `p = softmax(logit)` at temperature 1, then min-p
+//!    (`p < min_p · p_max` dropped), top-k, top-p (smallest set of most probable tokens whose
+//!    mass reaches `top_p`), then temperature (`p^(1/T)`, renormalised), and one draw.
+//!
+//! Cost is O(vocab) per token: top-k and top-p use partial selection
+//! (`select_nth_unstable`) over a growing prefix, never a full sort of the vocabulary.
+//!
+//! After a token is chosen, [`Sampler::accept`] decays every occurrence count
+//! (`occurrence[t] *= penalty_decay`) and adds 1 to the chosen token's (ChatRWKV).
+//!
+//! **Non-finite logits.** NaN is treated as −∞ (that token is never drawn); +∞ beats every
+//! finite logit (the lowest such id is returned). If no token is drawable (every logit NaN
+//! or −∞, or an empty slice), [`Sampler::try_sample`] returns
+//! [`EngineError::InvalidInput`] and [`Sampler::sample`] returns the first stop token
+//! (or 0, the World tokenizer's end of text) so that a generation loop ends. Never a panic.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EngineError, Result};
+
+/// Sampling parameters. `Default` is RWKV's usual chat setting (ChatRWKV
+/// `API_DEMO_CHAT.py` / RWKV Runner chat): temperature 1.0, top-p 0.3, presence 0.5,
+/// frequency 0.5, decay 0.996; top-k, min-p and the repetition penalty off; stop on token 0
+/// (World `END_OF_TEXT`) and on `"\n\nUser:"` (the chat template's next turn).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplerOptions {
+    /// Softmax temperature; 0 = greedy. Range [0, 100].
+    pub temperature: f32,
+    /// Nucleus mass in (0, 1]; 1 = off.
+    pub top_p: f32,
+    /// Keep only the `top_k` most probable tokens; 0 = off, 1 = greedy.
+    pub top_k: usize,
+    /// Drop tokens with probability below `min_p × p_max`; 0 = off. Range [0, 1].
+    pub min_p: f32,
+    /// Subtracted once from the logit of every token seen (ChatRWKV `alpha_presence`).
+    pub presence_penalty: f32,
+    /// Subtracted `occurrence[t]` times (ChatRWKV `alpha_frequency`).
+    pub frequency_penalty: f32,
+    /// Occurrence counts are multiplied by this after every token (ChatRWKV
+    /// `penalty_decay`). Range [0, 1].
+    pub penalty_decay: f32,
+    /// CTRL-style repetition penalty on seen tokens; 1 = off. Range [1, 10].
+    pub repetition_penalty: f32,
+    /// RNG seed; `None` seeds from the OS. The same seed, options and logits give the same
+    /// tokens (rand 0.8 `StdRng`, ChaCha12).
+    pub seed: Option<u64>,
+    /// Tokens that end generation ([`Sampler::is_stop`]); they can still be sampled.
+    pub stop_tokens: Vec<u32>,
+    /// Strings that end generation (see [`StopMatcher`]).
+    pub stop_strings: Vec<String>,
+    /// Tokens never sampled.
+    pub banned_tokens: Vec<u32>,
+}
+
+impl Default for SamplerOptions {
+    fn default() -> Self {
+        SamplerOptions {
+            temperature: 1.0,
+            top_p: 0.3,
+            top_k: 0,
+            min_p: 0.0,
+            presence_penalty: 0.5,
+            frequency_penalty: 0.5,
+            penalty_decay: 0.996,
+            repetition_penalty: 1.0,
+            seed: None,
+            stop_tokens: vec![0],
+            stop_strings: vec!["\n\nUser:".to_string()],
+            banned_tokens: Vec::new(),
+        }
+    }
+}
+
+impl SamplerOptions {
+    /// Greedy decoding, no penalties (deterministic; for tests and evaluation).
+    pub fn greedy() -> Self {
+        SamplerOptions {
+            temperature: 0.0,
+            top_p: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: Some(0),
+            ..Default::default()
+        }
+    }
+
+    /// Checks every range documented on the fields.
+    ///
+    /// Errors: [`EngineError::InvalidInput`] naming the field and its value.
+    pub fn validate(&self) -> Result<()> {
+        let check = |name: &str, v: f32, lo: f32, hi: f32| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(EngineError::invalid(format!(
+                    "sampler: {name} = {v}, expected {lo}..={hi}"
+                )))
+            }
+        };
+        check("temperature", self.temperature, 0.0, 100.0)?;
+        check("top_p", self.top_p, 0.0, 1.0)?;
+        if self.top_p == 0.0 {
+            return Err(EngineError::invalid(
+                "sampler: top_p = 0, expected (0, 1] (use temperature 0 for greedy)",
+            ));
+        }
+        check("min_p", self.min_p, 0.0, 1.0)?;
+        check("presence_penalty", self.presence_penalty, -100.0, 100.0)?;
+        check("frequency_penalty", self.frequency_penalty, -100.0, 100.0)?;
+        check("penalty_decay", self.penalty_decay, 0.0, 1.0)?;
+        check("repetition_penalty", self.repetition_penalty, 1.0, 10.0)?;
+        Ok(())
+    }
+}
+
+/// Draws tokens from logits with [`SamplerOptions`]; holds the RNG and occurrence counts of
+/// one sequence.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    opts: SamplerOptions,
+    vocab: usize,
+    rng: StdRng,
+    /// Decaying count per token id `[vocab]`.
+    occurrence: Vec<f32>,
+    /// Ids with an occurrence entry (ChatRWKV's dict keys), in first-seen order.
+    seen: Vec<u32>,
+    /// `(probability, id)` scratch, reused between calls.
+    cand: Vec<(f32, u32)>,
+}
+
+impl Sampler {
+    /// A sampler for a vocabulary of `vocab` tokens.
+    ///
+    /// Errors: [`EngineError::InvalidInput`] for out-of-range options or `vocab == 0`.
+    pub fn new(opts: SamplerOptions, vocab: usize) -> Result<Self> {
+        opts.validate()?;
+        if vocab == 0 || u32::try_from(vocab).is_err() {
+            return Err(EngineError::invalid(format!("sampler: vocab = {vocab}")));
+        }
+        let rng = match opts.seed {
+            Some(s) => StdRng::seed_from_u64(s),
+            None => StdRng::from_entropy(),
+        };
+        Ok(Sampler {
+            opts,
+            vocab,
+            rng,
+            occurrence: vec![0.0; vocab],
+            seen: Vec::new(),
+            cand: Vec::with_capacity(vocab),
+        })
+    }
+
+    pub fn options(&self) -> &SamplerOptions {
+        &self.opts
+    }
+
+    /// Forgets occurrence counts (a new reply); the RNG stream continues.
+    pub fn reset(&mut self) {
+        for &t in &self.seen {
+            self.occurrence[t as usize] = 0.0;
+        }
+        self.seen.clear();
+    }
+
+    /// Whether `token` is one of the stop tokens.
+    pub fn is_stop(&self, token: u32) -> bool {
+        self.opts.stop_tokens.contains(&token)
+    }
+
+    /// A matcher for this sampler's stop strings.
+    pub fn stop_matcher(&self) -> StopMatcher {
+        StopMatcher::new(self.opts.stop_strings.clone())
+    }
+
+    /// Records that `token` was emitted: every occurrence count decays by `penalty_decay`,
+    /// then `token`'s count grows by 1. Ids ≥ vocab are ignored.
+    pub fn accept(&mut self, token: u32) {
+        let decay = self.opts.penalty_decay;
+        for &t in &self.seen {
+            self.occurrence[t as usize] *= decay;
+        }
+        if let Some(o) = self.occurrence.get_mut(token as usize) {
+            if !self.seen.contains(&token) {
+                self.seen.push(token);
+            }
+            *o += 1.0;
+        }
+    }
+
+    /// Current (decayed) occurrence count of `token`.
+    pub fn occurrence(&self, token: u32) -> f32 {
+        self.occurrence.get(token as usize).copied().unwrap_or(0.0)
+    }
+
+    /// Draws the next token from `logits` (`[vocab]`, f32, modified in place by bans and
+    /// penalties). Does not call [`Self::accept`]. See the module docs for non-finite input:
+    /// when nothing is drawable, returns the first stop token or 0.
+    pub fn sample(&mut self, logits: &mut [f32]) -> u32 {
+        match self.try_sample(logits) {
+            Ok(t) => t,
+            Err(_) => self.opts.stop_tokens.first().copied().unwrap_or(0),
+        }
+    }
+
+    /// As [`Self::sample`], but reports bad input.
+    ///
+    /// Errors: [`EngineError::InvalidInput`] when `logits.len() != vocab` or no token has a
+    /// logit above −∞ after bans (all NaN / −∞).
+    pub fn try_sample(&mut self, logits: &mut [f32]) -> Result<u32> {
+        if logits.len() != self.vocab {
+            return Err(EngineError::invalid(format!(
+                "sampler: {} logits for a vocabulary of {}",
+                logits.len(),
+                self.vocab
+            )));
+        }
+        self.apply_bans_and_penalties(logits);
+        let (best, max) = argmax(logits);
+        if max == f32::NEG_INFINITY {
+            return Err(EngineError::invalid(
+                "sampler: no finite logit (all NaN or -inf)",
+            ));
+        }
+        if max == f32::INFINITY || self.opts.temperature == 0.0 || self.opts.top_k == 1 {
+            return Ok(best);
+        }
+        Ok(self.draw(logits, max))
+    }
+
+    fn apply_bans_and_penalties(&self, logits: &mut [f32]) {
+        for l in logits.iter_mut() {
+            if l.is_nan() {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        for &t in &self.opts.banned_tokens {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        let (pres, freq, rep) = (
+            self.opts.presence_penalty,
+            self.opts.frequency_penalty,
+            self.opts.repetition_penalty,
+        );
+        for &t in &self.seen {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l -= pres + self.occurrence[t as usize] * freq;
+                if rep != 1.0 {
+                    *l = if *l > 0.0 { *l / rep } else { *l * rep };
+                }
+            }
+        }
+    }
+
+    /// Steps 4 of the module docs; `max` is the finite maximum logit.
+    fn draw(&mut self, logits: &[f32], max: f32) -> u32 {
+        // Probabilities at temperature 1 (unnormalised; `sum` normalises).
+        self.cand.clear();
+        let mut sum = 0.0f64;
+        for (i, &l) in logits.iter().enumerate() {
+            let p = (l - max).exp();
+            if p > 0.0 {
+                sum += f64::from(p);
+                self.cand.push((p, i as u32));
+            }
+        }
+        // The arg-max has p = 1, so `cand` is non-empty and `sum >= 1`.
+        if self.opts.min_p > 0.0 {
+            let floor = self.opts.min_p; // p_max == 1 here
+            self.cand.retain(|&(p, _)| p >= floor);
+            sum = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
+        }
+        let by_p_desc = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        if self.opts.top_k > 0 && self.opts.top_k < self.cand.len() {
+            self.cand
+                .select_nth_unstable_by(self.opts.top_k - 1, by_p_desc);
+            self.cand.truncate(self.opts.top_k);
+            sum = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
+        }
+        if self.opts.top_p < 1.0 {
+            let target = f64::from(self.opts.top_p) * sum;
+            // Sort a growing prefix of the most probable tokens until its mass reaches
+            // `target`: usually a few dozen tokens, never a full sort unless needed.
+            let mut k = 64.min(self.cand.len());
+            loop {
+                if k < self.cand.len() {
+                    self.cand.select_nth_unstable_by(k - 1, by_p_desc);
+                }
+                self.cand[..k].sort_unstable_by(by_p_desc);
+                let mut acc = 0.0f64;
+                let mut keep = None;
+                for (i, &(p, _)) in self.cand[..k].iter().enumerate() {
+                    acc += f64::from(p);
+                    if acc >= target {
+                        keep = Some(i + 1);
+                        break;
+                    }
+                }
+                match keep {
+                    Some(n) => {
+                        self.cand.truncate(n);
+                        break;
+                    }
+                    None if k == self.cand.len() => break, // rounding: keep everything
+                    None => k = (k * 4).min(self.cand.len()),
+                }
+            }
+        }
+        // Temperature last: p^(1/T) = exp((l - max) / T), renormalised by the draw.
+        let t = self.opts.temperature;
+        if t != 1.0 {
+            let inv = 1.0 / t;
+            for c in &mut self.cand {
+                c.0 = c.0.powf(inv);
+            }
+        }
+        let total: f64 = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
+        let mut r = self.rng.gen::<f64>() * total;
+        for &(p, id) in &self.cand {
+            r -= f64::from(p);
+            if r < 0.0 {
+                return id;
+            }
+        }
+        // Rounding left `r` a hair above 0: the last candidate with p > 0.
+        self.cand
+            .iter()
+            .rev()
+            .find(|c| c.0 > 0.0)
+            .map(|c| c.1)
+            .unwrap_or(self.cand.first().map(|c| c.1).unwrap_or(0))
+    }
+}
+
+/// Index and value of the largest logit (lowest index on ties); NaN never wins.
+/// `(0, -inf)` when nothing is above −∞.
+fn argmax(logits: &[f32]) -> (u32, f32) {
+    let mut best = 0u32;
+    let mut max = f32::NEG_INFINITY;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > max {
+            max = l;
+            best = i as u32;
+        }
+    }
+    (best, max)
+}
+
+/// What [`StopMatcher::push`] decided.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StopStep {
+    /// Text safe to show now (never part of a stop string).
+    pub emit: String,
+    /// A stop string completed: generation should end; the stop string itself and
+    /// anything after it are not emitted.
+    pub stopped: bool,
+}
+
+/// Finds stop strings in streamed text. Text that could be the beginning of a stop string
+/// is held back until the following text shows whether it is one; text that cannot be is
+/// released at once.
+#[derive(Debug, Clone, Default)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+    held: String,
+    stopped: bool,
+}
+
+impl StopMatcher {
+    /// A matcher for `stops` (empty strings are ignored).
+    pub fn new(stops: Vec<String>) -> Self {
+        StopMatcher {
+            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            held: String::new(),
+            stopped: false,
+        }
+    }
+
+    /// Feeds the next piece of decoded text. After a stop, further input is ignored.
+    pub fn push(&mut self, text: &str) -> StopStep {
+        if self.stopped {
+            return StopStep {
+                emit: String::new(),
+                stopped: true,
+            };
+        }
+        self.held.push_str(text);
+        // Earliest complete stop string.
+        if let Some(at) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.held.find(s.as_str()))
+            .min()
+        {
+            let emit = self.held[..at].to_string();
+            self.held.clear();
+            self.stopped = true;
+            return StopStep {
+                emit,
+                stopped: true,
+            };
+        }
+        // Longest suffix of `held` that is a proper prefix of some stop string.
+        let hold_from = self
+            .held
+            .char_indices()
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let tail = &self.held[i..];
+                self.stops
+                    .iter()
+                    .any(|s| s.len() > tail.len() && s.starts_with(tail))
+            })
+            .unwrap_or(self.held.len());
+        let emit = self.held[..hold_from].to_string();
+        self.held.drain(..hold_from);
+        StopStep {
+            emit,
+            stopped: false,
+        }
+    }
+
+    /// Text still held back (a partial stop string).
+    pub fn pending(&self) -> &str {
+        &self.held
+    }
+
+    /// Ends the stream (generation stopped for another reason): releases held-back text.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Whether a stop string has completed.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(temperature: f32, top_p: f32, top_k: usize, seed: u64) -> SamplerOptions {
+        SamplerOptions {
+            temperature,
+            top_p,
+            top_k,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: Some(seed),
+            ..Default::default()
+        }
+    }
+
+    /// Seeded pseudo-random logits over a World-sized vocabulary, spread like a model's
+    /// (a few standard deviations wide).
+    fn random_logits(vocab: usize, seed: u64) -> Vec<f32> {
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..vocab).map(|_| rng.gen_range(-8.0f32..8.0)).collect()
+    }
+
+    #[test]
+    fn greedy_picks_argmax() -> Result<()> {
+        let mut logits = random_logits(65536, 1);
+        logits[12345] = 20.0;
+        let mut s = Sampler::new(SamplerOptions::greedy(), 65536)?;
+        assert_eq!(s.sample(&mut logits.clone()), 12345);
+        // Ties go to the lowest id.
+        logits[777] = 20.0;
+        assert_eq!(s.sample(&mut logits), 777);
+        Ok(())
+    }
+
+    #[test]
+    fn same_seed_same_sequence_other_seed_differs() -> Result<()> {
+        let run = |seed| -> Result<Vec<u32>> {
+            let mut s = Sampler::new(opts(1.0, 0.9, 0, seed), 65536)?;
+            let mut out = Vec::new();
+            for step in 0..32 {
+                // A flat-ish distribution so that draws genuinely vary.
+                let mut l = random_logits(65536, 100 + step);
+                for v in l.iter_mut() {
+                    *v *= 0.1;
+                }
+                let t = s.sample(&mut l);
+                s.accept(t);
+                out.push(t);
+            }
+            Ok(out)
+        };
+        let a = run(7)?;
+        assert_eq!(a, run(7)?);
+        assert_ne!(a, run(8)?);
+        Ok(())
+    }
+
+    #[test]
+    fn top_k_1_and_tiny_top_p_are_greedy() -> Result<()> {
+        for seed in 0..20 {
+            let logits = random_logits(65536, seed);
+            let (want, _) = argmax(&logits);
+            let mut k1 = Sampler::new(opts(1.5, 1.0, 1, seed), 65536)?;
+            assert_eq!(k1.sample(&mut logits.clone()), want);
+            let mut p = Sampler::new(opts(1.5, 1e-6, 0, seed), 65536)?;
+            assert_eq!(p.sample(&mut logits.clone()), want);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn top_k_restricts_to_the_k_best() -> Result<()> {
+        let logits = random_logits(4096, 3);
+        let mut order: Vec<u32> = (0..4096).collect();
+        order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+        let best5 = &order[..5];
+        // Temperature 5 flattens the distribution: without top-k, draws would spread widely.
+        let mut s = Sampler::new(opts(5.0, 1.0, 5, 11), 4096)?;
+        let mut hit = [false; 5];
+        for _ in 0..500 {
+            let t = s.sample(&mut logits.clone());
+            let pos = best5.iter().position(|&b| b == t);
+            assert!(pos.is_some(), "token {t} outside the top 5");
+            if let Some(p) = pos {
+                hit[p] = true;
+            }
+        }
+        assert!(
+            hit.iter().all(|&h| h),
+            "each of the 5 is drawn at least once: {hit:?}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn top_p_keeps_the_nucleus() -> Result<()> {
+        // p ∝ [8, 4, 2, 1, 1] / 16: top_p 0.7 needs {0, 1} (0.5 + 0.25 = 0.75 ≥ 0.7).
+        let base: Vec<f32> = [8.0f32, 4.0, 2.0, 1.0, 1.0]
+            .iter()
+            .map(|p| p.ln())
+            .collect();
+        let mut s = Sampler::new(opts(1.0, 0.7, 0, 5), 5)?;
+        let mut counts = [0usize; 5];
+        for _ in 0..3000 {
+            counts[s.sample(&mut base.clone()) as usize] += 1;
+        }
+        assert_eq!(counts[2] + counts[3] + counts[4], 0, "{counts:?}");
+        // Renormalised nucleus: 2/3 vs 1/3; 3000 draws → σ ≈ 26, allow 5σ.
+        assert!((counts[0] as i64 - 2000).abs() < 130, "{counts:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn min_p_drops_unlikely_tokens() -> Result<()> {
+        let base: Vec<f32> = [1.0f32, 0.5, 0.09, 0.05].iter().map(|p| p.ln()).collect();
+        let mut o = opts(1.0, 1.0, 0, 9);
+        o.min_p = 0.1; // floor 0.1 × p_max: drops ids 2 and 3
+        let mut s = Sampler::new(o, 4)?;
+        for _ in 0..1000 {
+            assert!(s.sample(&mut base.clone()) < 2);
+        }
+        Ok(())
+    }
+
+    /// Frequencies over many seeded draws match softmax(logits / T). Tolerances: 5 binomial
+    /// standard deviations (σ = √(N p (1−p)) ≈ 40–65 draws here), which a correct sampler
+    /// exceeds with probability < 1e-6 — and the seed is fixed, so never flaky.
+    #[test]
+    fn temperature_statistics() -> Result<()> {
+        let base: Vec<f32> = [1.0f32, 2.0, 3.0].iter().map(|p| p.ln()).collect();
+        let n = 30000usize;
+        for (t, want) in [
+            (1.0f32, [1.0f64 / 6.0, 2.0 / 6.0, 3.0 / 6.0]),
+            // p^(1/0.5) = p²: 1, 4, 9 over 14.
+            (0.5, [1.0 / 14.0, 4.0 / 14.0, 9.0 / 14.0]),
+            // p^(1/2) = √p.
+            (2.0, {
+                let s = 1.0 + 2f64.sqrt() + 3f64.sqrt();
+                [1.0 / s, 2f64.sqrt() / s, 3f64.sqrt() / s]
+            }),
+        ] {
+            let mut s = Sampler::new(opts(t, 1.0, 0, 1234), 3)?;
+            let mut counts = [0usize; 3];
+            for _ in 0..n {
+                counts[s.sample(&mut base.clone()) as usize] += 1;
+            }
+            for (c, p) in counts.iter().zip(want) {
+                let expected = p * n as f64;
+                let sigma = (n as f64 * p * (1.0 - p)).sqrt();
+                assert!(
+                    (*c as f64 - expected).abs() < 5.0 * sigma,
+                    "T={t}: counts {counts:?}, expected {want:?}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn penalties_lower_repeated_tokens_and_decay() -> Result<()> {
+        let mut o = SamplerOptions::greedy();
+        o.presence_penalty = 0.5;
+        o.frequency_penalty = 0.5;
+        o.penalty_decay = 0.5;
+        let mut s = Sampler::new(o, 8)?;
+        s.accept(3);
+        s.accept(3);
+        // Counts: after first accept 1; second decays to 0.5 then +1 = 1.5.
+        assert_eq!(s.occurrence(3), 1.5);
+        let mut l = vec![0.0f32; 8];
+        l[3] = 1.0; // would be the arg-max without penalties
+        let t = s.sample(&mut l);
+        // 1.0 - (0.5 + 1.5 × 0.5) = -0.25 < 0: token 3 loses to token 0.
+        assert_eq!(l[3], -0.25);
+        assert_eq!(t, 0);
+        // Untouched tokens keep their logits.
+        assert_eq!(l[5], 0.0);
+        s.accept(0);
+        assert_eq!(s.occurrence(3), 0.75);
+        s.reset();
+        assert_eq!(s.occurrence(3), 0.0);
+        let mut l2 = vec![0.0f32; 8];
+        l2[3] = 1.0;
+        assert_eq!(s.sample(&mut l2), 3);
+        Ok(())
+    }
+
+    #[test]
+    fn repetition_penalty_and_bans() -> Result<()> {
+        let mut o = SamplerOptions::greedy();
+        o.repetition_penalty = 2.0;
+        o.banned_tokens = vec![1];
+        let mut s = Sampler::new(o, 4)?;
+        s.accept(0);
+        s.accept(2);
+        let mut l = vec![3.0f32, 9.0, -1.0, 2.0];
+        let t = s.sample(&mut l);
+        assert_eq!(l, vec![1.5, f32::NEG_INFINITY, -2.0, 2.0]);
+        assert_eq!(t, 3);
+        Ok(())
+    }
+
+    #[test]
+    fn nan_and_infinite_logits_are_defined() -> Result<()> {
+        let mut s = Sampler::new(opts(1.0, 0.9, 0, 3), 4)?;
+        // NaN never drawn.
+        for _ in 0..200 {
+            let t = s.sample(&mut [f32::NAN, 0.0, f32::NAN, 0.0]);
+            assert!(t == 1 || t == 3);
+        }
+        // +inf wins.
+        assert_eq!(s.sample(&mut [0.0, f32::INFINITY, 5.0, f32::NAN]), 1);
+        // Nothing drawable: error from try_sample, first stop token (0) from sample.
+        assert!(s.try_sample(&mut [f32::NAN; 4]).is_err());
+        assert!(s.try_sample(&mut [f32::NEG_INFINITY; 4]).is_err());
+        assert_eq!(s.sample(&mut [f32::NAN; 4]), 0);
+        // Wrong length.
+        assert!(s.try_sample(&mut [0.0; 3]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        let bad = [
+            SamplerOptions {
+                temperature: -1.0,
+                ..Default::default()
+            },
+            SamplerOptions {
+                top_p: 0.0,
+                ..Default::default()
+            },
+            SamplerOptions {
+                top_p: f32::NAN,
+                ..Default::default()
+            },
+            SamplerOptions {
+                penalty_decay: 1.5,
+                ..Default::default()
+            },
+            SamplerOptions {
+                repetition_penalty: 0.5,
+                ..Default::default()
+            },
+        ];
+        for o in bad {
+            assert!(Sampler::new(o, 10).is_err());
+        }
+        assert!(Sampler::new(SamplerOptions::default(), 0).is_err());
+        assert!(Sampler::new(SamplerOptions::default(), 65536).is_ok());
+    }
+
+    #[test]
+    fn options_serde_defaults() -> anyhow::Result<()> {
+        // Missing fields take the defaults (the app sends partial options).
+        let o: SamplerOptions = serde_json::from_str(r#"{"temperature": 0.7}"#)?;
+        assert_eq!(o.temperature, 0.7);
+        assert_eq!(o.top_p, SamplerOptions::default().top_p);
+        let back: SamplerOptions = serde_json::from_str(&serde_json::to_string(&o)?)?;
+        assert_eq!(back, o);
+        Ok(())
+    }
+
+    #[test]
+    fn stop_matcher_holds_back_partial_matches() {
+        let mut m = StopMatcher::new(vec!["\n\nUser:".into(), "###".into()]);
+        let s = m.push("Hello");
+        assert_eq!(
+            s,
+            StopStep {
+                emit: "Hello".into(),
+                stopped: false
+            }
+        );
+        // "\n" might start "\n\nUser:": held.
+        let s = m.push(" world\n");
+        assert_eq!(s.emit, " world");
+        assert_eq!(m.pending(), "\n");
+        let s = m.push("\nUs");
+        assert_eq!(s.emit, "");
+        assert_eq!(m.pending(), "\n\nUs");
+        // Not a stop after all: everything released.
+        let s = m.push("ually");
+        assert_eq!(
+            s,
+            StopStep {
+                emit: "\n\nUsually".into(),
+                stopped: false
+            }
+        );
+        assert_eq!(m.pending(), "");
+        // A stop split across pieces, with text before it in the same piece.
+        assert_eq!(m.push(" ok #").emit, " ok ");
+        let s = m.push("## tail");
+        assert_eq!(
+            s,
+            StopStep {
+                emit: "".into(),
+                stopped: true
+            }
+        );
+        assert!(m.stopped());
+        // After a stop, nothing more comes out.
+        assert_eq!(m.push("more").emit, "");
+    }
+
+    #[test]
+    fn stop_matcher_earliest_stop_and_finish() {
+        let mut m = StopMatcher::new(vec!["cd".into(), "b".into()]);
+        let s = m.push("abcd");
+        assert_eq!(
+            s,
+            StopStep {
+                emit: "a".into(),
+                stopped: true
+            }
+        );
+        let mut m = StopMatcher::new(vec!["λμν".into()]);
+        // Multi-byte text: held back on character boundaries.
+        assert_eq!(m.push("αλ").emit, "α");
+        assert_eq!(m.push("μ").emit, "");
+        assert_eq!(m.finish(), "λμ");
+        assert!(!m.stopped());
+    }
+}
