@@ -1,6 +1,10 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_eval;
+mod cmd_generate;
+mod common;
+
 #[derive(Parser)]
 #[command(
     name = "rwkv",
@@ -13,9 +17,28 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Continue a prompt, streaming the text; prints prefill and decode speed.
+    Generate(cmd_generate::GenerateArgs),
+    /// Chat in the terminal with the RWKV template (`User: …\n\nAssistant:`).
+    Chat(cmd_generate::ChatArgs),
+    /// Write logits, embeddings and the final state of a text as .npy files.
+    Eval(cmd_eval::EvalArgs),
+    /// List the GPU adapters wgpu sees.
+    Adapters,
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Generate(a) => cmd_generate::generate(a),
+        Command::Chat(a) => cmd_generate::chat(a),
+        Command::Eval(a) => cmd_eval::run(a),
+        Command::Adapters => {
+            for a in rwkv_engine::gpu::GpuContext::list_adapters() {
+                println!("{}: {} ({}, {}, {} {})", a.index, a.name, a.backend, a.device_type, a.driver, a.driver_info);
+            }
+            Ok(())
+        }
+    }
 }

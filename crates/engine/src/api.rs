@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::{EngineError, Result};
-use crate::format::{DType, FileFormat, ModelFile};
+use crate::format::{DType, ModelFile};
+use crate::sampler::{Sampler, SamplerOptions};
+use crate::tokenizer::Tokenizer;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, AdapterChoice, GpuContext};
 use crate::model::config::Rwkv7Config;
@@ -156,6 +158,7 @@ pub struct Engine {
     weights: GpuWeights,
     graph: Graph,
     info: ModelInfo,
+    tokenizer: Arc<Tokenizer>,
     free: Vec<u32>,
     used: Vec<bool>,
     max_batch: usize,
@@ -235,14 +238,28 @@ impl Engine {
             features: gpu.features,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         };
+        let tokenizer = match Tokenizer::from_gguf(file)? {
+            Some(t) => Arc::new(t),
+            None => Arc::new(Tokenizer::world()?),
+        };
+        if tokenizer.vocab_size() > cfg.vocab_size {
+            return Err(EngineError::Tokenizer {
+                what: format!(
+                    "{}: the tokenizer has {} tokens, the model's vocabulary {}",
+                    file.path().display(),
+                    tokenizer.vocab_size(),
+                    cfg.vocab_size
+                ),
+            });
+        }
         progress(LoadProgress::Ready);
-        let _ = FileFormat::Gguf;
         Ok(Engine {
             gpu,
             pipelines,
             weights: gw,
             graph,
             info,
+            tokenizer,
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
             max_batch: b_cap,
@@ -259,6 +276,11 @@ impl Engine {
 
     pub fn gpu(&self) -> &GpuContext {
         &self.gpu
+    }
+
+    /// The model's tokenizer (its GGUF vocabulary, else the bundled World vocabulary).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
     }
 
     /// Encodings of the uploaded weights.
@@ -548,5 +570,127 @@ impl Engine {
             stats.decode_tok_s = decoded as f64 / (stats.decode_ms / 1e3).max(1e-9);
         }
         Ok(stats)
+    }
+}
+
+/// Options of [`Engine::generate_text`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct GenerateOptions {
+    pub max_tokens: usize,
+    pub sampler: SamplerOptions,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 256,
+            sampler: SamplerOptions::default(),
+        }
+    }
+}
+
+/// What [`Engine::generate_text`] streams.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TextEvent {
+    /// New text (valid UTF-8, never part of a stop string), with the tokens it came from.
+    Text { text: String, tokens: usize },
+}
+
+/// Result of [`Engine::generate_text`].
+#[derive(Debug, Clone, Serialize)]
+pub struct TextOutput {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub stats: GenerateStats,
+}
+
+impl Engine {
+    /// Encodes `prompt`, feeds it into `state` and generates text with `opts`, streaming
+    /// it to `on_text` (return `false` to stop). Stop tokens end generation silently;
+    /// stop strings are cut from the output. The state ends holding the prompt and every
+    /// emitted token but the last one sampled.
+    ///
+    /// Errors: an empty prompt, invalid sampler options, anything [`Engine::forward`]
+    /// reports. Cancellation is not an error: `stats.stop` says
+    /// [`StopReason::Cancelled`].
+    pub fn generate_text(
+        &mut self,
+        state: StateId,
+        prompt: &str,
+        opts: &GenerateOptions,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(TextEvent) -> bool,
+    ) -> Result<TextOutput> {
+        opts.sampler.validate()?;
+        let ids = self.tokenizer.encode(prompt);
+        if ids.is_empty() {
+            return Err(EngineError::invalid("the prompt is empty"));
+        }
+        let mut sampler = Sampler::new(opts.sampler.clone(), self.weights.config.vocab_size)?;
+        let mut stop = sampler.stop_matcher();
+        let mut decoder = self.tokenizer.stream_decoder();
+        let mut text = String::new();
+        let mut tokens = Vec::new();
+        let mut reason = None;
+        let mut pending_tokens = 0usize;
+        let tokenizer = self.tokenizer.clone();
+        let mut stats = {
+            // Each sampled token is accepted (penalty counts) before the next draw.
+            let mut last: Option<u32> = None;
+            let mut sample = |logits: &mut [f32]| -> Result<u32> {
+                if let Some(t) = last {
+                    sampler.accept(t);
+                }
+                let t = sampler.try_sample(logits)?;
+                last = Some(t);
+                Ok(t)
+            };
+            let mut on_token = |tok: u32| -> bool {
+                if opts.sampler.stop_tokens.contains(&tok) {
+                    reason = Some(StopReason::StopToken);
+                    return false;
+                }
+                tokens.push(tok);
+                pending_tokens += 1;
+                let piece = match decoder.push(tok) {
+                    Ok(p) => p.to_string(),
+                    Err(_) => String::from_utf8_lossy(tokenizer.token_bytes(tok).unwrap_or_default()).into_owned(),
+                };
+                let step = stop.push(&piece);
+                if !step.emit.is_empty() {
+                    text.push_str(&step.emit);
+                    let n = std::mem::take(&mut pending_tokens);
+                    if !on_text(TextEvent::Text { text: step.emit, tokens: n }) {
+                        reason = Some(StopReason::Callback);
+                        return false;
+                    }
+                }
+                if step.stopped {
+                    reason = Some(StopReason::StopString);
+                    return false;
+                }
+                true
+            };
+            self.generate(state, &ids, opts.max_tokens, &mut sample, cancel, &mut on_token)?
+        };
+        if reason.is_none() || reason == Some(StopReason::Callback) {
+            // Flush what the decoder and the stop matcher still hold.
+            let mut tail = decoder.flush().to_string();
+            if reason.is_none() {
+                tail = stop.push(&tail).emit + &stop.finish();
+                if !tail.is_empty() {
+                    text.push_str(&tail);
+                    on_text(TextEvent::Text { text: tail, tokens: pending_tokens });
+                }
+            }
+        }
+        if let Some(r) = reason {
+            if stats.stop != StopReason::Cancelled {
+                stats.stop = r;
+            }
+        }
+        Ok(TextOutput { text, tokens, stats })
     }
 }

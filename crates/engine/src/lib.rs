@@ -20,5 +20,5 @@ pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
 pub use model::weights::Rwkv7Weights;
-pub use api::{CancelToken, Engine, ForwardOutput, GenerateStats, LoadOptions, LoadProgress, ModelInfo, Rows, SeqInput, StateId, StopReason, Want};
+pub use api::{CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, TextEvent, TextOutput, LoadOptions, LoadProgress, ModelInfo, Rows, SeqInput, StateId, StopReason, Want};
 pub use tokenizer::{StreamDecoder, Tokenizer};

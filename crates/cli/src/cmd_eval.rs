@@ -1,0 +1,81 @@
+//! `rwkv eval`: logits at every position, embeddings, final state and tokens as files —
+//! the tool for diffing the engine against any peer.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use rwkv_engine::{npy, Rows, SeqInput, Want};
+
+use crate::common::ModelArgs;
+
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Text to tokenize and evaluate.
+    #[arg(long, conflicts_with = "tokens")]
+    pub text: Option<String>,
+    /// A JSON file holding an array of token ids (or an object with a `tokens` array).
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// Output folder: logits.f32.npy [T, V], embeddings.f32.npy [T, C],
+    /// state_att_x_prev.f32.npy [L, C], state_att_kv.f32.npy [L, H, N, N],
+    /// state_ffn_x_prev.f32.npy [L, C], tokens.json.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run(a: EvalArgs) -> anyhow::Result<()> {
+    let mut eng = a.model.load(true)?;
+    let tokens: Vec<u32> = match (&a.text, &a.tokens) {
+        (Some(t), None) => eng.tokenizer().encode(t),
+        (None, Some(p)) => {
+            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p)?)?;
+            let arr = v.get("tokens").unwrap_or(&v);
+            arr.as_array()
+                .ok_or_else(|| anyhow::anyhow!("{}: expected a JSON array of token ids", p.display()))?
+                .iter()
+                .map(|x| x.as_u64().map(|x| x as u32).ok_or_else(|| anyhow::anyhow!("{}: {x} is not a token id", p.display())))
+                .collect::<anyhow::Result<_>>()?
+        }
+        _ => anyhow::bail!("give --text or --tokens"),
+    };
+    let st = eng.new_state()?;
+    let out = eng.forward(
+        &[SeqInput {
+            state: st,
+            tokens: &tokens,
+            rows: Rows::All,
+        }],
+        Want {
+            logits: true,
+            embeddings: true,
+        },
+        None,
+    )?;
+    let cfg = *eng.config();
+    let t = tokens.len();
+    std::fs::create_dir_all(&a.out)?;
+    npy::write_f32(a.out.join("logits.f32.npy"), &[t, cfg.vocab_size], &out.logits[0])?;
+    npy::write_f32(a.out.join("embeddings.f32.npy"), &[t, cfg.n_embd], &out.embeddings[0])?;
+    let mut s = vec![0f32; eng.state_len()];
+    eng.read_state(st, &mut s)?;
+    let (c, hnn, pl) = (cfg.n_embd, cfg.n_head * cfg.head_size * cfg.head_size, cfg.state_len_per_layer());
+    let (mut att, mut wkv, mut ffn) = (Vec::new(), Vec::new(), Vec::new());
+    for l in 0..cfg.n_layer {
+        let b = &s[l * pl..(l + 1) * pl];
+        att.extend_from_slice(&b[..c]);
+        wkv.extend_from_slice(&b[c..c + hnn]);
+        ffn.extend_from_slice(&b[c + hnn..]);
+    }
+    npy::write_f32(a.out.join("state_att_x_prev.f32.npy"), &[cfg.n_layer, c], &att)?;
+    npy::write_f32(
+        a.out.join("state_att_kv.f32.npy"),
+        &[cfg.n_layer, cfg.n_head, cfg.head_size, cfg.head_size],
+        &wkv,
+    )?;
+    npy::write_f32(a.out.join("state_ffn_x_prev.f32.npy"), &[cfg.n_layer, c], &ffn)?;
+    std::fs::write(a.out.join("tokens.json"), serde_json::to_string(&serde_json::json!({ "tokens": tokens }))?)?;
+    eprintln!("wrote {} positions to {}", t, a.out.display());
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! Options shared by the subcommands that load a model.
+
+use std::time::Instant;
+
+use clap::Args;
+use rwkv_engine::gpu::AdapterChoice;
+use rwkv_engine::{Engine, LoadOptions, LoadProgress};
+
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// Model file: GGUF, SafeTensors or PyTorch .pth (RWKV-7).
+    #[arg(long, short)]
+    pub model: std::path::PathBuf,
+    /// GPU adapter: index or name substring (see `rwkv adapters`). Default: discrete first.
+    #[arg(long)]
+    pub adapter: Option<String>,
+    /// Most tokens per forward pass (prefill chunk).
+    #[arg(long, default_value_t = 256)]
+    pub chunk: usize,
+}
+
+impl ModelArgs {
+    pub fn load_options(&self) -> LoadOptions {
+        let adapter = match &self.adapter {
+            None => AdapterChoice::Auto,
+            Some(a) => match a.parse::<usize>() {
+                Ok(i) => AdapterChoice::Index(i),
+                Err(_) => AdapterChoice::Name(a.clone()),
+            },
+        };
+        LoadOptions {
+            adapter,
+            max_chunk: self.chunk,
+            ..Default::default()
+        }
+    }
+
+    /// Loads the model, logging the adapter and time-to-ready to stderr.
+    pub fn load(&self, quiet: bool) -> anyhow::Result<Engine> {
+        let t = Instant::now();
+        let eng = Engine::load_with_progress(&self.model, &self.load_options(), &mut |p| {
+            if !quiet {
+                if let LoadProgress::Device = p {
+                    eprintln!("loading {} …", self.model.display());
+                }
+            }
+        })?;
+        if !quiet {
+            let i = eng.info();
+            eprintln!(
+                "ready in {:.0} ms on {} ({}): {} layers × {}, GPU weights {:.1} MiB ({})",
+                t.elapsed().as_secs_f64() * 1e3,
+                i.adapter.name,
+                i.adapter.backend,
+                i.config.n_layer,
+                i.config.n_embd,
+                i.gpu_weight_bytes as f64 / 1048576.0,
+                i.gpu_types.iter().map(|(t, n)| format!("{n}×{t}")).collect::<Vec<_>>().join(" ")
+            );
+        }
+        Ok(eng)
+    }
+}
