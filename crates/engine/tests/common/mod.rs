@@ -224,3 +224,32 @@ pub fn gguf_tensor_info_at(bytes: &[u8], name: &str) -> usize {
     pat.extend_from_slice(name.as_bytes());
     find(bytes, &pat).expect("tensor name in header") + pat.len()
 }
+
+/// Plain-float bytes to f32, for comparing files in tests (F32/F16/BF16 only; block types
+/// go through `rwkv_engine::quant::dequantize`).
+pub fn decode_float(dtype: rwkv_engine::DType, bytes: &[u8]) -> Vec<f32> {
+    use rwkv_engine::DType;
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => panic!("decode_float: {other} is a block type"),
+    }
+}
+
+/// Replaces the first occurrence of `from` by `to` (same length) in `bytes`.
+pub fn patch(bytes: &mut [u8], from: &[u8], to: &[u8]) {
+    assert_eq!(from.len(), to.len(), "patch must keep the length");
+    let at = find(bytes, from)
+        .unwrap_or_else(|| panic!("{:?} not found", String::from_utf8_lossy(from)));
+    bytes[at..at + to.len()].copy_from_slice(to);
+}
