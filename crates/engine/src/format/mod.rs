@@ -308,6 +308,32 @@ impl ModelFile {
         // mapped would fault on access — the same contract every mmap-based loader
         // (llama.cpp, candle, safetensors) accepts for model files.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
+        Self::from_map(path, map)
+    }
+
+    /// Parses a model held in memory, as if it were a file called `name` (tests, fuzzing,
+    /// files received over IPC). The bytes are copied once into an anonymous mapping.
+    ///
+    /// Errors: as [`Self::open`], naming `name`.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: &[u8]) -> Result<Self> {
+        let path = name.into();
+        if bytes.is_empty() {
+            return Err(EngineError::Malformed {
+                path,
+                format: "model",
+                what: "the file is empty".into(),
+            });
+        }
+        let mut anon =
+            memmap2::MmapMut::map_anon(bytes.len()).map_err(|e| EngineError::io(&path, e))?;
+        anon.copy_from_slice(bytes);
+        let map = anon
+            .make_read_only()
+            .map_err(|e| EngineError::io(&path, e))?;
+        Self::from_map(path, map)
+    }
+
+    fn from_map(path: PathBuf, map: memmap2::Mmap) -> Result<Self> {
         let (format, tensors, metadata) = if map.starts_with(b"GGUF") {
             let parsed = gguf::parse(&path, &map)?;
             (FileFormat::Gguf, parsed.tensors, parsed.metadata)
@@ -389,14 +415,14 @@ impl ModelFile {
             })?;
         let t = &self.tensors[i];
         // Bounds were checked when the table was parsed; `get` keeps this panic-free anyway.
-        let bytes =
-            self.map
-                .get(t.offset..t.offset + t.len)
-                .ok_or_else(|| EngineError::Malformed {
-                    path: self.path.clone(),
-                    format: self.format.name(),
-                    what: format!("tensor `{name}` lies past the end of the file"),
-                })?;
+        let bytes = self
+            .map
+            .get(t.offset..t.offset.saturating_add(t.len))
+            .ok_or_else(|| EngineError::Malformed {
+                path: self.path.clone(),
+                format: self.format.name(),
+                what: format!("tensor `{name}` lies past the end of the file"),
+            })?;
         Ok(TensorView {
             name: &t.name,
             dtype: t.dtype,
