@@ -33,9 +33,15 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
             let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p)?)?;
             let arr = v.get("tokens").unwrap_or(&v);
             arr.as_array()
-                .ok_or_else(|| anyhow::anyhow!("{}: expected a JSON array of token ids", p.display()))?
+                .ok_or_else(|| {
+                    anyhow::anyhow!("{}: expected a JSON array of token ids", p.display())
+                })?
                 .iter()
-                .map(|x| x.as_u64().map(|x| x as u32).ok_or_else(|| anyhow::anyhow!("{}: {x} is not a token id", p.display())))
+                .map(|x| {
+                    x.as_u64()
+                        .map(|x| x as u32)
+                        .ok_or_else(|| anyhow::anyhow!("{}: {x} is not a token id", p.display()))
+                })
                 .collect::<anyhow::Result<_>>()?
         }
         _ => anyhow::bail!("give --text or --tokens"),
@@ -56,11 +62,23 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let cfg = *eng.config();
     let t = tokens.len();
     std::fs::create_dir_all(&a.out)?;
-    npy::write_f32(a.out.join("logits.f32.npy"), &[t, cfg.vocab_size], &out.logits[0])?;
-    npy::write_f32(a.out.join("embeddings.f32.npy"), &[t, cfg.n_embd], &out.embeddings[0])?;
+    npy::write_f32(
+        a.out.join("logits.f32.npy"),
+        &[t, cfg.vocab_size],
+        &out.logits[0],
+    )?;
+    npy::write_f32(
+        a.out.join("embeddings.f32.npy"),
+        &[t, cfg.n_embd],
+        &out.embeddings[0],
+    )?;
     let mut s = vec![0f32; eng.state_len()];
     eng.read_state(st, &mut s)?;
-    let (c, hnn, pl) = (cfg.n_embd, cfg.n_head * cfg.head_size * cfg.head_size, cfg.state_len_per_layer());
+    let (c, hnn, pl) = (
+        cfg.n_embd,
+        cfg.n_head * cfg.head_size * cfg.head_size,
+        cfg.state_len_per_layer(),
+    );
     let (mut att, mut wkv, mut ffn) = (Vec::new(), Vec::new(), Vec::new());
     for l in 0..cfg.n_layer {
         let b = &s[l * pl..(l + 1) * pl];
@@ -68,14 +86,25 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         wkv.extend_from_slice(&b[c..c + hnn]);
         ffn.extend_from_slice(&b[c + hnn..]);
     }
-    npy::write_f32(a.out.join("state_att_x_prev.f32.npy"), &[cfg.n_layer, c], &att)?;
+    npy::write_f32(
+        a.out.join("state_att_x_prev.f32.npy"),
+        &[cfg.n_layer, c],
+        &att,
+    )?;
     npy::write_f32(
         a.out.join("state_att_kv.f32.npy"),
         &[cfg.n_layer, cfg.n_head, cfg.head_size, cfg.head_size],
         &wkv,
     )?;
-    npy::write_f32(a.out.join("state_ffn_x_prev.f32.npy"), &[cfg.n_layer, c], &ffn)?;
-    std::fs::write(a.out.join("tokens.json"), serde_json::to_string(&serde_json::json!({ "tokens": tokens }))?)?;
+    npy::write_f32(
+        a.out.join("state_ffn_x_prev.f32.npy"),
+        &[cfg.n_layer, c],
+        &ffn,
+    )?;
+    std::fs::write(
+        a.out.join("tokens.json"),
+        serde_json::to_string(&serde_json::json!({ "tokens": tokens }))?,
+    )?;
     eprintln!("wrote {} positions to {}", t, a.out.display());
     Ok(())
 }

@@ -133,7 +133,10 @@ pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
             true
         })?;
         writeln!(out)?;
-        eprintln!("[{} tokens, {:.0} tok/s]", res.stats.generated_tokens, res.stats.decode_tok_s);
+        eprintln!(
+            "[{} tokens, {:.0} tok/s]",
+            res.stats.generated_tokens, res.stats.decode_tok_s
+        );
     }
     Ok(())
 }

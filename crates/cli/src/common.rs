@@ -55,7 +55,11 @@ impl ModelArgs {
                 i.config.n_layer,
                 i.config.n_embd,
                 i.gpu_weight_bytes as f64 / 1048576.0,
-                i.gpu_types.iter().map(|(t, n)| format!("{n}×{t}")).collect::<Vec<_>>().join(" ")
+                i.gpu_types
+                    .iter()
+                    .map(|(t, n)| format!("{n}×{t}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             );
         }
         Ok(eng)

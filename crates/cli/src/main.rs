@@ -36,7 +36,10 @@ fn main() -> anyhow::Result<()> {
         Command::Eval(a) => cmd_eval::run(a),
         Command::Adapters => {
             for a in rwkv_engine::gpu::GpuContext::list_adapters() {
-                println!("{}: {} ({}, {}, {} {})", a.index, a.name, a.backend, a.device_type, a.driver, a.driver_info);
+                println!(
+                    "{}: {} ({}, {}, {} {})",
+                    a.index, a.name, a.backend, a.device_type, a.driver, a.driver_info
+                );
             }
             Ok(())
         }

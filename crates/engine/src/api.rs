@@ -12,14 +12,14 @@ use serde::Serialize;
 
 use crate::error::{EngineError, Result};
 use crate::format::{DType, ModelFile};
-use crate::sampler::{Sampler, SamplerOptions};
-use crate::tokenizer::Tokenizer;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, AdapterChoice, GpuContext};
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::GpuWeights;
 use crate::model::graph::{Graph, Regions};
 use crate::model::weights::Rwkv7Weights;
+use crate::sampler::{Sampler, SamplerOptions};
+use crate::tokenizer::Tokenizer;
 
 /// How to load a model.
 #[derive(Debug, Clone)]
@@ -47,7 +47,10 @@ impl Default for LoadOptions {
 pub enum LoadProgress {
     Open,
     Device,
-    Upload { tensors_done: usize, tensors_total: usize },
+    Upload {
+        tensors_done: usize,
+        tensors_total: usize,
+    },
     Compile,
     Ready,
 }
@@ -180,7 +183,11 @@ impl Engine {
     }
 
     /// [`Engine::load`] with a progress callback.
-    pub fn load_with_progress(path: impl AsRef<Path>, opts: &LoadOptions, progress: &mut dyn FnMut(LoadProgress)) -> Result<Self> {
+    pub fn load_with_progress(
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Self> {
         let t0 = Instant::now();
         progress(LoadProgress::Open);
         let file = ModelFile::open(path.as_ref())?;
@@ -191,7 +198,11 @@ impl Engine {
     }
 
     /// Loads `path` onto an already opened device (several models, or tests, share one).
-    pub fn load_on(gpu: Arc<GpuContext>, path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Self> {
+    pub fn load_on(
+        gpu: Arc<GpuContext>,
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+    ) -> Result<Self> {
         let t0 = Instant::now();
         let file = ModelFile::open(path.as_ref())?;
         let weights = Rwkv7Weights::from_file(&file)?;
@@ -225,13 +236,18 @@ impl Engine {
         let pipelines = PipelineCache::default();
         let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots)?;
         gpu.wait()?;
-        let graph_bytes = (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
+        let graph_bytes =
+            (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
         let info = ModelInfo {
             path: file.path().display().to_string(),
             format: file.format().name().to_string(),
             file_bytes: file.file_len() as u64,
             config: cfg,
-            gpu_types: gw.types.iter().map(|(d, n)| (d.name().to_string(), *n)).collect(),
+            gpu_types: gw
+                .types
+                .iter()
+                .map(|(d, n)| (d.name().to_string(), *n))
+                .collect(),
             gpu_weight_bytes: gw.bytes,
             gpu_total_bytes: gw.bytes + graph_bytes,
             adapter: gpu.summary.clone(),
@@ -294,13 +310,30 @@ impl Engine {
         let max = self.gpu.max_binding() as usize;
         if new * self.graph.slot_len * 4 > max {
             return Err(EngineError::TooLarge {
-                what: format!("{new} states of {} bytes exceed one binding ({max} bytes)", self.graph.slot_len * 4),
+                what: format!(
+                    "{new} states of {} bytes exceed one binding ({max} bytes)",
+                    self.graph.slot_len * 4
+                ),
             });
         }
         let g = &self.graph;
-        let graph = Graph::new(&self.gpu, &self.pipelines, &self.weights, g.t_cap, g.r_cap, g.b_cap, new)?;
+        let graph = Graph::new(
+            &self.gpu,
+            &self.pipelines,
+            &self.weights,
+            g.t_cap,
+            g.r_cap,
+            g.b_cap,
+            new,
+        )?;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&self.graph.state, 0, &graph.state, 0, (old * self.graph.slot_len * 4) as u64);
+        enc.copy_buffer_to_buffer(
+            &self.graph.state,
+            0,
+            &graph.state,
+            0,
+            (old * self.graph.slot_len * 4) as u64,
+        );
         self.gpu.queue.submit([enc.finish()]);
         self.graph = graph;
         self.used.resize(new, false);
@@ -314,7 +347,9 @@ impl Engine {
         if self.free.is_empty() {
             self.grow_slots()?;
         }
-        let slot = self.free.pop().ok_or_else(|| EngineError::State { what: "no free state slot".into() })?;
+        let slot = self.free.pop().ok_or_else(|| EngineError::State {
+            what: "no free state slot".into(),
+        })?;
         self.used[slot as usize] = true;
         let len = self.graph.slot_len as u64 * 4;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
@@ -346,9 +381,13 @@ impl Engine {
         self.check(id)?;
         let new = self.new_state()?;
         let len = self.graph.slot_len as u64 * 4;
+        // WebGPU forbids a copy within one buffer: go through a scratch buffer.
+        let tmp = buffer::storage(&self.gpu, "fork", len);
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&self.graph.state, id.0 as u64 * len, &self.graph.state, new.0 as u64 * len, len);
+        enc.copy_buffer_to_buffer(&self.graph.state, id.0 as u64 * len, &tmp, 0, len);
+        enc.copy_buffer_to_buffer(&tmp, 0, &self.graph.state, new.0 as u64 * len, len);
         self.gpu.queue.submit([enc.finish()]);
+        self.gpu.check_lost()?;
         Ok(new)
     }
 
@@ -389,7 +428,11 @@ impl Engine {
                 what: format!("value {bad} of the state is not finite"),
             });
         }
-        self.gpu.queue.write_buffer(&self.graph.state, (id.0 as usize * len * 4) as u64, bytemuck::cast_slice(data));
+        self.gpu.queue.write_buffer(
+            &self.graph.state,
+            (id.0 as usize * len * 4) as u64,
+            bytemuck::cast_slice(data),
+        );
         Ok(())
     }
 
@@ -398,7 +441,12 @@ impl Engine {
     ///
     /// Errors: empty token list, token id ≥ vocab, unknown state, the same state twice,
     /// [`EngineError::Cancelled`] (states then hold the tokens of the passes that ran).
-    pub fn forward(&mut self, seqs: &[SeqInput], want: Want, cancel: Option<&CancelToken>) -> Result<ForwardOutput> {
+    pub fn forward(
+        &mut self,
+        seqs: &[SeqInput],
+        want: Want,
+        cancel: Option<&CancelToken>,
+    ) -> Result<ForwardOutput> {
         let vocab = self.weights.config.vocab_size;
         let c = self.weights.config.n_embd;
         for (i, s) in seqs.iter().enumerate() {
@@ -407,10 +455,15 @@ impl Engine {
                 return Err(EngineError::invalid(format!("sequence {i} has no tokens")));
             }
             if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(EngineError::invalid(format!("token id {bad} is not below the vocabulary size {vocab}")));
+                return Err(EngineError::invalid(format!(
+                    "token id {bad} is not below the vocabulary size {vocab}"
+                )));
             }
             if seqs[..i].iter().any(|o| o.state == s.state) {
-                return Err(EngineError::invalid(format!("state {} appears twice in one call", s.state.0)));
+                return Err(EngineError::invalid(format!(
+                    "state {} appears twice in one call",
+                    s.state.0
+                )));
             }
         }
         let mut out = ForwardOutput {
@@ -462,7 +515,8 @@ impl Engine {
             let run_head = want.logits && !rows.is_empty();
             let mut enc = self.gpu.device.create_command_encoder(&Default::default());
             let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
-            self.graph.encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
+            self.graph
+                .encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
             self.gpu.queue.submit([enc.finish()]);
             if rows.is_empty() {
                 continue;
@@ -473,7 +527,12 @@ impl Engine {
                 Vec::new()
             };
             let emb = if want.embeddings {
-                buffer::read_f32(&self.gpu, &self.graph.act, self.graph.regions.head_norm, rows.len() * c)?
+                buffer::read_f32(
+                    &self.gpu,
+                    &self.graph.act,
+                    self.graph.regions.head_norm,
+                    rows.len() * c,
+                )?
             } else {
                 Vec::new()
             };
@@ -481,7 +540,10 @@ impl Engine {
             let mut at = 0usize;
             let mut tok_at = 0usize;
             for &(i, _, toks) in &pass {
-                let n_rows = rows.iter().filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len()).count();
+                let n_rows = rows
+                    .iter()
+                    .filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len())
+                    .count();
                 if run_head {
                     out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
                 }
@@ -656,13 +718,19 @@ impl Engine {
                 pending_tokens += 1;
                 let piece = match decoder.push(tok) {
                     Ok(p) => p.to_string(),
-                    Err(_) => String::from_utf8_lossy(tokenizer.token_bytes(tok).unwrap_or_default()).into_owned(),
+                    Err(_) => {
+                        String::from_utf8_lossy(tokenizer.token_bytes(tok).unwrap_or_default())
+                            .into_owned()
+                    }
                 };
                 let step = stop.push(&piece);
                 if !step.emit.is_empty() {
                     text.push_str(&step.emit);
                     let n = std::mem::take(&mut pending_tokens);
-                    if !on_text(TextEvent::Text { text: step.emit, tokens: n }) {
+                    if !on_text(TextEvent::Text {
+                        text: step.emit,
+                        tokens: n,
+                    }) {
                         reason = Some(StopReason::Callback);
                         return false;
                     }
@@ -673,7 +741,14 @@ impl Engine {
                 }
                 true
             };
-            self.generate(state, &ids, opts.max_tokens, &mut sample, cancel, &mut on_token)?
+            self.generate(
+                state,
+                &ids,
+                opts.max_tokens,
+                &mut sample,
+                cancel,
+                &mut on_token,
+            )?
         };
         if reason.is_none() || reason == Some(StopReason::Callback) {
             // Flush what the decoder and the stop matcher still hold.
@@ -682,7 +757,10 @@ impl Engine {
                 tail = stop.push(&tail).emit + &stop.finish();
                 if !tail.is_empty() {
                     text.push_str(&tail);
-                    on_text(TextEvent::Text { text: tail, tokens: pending_tokens });
+                    on_text(TextEvent::Text {
+                        text: tail,
+                        tokens: pending_tokens,
+                    });
                 }
             }
         }
@@ -691,6 +769,10 @@ impl Engine {
                 stats.stop = r;
             }
         }
-        Ok(TextOutput { text, tokens, stats })
+        Ok(TextOutput {
+            text,
+            tokens,
+            stats,
+        })
     }
 }

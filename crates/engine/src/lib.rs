@@ -13,12 +13,15 @@ pub mod model;
 pub mod npy;
 pub mod ops;
 pub mod quant;
-pub mod tokenizer;
 pub mod sampler;
+pub mod tokenizer;
 
+pub use api::{
+    CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,
+    ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
+};
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
 pub use model::weights::Rwkv7Weights;
-pub use api::{CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, TextEvent, TextOutput, LoadOptions, LoadProgress, ModelInfo, Rows, SeqInput, StateId, StopReason, Want};
 pub use tokenizer::{StreamDecoder, Tokenizer};

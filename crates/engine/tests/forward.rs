@@ -116,8 +116,14 @@ fn batched_sequences_equal_separate_runs() {
     for i in 0..3 {
         let mut state = vec![0f32; eng.state_len()];
         eng.read_state(states[i], &mut state).unwrap();
-        assert!(max_abs(&separate[i].0, &out.logits[i]) < TOL, "sequence {i} logits");
-        assert!(max_abs(&separate[i].1, &out.embeddings[i]) < TOL, "sequence {i} embedding");
+        assert!(
+            max_abs(&separate[i].0, &out.logits[i]) < TOL,
+            "sequence {i} logits"
+        );
+        assert!(
+            max_abs(&separate[i].1, &out.embeddings[i]) < TOL,
+            "sequence {i} embedding"
+        );
         assert!(max_abs(&separate[i].2, &state) < TOL, "sequence {i} state");
     }
 }
@@ -157,7 +163,10 @@ fn forked_states_are_independent() {
     joined.extend_from_slice(&r.tokens[20..30]);
     let lf = run(&mut eng, fresh, &joined);
     assert!(max_abs(&la, &lf) < TOL);
-    assert!(max_abs(&la, &lb) > 0.1, "different branches give different logits");
+    assert!(
+        max_abs(&la, &lb) > 0.1,
+        "different branches give different logits"
+    );
 }
 
 #[test]
@@ -173,7 +182,10 @@ fn bad_input_is_an_error_not_a_panic() {
         BOTH,
         None,
     );
-    assert!(matches!(empty, Err(EngineError::InvalidInput { .. })), "{empty:?}");
+    assert!(
+        matches!(empty, Err(EngineError::InvalidInput { .. })),
+        "{empty:?}"
+    );
     let big = eng.forward(
         &[SeqInput {
             state: st,
@@ -186,7 +198,10 @@ fn bad_input_is_an_error_not_a_panic() {
     let msg = format!("{}", big.unwrap_err());
     assert!(msg.contains("65536"), "{msg}");
     let gone = rwkv_engine::StateId(999);
-    assert!(matches!(eng.fork_state(gone), Err(EngineError::State { .. })));
+    assert!(matches!(
+        eng.fork_state(gone),
+        Err(EngineError::State { .. })
+    ));
     assert!(eng.write_state(st, &[0.0; 3]).is_err());
     // A cancelled job stops before its first pass and the state is still usable.
     let cancel = CancelToken::new();

@@ -10,8 +10,8 @@
 
 mod support;
 
-use support::*;
 use rwkv_engine::{Rows, SeqInput, Want};
+use support::*;
 
 const LOGIT_TOL: f32 = 2e-3;
 const EMB_TOL: f32 = 1e-3;
@@ -73,11 +73,17 @@ fn logits_embeddings_and_state_match_the_rwkv_package() {
         let what = format!("{} / {}", case.file, case.implementation);
         check_top20(&what, logits, vocab, &top20, LOGIT_TOL);
         if case.npy {
-            let last = npy(&format!("rwkv7-{}.ref.{}.last_logits.f32.npy", case.model, case.implementation));
+            let last = npy(&format!(
+                "rwkv7-{}.ref.{}.last_logits.f32.npy",
+                case.model, case.implementation
+            ));
             let got = &logits[(r.tokens.len() - 1) * vocab..];
             let d = max_abs(got, &last);
             assert!(d < LOGIT_TOL, "{what}: last logits max |Δ| {d}");
-            let emb = npy(&format!("rwkv7-{}.ref.{}.embeddings.f32.npy", case.model, case.implementation));
+            let emb = npy(&format!(
+                "rwkv7-{}.ref.{}.embeddings.f32.npy",
+                case.model, case.implementation
+            ));
             let d = max_abs(&out.embeddings[0], &emb);
             assert!(d < EMB_TOL, "{what}: embeddings max |Δ| {d}");
         }
@@ -86,11 +92,29 @@ fn logits_embeddings_and_state_match_the_rwkv_package() {
             let mut s = vec![0f32; eng.state_len()];
             eng.read_state(st, &mut s).unwrap();
             let (att, wkv, ffn) = split_state(&s, eng.config());
-            let d = max_abs(&att, &npy(&format!("rwkv7-{}.ref.rwkv.state_att_x_prev.f32.npy", case.model)));
+            let d = max_abs(
+                &att,
+                &npy(&format!(
+                    "rwkv7-{}.ref.rwkv.state_att_x_prev.f32.npy",
+                    case.model
+                )),
+            );
             assert!(d < EMB_TOL, "{what}: att shift state max |Δ| {d}");
-            let d = max_abs(&ffn, &npy(&format!("rwkv7-{}.ref.rwkv.state_ffn_x_prev.f32.npy", case.model)));
+            let d = max_abs(
+                &ffn,
+                &npy(&format!(
+                    "rwkv7-{}.ref.rwkv.state_ffn_x_prev.f32.npy",
+                    case.model
+                )),
+            );
             assert!(d < EMB_TOL, "{what}: ffn shift state max |Δ| {d}");
-            let d = max_abs(&wkv, &npy(&format!("rwkv7-{}.ref.rwkv.state_att_kv.f32.npy", case.model)));
+            let d = max_abs(
+                &wkv,
+                &npy(&format!(
+                    "rwkv7-{}.ref.rwkv.state_att_kv.f32.npy",
+                    case.model
+                )),
+            );
             assert!(d < EMB_TOL, "{what}: wkv state max |Δ| {d}");
         }
         let _ = c;

@@ -185,7 +185,14 @@ impl GpuContext {
                 *l = Some(format!("{reason:?}: {msg}"));
             }
         });
-        device.on_uncaptured_error(Arc::new(|e| log::error!("wgpu: {e}")));
+        // A validation error is an engine bug: keep the first one and fail the next check.
+        let lost3 = lost.clone();
+        device.on_uncaptured_error(Arc::new(move |e| {
+            log::error!("wgpu: {e}");
+            if let Ok(mut l) = lost3.lock() {
+                l.get_or_insert_with(|| format!("GPU error: {e}"));
+            }
+        }));
         let features = GpuFeatures {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
             subgroup: required.contains(wgpu::Features::SUBGROUP),
@@ -228,7 +235,7 @@ impl GpuContext {
     pub fn check_lost(&self) -> Result<()> {
         if let Ok(l) = self.lost.lock() {
             if let Some(msg) = l.as_ref() {
-                return Err(EngineError::gpu(format!("device lost: {msg}")));
+                return Err(EngineError::gpu(format!("device unusable: {msg}")));
             }
         }
         Ok(())

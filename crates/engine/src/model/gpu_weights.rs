@@ -118,12 +118,18 @@ impl Uploader<'_> {
         }
         let row_bytes = m.dtype.bytes_for(m.n_in).ok_or_else(|| EngineError::Op {
             op: "upload",
-            what: format!("`{}`: rows of {} are not whole {} blocks", m.name, m.n_in, m.dtype),
+            what: format!(
+                "`{}`: rows of {} are not whole {} blocks",
+                m.name, m.n_in, m.dtype
+            ),
         })?;
-        let src = m.bytes.get(row0 * row_bytes..(row0 + n) * row_bytes).ok_or_else(|| EngineError::Op {
-            op: "upload",
-            what: format!("`{}`: rows past the tensor's end", m.name),
-        })?;
+        let src = m
+            .bytes
+            .get(row0 * row_bytes..(row0 + n) * row_bytes)
+            .ok_or_else(|| EngineError::Op {
+                op: "upload",
+                what: format!("`{}`: rows past the tensor's end", m.name),
+            })?;
         if gpu_native(m.dtype) {
             self.put(&name, m.dtype, src, row0, n, m.n_in)
         } else {
@@ -134,7 +140,15 @@ impl Uploader<'_> {
         }
     }
 
-    fn put(&mut self, name: &str, dtype: DType, bytes: &[u8], row0: usize, n: usize, n_in: usize) -> Result<GpuMatrix> {
+    fn put(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        bytes: &[u8],
+        row0: usize,
+        n: usize,
+        n_in: usize,
+    ) -> Result<GpuMatrix> {
         self.check_binding(name, bytes.len())?;
         let buffer = buffer::storage_init(self.gpu, name, bytes)?;
         self.count(dtype, bytes.len());
@@ -155,7 +169,11 @@ impl Uploader<'_> {
 
     /// A `[vocab, C]` matrix in row chunks that each fit one binding.
     fn chunked(&mut self, m: &Matrix) -> Result<Vec<GpuMatrix>> {
-        let out_dtype = if gpu_native(m.dtype) { m.dtype } else { DType::F16 };
+        let out_dtype = if gpu_native(m.dtype) {
+            m.dtype
+        } else {
+            DType::F16
+        };
         let row_bytes = out_dtype.bytes_for(m.n_in).unwrap_or(m.n_in * 4).max(1);
         let per = ((self.gpu.max_binding() as usize) / row_bytes).clamp(1, m.n_out.max(1));
         let mut out = Vec::new();
@@ -171,10 +189,16 @@ impl Uploader<'_> {
 
 fn put_vec(dst: &mut [f32], c: usize, slot: usize, v: &Vector) -> Result<()> {
     let f = v.to_f32()?;
-    let d = dst.get_mut(slot * c..slot * c + f.len()).ok_or_else(|| EngineError::Op {
-        op: "upload",
-        what: format!("vector `{}` of {} values does not fit its slot", v.name, f.len()),
-    })?;
+    let d = dst
+        .get_mut(slot * c..slot * c + f.len())
+        .ok_or_else(|| EngineError::Op {
+            op: "upload",
+            what: format!(
+                "vector `{}` of {} values does not fit its slot",
+                v.name,
+                f.len()
+            ),
+        })?;
     d.copy_from_slice(&f);
     Ok(())
 }
@@ -184,7 +208,11 @@ impl GpuWeights {
     ///
     /// Errors: [`EngineError::TooLarge`] when a tensor exceeds the device's binding
     /// limit, [`EngineError::Gpu`] when an allocation fails.
-    pub fn upload(gpu: &GpuContext, w: &Rwkv7Weights, progress: &mut dyn FnMut(usize, usize)) -> Result<Self> {
+    pub fn upload(
+        gpu: &GpuContext,
+        w: &Rwkv7Weights,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self> {
         let cfg = w.config;
         let c = cfg.n_embd;
         let mut up = Uploader {
@@ -211,7 +239,10 @@ impl GpuWeights {
         for (l, b) in w.blocks.iter().enumerate() {
             let a = &b.att;
             let mut v = vec![0f32; LayerVecs::LEN * c];
-            for (i, m) in [&a.x_r, &a.x_w, &a.x_k, &a.x_v, &a.x_a, &a.x_g].into_iter().enumerate() {
+            for (i, m) in [&a.x_r, &a.x_w, &a.x_k, &a.x_v, &a.x_a, &a.x_g]
+                .into_iter()
+                .enumerate()
+            {
                 put_vec(&mut v, c, LayerVecs::MIX + i, m)?;
             }
             put_vec(&mut v, c, LayerVecs::W0, &a.w0)?;
@@ -229,7 +260,8 @@ impl GpuWeights {
             put_vec(&mut v, c, LayerVecs::LN_X, &a.ln_x.weight)?;
             put_vec(&mut v, c, LayerVecs::LN_X + 1, &a.ln_x.bias)?;
             put_vec(&mut v, c, LayerVecs::FFN_X_K, &b.ffn.x_k)?;
-            let vecs = buffer::storage_init(gpu, &format!("blk.{l}.vecs"), bytemuck::cast_slice(&v))?;
+            let vecs =
+                buffer::storage_init(gpu, &format!("blk.{l}.vecs"), bytemuck::cast_slice(&v))?;
             up.bytes += (v.len() * 4) as u64;
             let layer = GpuLayer {
                 vecs,

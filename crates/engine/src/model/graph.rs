@@ -59,7 +59,12 @@ pub struct Regions {
 impl Regions {
     fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize) -> Self {
         let tc = t_cap * cfg.n_embd;
-        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        let d_max = cfg
+            .lora
+            .decay_w
+            .max(cfg.lora.iclr_a)
+            .max(cfg.lora.value_v)
+            .max(cfg.lora.gate_g);
         let mut at = 0;
         let mut take = |n: usize| {
             let o = at;
@@ -109,7 +114,12 @@ impl Regions {
 
     /// f32 elements of activations per token of capacity (for sizing `t_cap`).
     pub fn per_token(cfg: &Rwkv7Config) -> usize {
-        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        let d_max = cfg
+            .lora
+            .decay_w
+            .max(cfg.lora.iclr_a)
+            .max(cfg.lora.value_v)
+            .max(cfg.lora.gate_g);
         20 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
     }
 }
@@ -158,7 +168,9 @@ impl Graph {
         for (what, bytes) in need {
             if bytes > max {
                 return Err(EngineError::TooLarge {
-                    what: format!("{what} need {bytes} bytes in one binding; the device allows {max}"),
+                    what: format!(
+                        "{what} need {bytes} bytes in one binding; the device allows {max}"
+                    ),
                 });
             }
         }
@@ -184,9 +196,20 @@ impl Graph {
         let tc = t_cap * c;
         let h = cfg.n_head;
         let per_layer = cfg.state_len_per_layer();
-        let d_max = cfg.lora.decay_w.max(cfg.lora.iclr_a).max(cfg.lora.value_v).max(cfg.lora.gate_g);
+        let d_max = cfg
+            .lora
+            .decay_w
+            .max(cfg.lora.iclr_a)
+            .max(cfg.lora.value_v)
+            .max(cfg.lora.gate_g);
         let lora = |i: usize| rg.lora + i * t_cap * d_max;
-        let mm = |x_off: usize, k: usize, y_off: usize, n: usize, act: Act, accumulate: bool, bias: Option<usize>| MatmulArgs {
+        let mm = |x_off: usize,
+                  k: usize,
+                  y_off: usize,
+                  n: usize,
+                  act: Act,
+                  accumulate: bool,
+                  bias: Option<usize>| MatmulArgs {
             x_off,
             x_stride: k,
             y_off,
@@ -201,14 +224,36 @@ impl Graph {
         for chunk in &wts.emb {
             body.push(ops::embed::embed(&cx, chunk, &meta, &act, rg.x)?);
         }
-        body.push(ops::layer_norm::layer_norm(&cx, None, c, &wts.globals, &act, rg.x, rg.x, GlobalVecs::LN0 * c, Count::Tokens, LN_EPS)?);
+        body.push(ops::layer_norm::layer_norm(
+            &cx,
+            None,
+            c,
+            &wts.globals,
+            &act,
+            rg.x,
+            rg.x,
+            GlobalVecs::LN0 * c,
+            Count::Tokens,
+            LN_EPS,
+        )?);
 
         for (l, ly) in wts.layers.iter().enumerate() {
             let lid = Some(l);
             let v = &ly.vecs;
             let base = l * per_layer;
             // 1–3: ln1, lerps, shift state
-            body.push(ops::layer_norm::layer_norm(&cx, lid, c, v, &act, rg.x, rg.xx, LayerVecs::LN1 * c, Count::Tokens, LN_EPS)?);
+            body.push(ops::layer_norm::layer_norm(
+                &cx,
+                lid,
+                c,
+                v,
+                &act,
+                rg.x,
+                rg.xx,
+                LayerVecs::LN1 * c,
+                Count::Tokens,
+                LN_EPS,
+            )?);
             let shift = ShiftArgs {
                 c,
                 n_mix: 6,
@@ -219,25 +264,152 @@ impl Graph {
                 state_off: base,
                 slot_len,
             };
-            body.push(ops::token_shift::token_shift(&cx, lid, &shift, v, &meta, &state, &act)?);
-            body.push(ops::shift_store::shift_store(&cx, lid, c, rg.xx, base, slot_len, &meta, &act, &state)?);
+            body.push(ops::token_shift::token_shift(
+                &cx, lid, &shift, v, &meta, &state, &act,
+            )?);
+            body.push(ops::shift_store::shift_store(
+                &cx, lid, c, rg.xx, base, slot_len, &meta, &act, &state,
+            )?);
             let mix = |i: usize| rg.mix + i * tc;
             // 4: r, k, v
-            body.push(matmul(&cx, "att.receptance", lid, &ly.receptance, v, &act, None, &mm(mix(0), c, rg.r, c, Act::None, false, None))?);
-            body.push(matmul(&cx, "att.key", lid, &ly.key, v, &act, None, &mm(mix(2), c, rg.k, c, Act::None, false, None))?);
-            body.push(matmul(&cx, "att.value", lid, &ly.value, v, &act, None, &mm(mix(3), c, rg.v, c, Act::None, false, None))?);
+            body.push(matmul(
+                &cx,
+                "att.receptance",
+                lid,
+                &ly.receptance,
+                v,
+                &act,
+                None,
+                &mm(mix(0), c, rg.r, c, Act::None, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.key",
+                lid,
+                &ly.key,
+                v,
+                &act,
+                None,
+                &mm(mix(2), c, rg.k, c, Act::None, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.value",
+                lid,
+                &ly.value,
+                v,
+                &act,
+                None,
+                &mm(mix(3), c, rg.v, c, Act::None, false, None),
+            )?);
             // 5–8: LoRA chains
             let (dw, da, dg) = (ly.w1.n_out, ly.a1.n_out, ly.g1.n_out);
-            body.push(matmul(&cx, "att.w1", lid, &ly.w1, v, &act, None, &mm(mix(1), c, lora(0), dw, Act::Tanh, false, None))?);
-            body.push(matmul(&cx, "att.w2", lid, &ly.w2, v, &act, None, &mm(lora(0), dw, rg.w, c, Act::None, false, Some(LayerVecs::W0 * c)))?);
-            body.push(matmul(&cx, "att.a1", lid, &ly.a1, v, &act, None, &mm(mix(4), c, lora(1), da, Act::None, false, None))?);
-            body.push(matmul(&cx, "att.a2", lid, &ly.a2, v, &act, None, &mm(lora(1), da, rg.a, c, Act::Sigmoid, false, Some(LayerVecs::A0 * c)))?);
-            body.push(matmul(&cx, "att.g1", lid, &ly.g1, v, &act, None, &mm(mix(5), c, lora(2), dg, Act::Sigmoid, false, None))?);
-            body.push(matmul(&cx, "att.g2", lid, &ly.g2, v, &act, None, &mm(lora(2), dg, rg.g, c, Act::None, false, None))?);
+            body.push(matmul(
+                &cx,
+                "att.w1",
+                lid,
+                &ly.w1,
+                v,
+                &act,
+                None,
+                &mm(mix(1), c, lora(0), dw, Act::Tanh, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.w2",
+                lid,
+                &ly.w2,
+                v,
+                &act,
+                None,
+                &mm(
+                    lora(0),
+                    dw,
+                    rg.w,
+                    c,
+                    Act::None,
+                    false,
+                    Some(LayerVecs::W0 * c),
+                ),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.a1",
+                lid,
+                &ly.a1,
+                v,
+                &act,
+                None,
+                &mm(mix(4), c, lora(1), da, Act::None, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.a2",
+                lid,
+                &ly.a2,
+                v,
+                &act,
+                None,
+                &mm(
+                    lora(1),
+                    da,
+                    rg.a,
+                    c,
+                    Act::Sigmoid,
+                    false,
+                    Some(LayerVecs::A0 * c),
+                ),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.g1",
+                lid,
+                &ly.g1,
+                v,
+                &act,
+                None,
+                &mm(mix(5), c, lora(2), dg, Act::Sigmoid, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "att.g2",
+                lid,
+                &ly.g2,
+                v,
+                &act,
+                None,
+                &mm(lora(2), dg, rg.g, c, Act::None, false, None),
+            )?);
             if let (Some(v1), Some(v2)) = (&ly.v1, &ly.v2) {
                 let dv = v1.n_out;
-                body.push(matmul(&cx, "att.v1", lid, v1, v, &act, None, &mm(mix(3), c, lora(3), dv, Act::None, false, None))?);
-                body.push(matmul(&cx, "att.v2", lid, v2, v, &act, None, &mm(lora(3), dv, rg.vmix, c, Act::Sigmoid, false, Some(LayerVecs::V0 * c)))?);
+                body.push(matmul(
+                    &cx,
+                    "att.v1",
+                    lid,
+                    v1,
+                    v,
+                    &act,
+                    None,
+                    &mm(mix(3), c, lora(3), dv, Act::None, false, None),
+                )?);
+                body.push(matmul(
+                    &cx,
+                    "att.v2",
+                    lid,
+                    v2,
+                    v,
+                    &act,
+                    None,
+                    &mm(
+                        lora(3),
+                        dv,
+                        rg.vmix,
+                        c,
+                        Act::Sigmoid,
+                        false,
+                        Some(LayerVecs::V0 * c),
+                    ),
+                )?);
             }
             // 9–11: WKV
             let prep = WkvPrepArgs {
@@ -285,9 +457,29 @@ impl Graph {
             };
             body.push(ops::wkv_out::wkv_out(&cx, lid, &out, v, &act)?);
             // 12: x += Wo o
-            body.push(matmul(&cx, "att.output", lid, &ly.output, v, &act, None, &mm(rg.o, c, rg.x, c, Act::None, true, None))?);
+            body.push(matmul(
+                &cx,
+                "att.output",
+                lid,
+                &ly.output,
+                v,
+                &act,
+                None,
+                &mm(rg.o, c, rg.x, c, Act::None, true, None),
+            )?);
             // 13–17: channel mix
-            body.push(ops::layer_norm::layer_norm(&cx, lid, c, v, &act, rg.x, rg.xx, LayerVecs::LN2 * c, Count::Tokens, LN_EPS)?);
+            body.push(ops::layer_norm::layer_norm(
+                &cx,
+                lid,
+                c,
+                v,
+                &act,
+                rg.x,
+                rg.xx,
+                LayerVecs::LN2 * c,
+                Count::Tokens,
+                LN_EPS,
+            )?);
             let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
             let shift = ShiftArgs {
                 c,
@@ -299,14 +491,49 @@ impl Graph {
                 state_off: ffn_state,
                 slot_len,
             };
-            body.push(ops::token_shift::token_shift(&cx, lid, &shift, v, &meta, &state, &act)?);
-            body.push(ops::shift_store::shift_store(&cx, lid, c, rg.xx, ffn_state, slot_len, &meta, &act, &state)?);
+            body.push(ops::token_shift::token_shift(
+                &cx, lid, &shift, v, &meta, &state, &act,
+            )?);
+            body.push(ops::shift_store::shift_store(
+                &cx, lid, c, rg.xx, ffn_state, slot_len, &meta, &act, &state,
+            )?);
             let f = cfg.ffn_dim;
-            body.push(matmul(&cx, "ffn.key", lid, &ly.ffn_key, v, &act, None, &mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None))?);
-            body.push(matmul(&cx, "ffn.value", lid, &ly.ffn_value, v, &act, None, &mm(rg.ffn, f, rg.x, c, Act::None, true, None))?);
+            body.push(matmul(
+                &cx,
+                "ffn.key",
+                lid,
+                &ly.ffn_key,
+                v,
+                &act,
+                None,
+                &mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None),
+            )?);
+            body.push(matmul(
+                &cx,
+                "ffn.value",
+                lid,
+                &ly.ffn_value,
+                v,
+                &act,
+                None,
+                &mm(rg.ffn, f, rg.x, c, Act::None, true, None),
+            )?);
         }
-        body.push(ops::gather_rows::gather_rows(&cx, c, &meta, &act, rg.x, rg.head_in)?);
-        body.push(ops::layer_norm::layer_norm(&cx, None, c, &wts.globals, &act, rg.head_in, rg.head_norm, GlobalVecs::LN_OUT * c, Count::Rows, LN_EPS)?);
+        body.push(ops::gather_rows::gather_rows(
+            &cx, c, &meta, &act, rg.x, rg.head_in,
+        )?);
+        body.push(ops::layer_norm::layer_norm(
+            &cx,
+            None,
+            c,
+            &wts.globals,
+            &act,
+            rg.head_in,
+            rg.head_norm,
+            GlobalVecs::LN_OUT * c,
+            Count::Rows,
+            LN_EPS,
+        )?);
 
         let mut head = Vec::new();
         for chunk in &wts.head {
@@ -320,7 +547,16 @@ impl Graph {
                 bias_off: None,
                 rows: Count::Rows,
             };
-            head.push(matmul(&cx, "head", None, chunk, &wts.globals, &act, Some(&logits), &args)?);
+            head.push(matmul(
+                &cx,
+                "head",
+                None,
+                chunk,
+                &wts.globals,
+                &act,
+                Some(&logits),
+                &args,
+            )?);
         }
         Ok(Graph {
             t_cap,
@@ -344,7 +580,14 @@ impl Graph {
     ///
     /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
     /// concatenation) to gather for the head / embeddings; `run_head`: compute logits.
-    pub fn encode(&self, gpu: &GpuContext, enc: &mut wgpu::CommandEncoder, seqs: &[(u32, &[u32])], rows: &[u32], run_head: bool) -> Result<Dims> {
+    pub fn encode(
+        &self,
+        gpu: &GpuContext,
+        enc: &mut wgpu::CommandEncoder,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+        run_head: bool,
+    ) -> Result<Dims> {
         let t: usize = seqs.iter().map(|s| s.1.len()).sum();
         if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
             return Err(EngineError::Op {
@@ -386,8 +629,10 @@ impl Graph {
             n_rows: rows.len() as u32,
             ..d
         };
-        gpu.queue.write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
-        gpu.queue.write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
+        gpu.queue
+            .write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
+        gpu.queue
+            .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("forward"),
             timestamp_writes: None,

@@ -8,11 +8,17 @@ use rwkv_engine::gpu::{AdapterChoice, GpuContext};
 use rwkv_engine::{Engine, LoadOptions, Rwkv7Config};
 
 pub fn fixtures() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/fixtures"
+    ))
 }
 
 pub fn models() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/models"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/models"
+    ))
 }
 
 /// One device for the whole test binary; fails loudly when there is none.
@@ -33,17 +39,26 @@ pub fn engine(file: &str) -> Engine {
 }
 
 pub fn engine_with(file: &str, opts: &LoadOptions) -> Engine {
-    let path = if file.starts_with("rwkv7-demo") { models().join(file) } else { fixtures().join(file) };
+    let path = if file.starts_with("rwkv7-demo") {
+        models().join(file)
+    } else {
+        fixtures().join(file)
+    };
     Engine::load_on(gpu(), &path, opts).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 pub fn npy(name: &str) -> Vec<f32> {
-    rwkv_engine::npy::read_f32(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}")).1
+    rwkv_engine::npy::read_f32(fixtures().join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .1
 }
 
 pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "lengths differ");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// The reference JSON of a fixture model.
@@ -54,9 +69,15 @@ pub struct Reference {
 
 impl Reference {
     pub fn load(model: &str) -> Self {
-        let text = std::fs::read_to_string(fixtures().join(format!("rwkv7-{model}.ref.json"))).unwrap();
+        let text =
+            std::fs::read_to_string(fixtures().join(format!("rwkv7-{model}.ref.json"))).unwrap();
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let tokens = json["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        let tokens = json["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
         Reference { json, tokens }
     }
 
@@ -95,14 +116,29 @@ pub fn check_top20(what: &str, logits: &[f32], vocab: usize, top20: &[Vec<(u32, 
         let ours = top20_of(row);
         let gap = want[0].1 - want[1].1;
         if ours[0] as u32 != want[0].0 {
-            assert!(gap < tol, "{what}: position {t}: top-1 {} vs reference {} (gap {gap})", ours[0], want[0].0);
+            assert!(
+                gap < tol,
+                "{what}: position {t}: top-1 {} vs reference {} (gap {gap})",
+                ours[0],
+                want[0].0
+            );
             eprintln!("{what}: position {t}: near-tie top-1 flip (reference gap {gap})");
         }
-        let overlap = want.iter().filter(|(id, _)| ours.contains(&(*id as usize))).count();
-        assert!(overlap >= 19, "{what}: position {t}: top-20 overlap {overlap}");
+        let overlap = want
+            .iter()
+            .filter(|(id, _)| ours.contains(&(*id as usize)))
+            .count();
+        assert!(
+            overlap >= 19,
+            "{what}: position {t}: top-20 overlap {overlap}"
+        );
         for &(id, v) in want {
             let d = (row[id as usize] - v).abs();
-            assert!(d < tol, "{what}: position {t}: logit of {id}: {} vs {v} (|Δ| {d})", row[id as usize]);
+            assert!(
+                d < tol,
+                "{what}: position {t}: logit of {id}: {} vs {v} (|Δ| {d})",
+                row[id as usize]
+            );
         }
     }
 }
