@@ -11,7 +11,7 @@
 //! snapshot is missing or belongs to another model is the transcript prefilled instead
 //! (the reply's stats say which: `resumed`).
 
-use rwkv_engine::{Engine, Rows, SeqInput, StateId, TextEvent, Want};
+use rwkv_engine::{Engine, Rows, SeqInput, StateId, StopReason, TextEvent, Want};
 use serde::Serialize;
 use tauri::ipc::Channel;
 
@@ -59,7 +59,8 @@ pub fn title_from(text: &str) -> String {
 }
 
 /// Loads `snapshot` into a new state, or prefills `text` into it when there is none.
-/// Returns the state and whether it was resumed from the snapshot.
+/// Returns the state and whether it was ready without a prefill (snapshot used, or no
+/// text before this point).
 pub fn start_state(
     eng: &mut Engine,
     snapshot: Option<Vec<f32>>,
@@ -72,18 +73,19 @@ pub fn start_state(
             return Ok(true);
         }
         let ids = eng.tokenizer().encode(text);
-        if !ids.is_empty() {
-            let seq = SeqInput {
-                state: st,
-                tokens: &ids,
-                rows: Rows::None,
-            };
-            let want = Want {
-                logits: false,
-                embeddings: false,
-            };
-            eng.forward(&[seq], want, None)?;
+        if ids.is_empty() {
+            return Ok(true); // nothing before this turn: nothing to prefill
         }
+        let seq = SeqInput {
+            state: st,
+            tokens: &ids,
+            rows: Rows::None,
+        };
+        let want = Want {
+            logits: false,
+            embeddings: false,
+        };
+        eng.forward(&[seq], want, None)?;
         Ok(false)
     })();
     match r {
@@ -165,10 +167,30 @@ pub async fn reply(
             let fp = ModelFingerprint::of(eng);
             let snap = snap_path.and_then(|p| store::load_matching_snapshot(&p, &fp));
             let (st, resumed) = start_state(eng, snap, &history)?;
-            let out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
+            let mut out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
                 let TextEvent::Text { text, tokens } = ev;
                 events.send(ChatEvent::Text { text, tokens }).is_ok()
             });
+            // The engine leaves the last sampled token out of the state. Unless it ended the
+            // reply (stop token or string, which the template restates), feed it, so that
+            // the stored state is exactly the transcript's.
+            if let Ok(o) = &out {
+                let fed_all = matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString);
+                if let (false, Some(&last)) = (fed_all, o.tokens.last()) {
+                    let seq = SeqInput {
+                        state: st,
+                        tokens: &[last],
+                        rows: Rows::None,
+                    };
+                    let want = Want {
+                        logits: false,
+                        embeddings: false,
+                    };
+                    if let Err(e) = eng.forward(&[seq], want, None) {
+                        out = Err(e);
+                    }
+                }
+            }
             if let Ok(o) = &out {
                 let mut buf = vec![0f32; eng.state_len()];
                 let header = SnapshotHeader {
@@ -191,7 +213,17 @@ pub async fn reply(
         })
         .await;
     handle.end(chat_id, &ticket);
-    let (out, resumed, model) = result?;
+    let (out, resumed, model) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // No reply: take the user message back out, so the chat stays a list of turns.
+            if let Ok(mut chat) = store.load_chat(chat_id) {
+                chat.messages.truncate(keep);
+                let _ = store.save_chat(&chat);
+            }
+            return Err(e);
+        }
+    };
 
     let s = &out.stats;
     let message = Message {

@@ -3,9 +3,13 @@
 //! `src/lib/api.ts` is the frontend's mirror of every command and type here.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 use rwkv_engine::gpu::{context::AdapterSummary, AdapterChoice, GpuContext};
-use rwkv_engine::{Engine, GenerateOptions, LoadOptions, LoadProgress, ModelInfo};
+use rwkv_engine::{
+    Engine, GenerateOptions, LoadOptions, LoadProgress, ModelFile, ModelInfo, Rwkv7Weights,
+};
 use serde::Serialize;
 use tauri::ipc::{Channel, Response};
 use tauri::{AppHandle, Runtime, State};
@@ -110,18 +114,27 @@ pub async fn model_load(
     };
     engine
         .run(move |w| {
+            // `Engine::load_with_progress`, in steps: a file that does not parse (truncated,
+            // not RWKV-7, …) fails before the loaded model is touched, so it stays usable.
+            let t0 = Instant::now();
+            let mut progress = |p: LoadProgress| {
+                let _ = on_progress.send(p);
+            };
+            progress(LoadProgress::Open);
+            let file = ModelFile::open(&path)?;
+            let weights = Rwkv7Weights::from_file(&file)?;
             if let Some(i) = adapter {
                 w.adapter = AdapterChoice::Index(i);
             }
             // One model at a time: free the old one before the new one takes GPU memory.
             w.engine = None;
+            progress(LoadProgress::Device);
+            let gpu = Arc::new(GpuContext::new(&w.adapter)?);
             let opts = LoadOptions {
                 adapter: w.adapter.clone(),
                 ..Default::default()
             };
-            let eng = Engine::load_with_progress(&path, &opts, &mut |p| {
-                let _ = on_progress.send(p);
-            })?;
+            let eng = Engine::from_weights(gpu, &file, &weights, &opts, &mut progress, t0)?;
             let info = eng.info().clone();
             w.engine = Some(eng);
             Ok(info)

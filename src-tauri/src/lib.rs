@@ -30,9 +30,9 @@ use crate::worker::EngineHandle;
 /// File name of the bundled demo model.
 pub const DEFAULT_MODEL: &str = "rwkv7-demo-6x256-Q4_K_M.gguf";
 
-/// The app's builder with every command registered (shared by `run` and the tests).
-pub fn builder<R: Runtime>() -> tauri::Builder<R> {
-    tauri::Builder::<R>::new().invoke_handler(tauri::generate_handler![
+/// Registers every command on `builder` (shared by `run` and the tests' mock runtime).
+pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
+    builder.invoke_handler(tauri::generate_handler![
         commands::app_info,
         commands::pick_open,
         commands::pick_save,
@@ -101,7 +101,7 @@ pub fn default_model_path(resource_dir: Option<&Path>) -> PathBuf {
 }
 
 pub fn run() {
-    builder::<tauri::Wry>()
+    register(tauri::Builder::default())
         .plugin(tauri_plugin_dialog::init())
         .setup(|app| {
             // `RWKV_STUDIO_DATA_DIR` gives tests (and portable installs) their own data.
