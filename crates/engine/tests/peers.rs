@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! The engine against its peers on every fixture (`../shared/fixtures`): BlinkDL's `rwkv`
 //! package (fp32 CPU) on the same weights, and on the dequantized weights of each GGUF.
 //!
