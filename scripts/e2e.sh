@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# End-to-end test of the real desktop app: build it (`tauri build --debug --no-bundle`),
-# start tauri-driver + WebKitWebDriver under Xvfb, drive the app with tests/e2e/app.e2e.mjs,
-# and keep a screenshot of every view in artifacts/screenshots/ (copied to docs/screenshots/).
+# End-to-end test of the real desktop app: build it (`tauri build --no-bundle`), start
+# tauri-driver + WebKitWebDriver under Xvfb, drive the app with tests/e2e/app.e2e.mjs, and
+# keep a screenshot of every view in artifacts/screenshots/ (copied to docs/screenshots/).
 #
-#   bash scripts/e2e.sh              build if needed, then test
-#   E2E_SKIP_BUILD=1 bash scripts/e2e.sh
+#   bash scripts/e2e.sh                    release build (if needed), then the test
+#   E2E_DEBUG=1 bash scripts/e2e.sh        debug build instead
+#   E2E_SKIP_BUILD=1 bash scripts/e2e.sh   reuse the built binary
 #
-# Debug build: `tauri build --no-bundle` (release) takes ~16-19 min cold on a 2-core machine,
-# the debug build ~6-8; the GPU work (lavapipe here) costs the same in both, and wgpu/naga are
-# optimised even in debug (workspace `profile.dev.package."*"`), so the test runs as fast.
+# Release by default: scripts/test.sh runs `cargo test --workspace --release` first, so the
+# release build of the app reuses every compiled dependency (wgpu, naga, webkit2gtk, …) and
+# costs only the app crates, where a debug build would compile them all again (6-8 min on
+# 2 cores). Alone on a cold machine, E2E_DEBUG=1 is faster (6-8 min against 16-19); the GPU
+# work the test waits on runs at the same speed in both (dependencies are optimised in
+# debug builds too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-APP=$CARGO_TARGET_DIR/debug/rwkv-studio
+if [ "${E2E_DEBUG:-0}" = 1 ]; then PROFILE=debug; BUILD_FLAGS=(--debug --no-bundle); else PROFILE=release; BUILD_FLAGS=(--no-bundle); fi
+APP=$CARGO_TARGET_DIR/$PROFILE/rwkv-studio
 SHOTS=$ROOT/artifacts/screenshots
 
 if [ "${E2E_SKIP_BUILD:-0}" != 1 ] || [ ! -x "$APP" ]; then
   [ -d node_modules ] || npm ci --no-audit --no-fund
-  npx tauri build --debug --no-bundle
+  npx tauri build "${BUILD_FLAGS[@]}"
 fi
 [ -x "$APP" ] || { echo "e2e: $APP was not built" >&2; exit 1; }
 

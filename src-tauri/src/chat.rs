@@ -174,21 +174,26 @@ pub async fn reply(
             // The engine leaves the last sampled token out of the state. Unless it ended the
             // reply (stop token or string, which the template restates), feed it, so that
             // the stored state is exactly the transcript's.
-            if let Ok(o) = &out {
-                let fed_all = matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString);
-                if let (false, Some(&last)) = (fed_all, o.tokens.last()) {
-                    let seq = SeqInput {
-                        state: st,
-                        tokens: &[last],
-                        rows: Rows::None,
-                    };
-                    let want = Want {
-                        logits: false,
-                        embeddings: false,
-                    };
-                    if let Err(e) = eng.forward(&[seq], want, None) {
-                        out = Err(e);
-                    }
+            let unfed = match &out {
+                Ok(o)
+                    if !matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString) =>
+                {
+                    o.tokens.last().copied()
+                }
+                _ => None,
+            };
+            if let Some(last) = unfed {
+                let seq = SeqInput {
+                    state: st,
+                    tokens: &[last],
+                    rows: Rows::None,
+                };
+                let want = Want {
+                    logits: false,
+                    embeddings: false,
+                };
+                if let Err(e) = eng.forward(&[seq], want, None) {
+                    out = Err(e);
                 }
             }
             if let Ok(o) = &out {

@@ -243,7 +243,15 @@ pub async fn chat_regenerate(
         .and_then(|i| chat.messages.get(i))
         .filter(|m| m.role == store::Role::User)
         .ok_or_else(|| AppError::bad_request(format!("message {index} is not a reply")))?;
-    chat::reply(&engine, &store, &id, index - 1, &user.text.clone(), on_event).await
+    chat::reply(
+        &engine,
+        &store,
+        &id,
+        index - 1,
+        &user.text.clone(),
+        on_event,
+    )
+    .await
 }
 
 /// Replaces user message `index` with `text` (dropping what followed) and replies.

@@ -20,7 +20,12 @@ use crate::worker::EngineHandle;
 pub const MAX_DOC_CHARS: usize = 16 << 20;
 
 /// Prefills `text` into a new state and stores it as document `name`.
-pub async fn create(h: &EngineHandle, store: &Store, name: &str, text: String) -> AppResult<Document> {
+pub async fn create(
+    h: &EngineHandle,
+    store: &Store,
+    name: &str,
+    text: String,
+) -> AppResult<Document> {
     let name = name.trim();
     if name.is_empty() {
         return Err(AppError::bad_request("give the document a name"));
@@ -141,7 +146,10 @@ pub async fn run_fields(
             }
             None => None,
         };
-        let ids: Vec<Vec<u32>> = fields.iter().map(|f| eng.tokenizer().encode(&f.text)).collect();
+        let ids: Vec<Vec<u32>> = fields
+            .iter()
+            .map(|f| eng.tokenizer().encode(&f.text))
+            .collect();
         let mut states = Vec::with_capacity(fields.len());
         let mut fork_all = || -> AppResult<()> {
             for _ in &fields {
@@ -182,7 +190,11 @@ pub async fn run_fields(
             if e.len() != dim {
                 return Err(AppError::new(
                     "op",
-                    format!("field {}: embedding of {} values, expected {dim}", i + 1, e.len()),
+                    format!(
+                        "field {}: embedding of {} values, expected {dim}",
+                        i + 1,
+                        e.len()
+                    ),
                 ));
             }
             flat.extend_from_slice(e);

@@ -58,8 +58,9 @@ impl AppError {
     }
 
     pub fn io(path: &std::path::Path, e: std::io::Error) -> Self {
-        AppError::new("io", format!("{}: {e}", path.display()))
-            .with_details(json!({ "path": path.display().to_string(), "kind": format!("{:?}", e.kind()) }))
+        AppError::new("io", format!("{}: {e}", path.display())).with_details(
+            json!({ "path": path.display().to_string(), "kind": format!("{:?}", e.kind()) }),
+        )
     }
 
     /// A stored JSON file that does not parse.

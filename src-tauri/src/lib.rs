@@ -110,7 +110,11 @@ pub fn run() {
                 None => app.path().app_data_dir()?,
             };
             let resources = app.path().resource_dir().ok();
-            manage_state(app, data_dir, default_model_path(resources.as_deref()))?;
+            manage_state(
+                app.handle(),
+                data_dir,
+                default_model_path(resources.as_deref()),
+            )?;
             Ok(())
         })
         .on_window_event(|window, event| {

@@ -33,7 +33,9 @@ impl UserFiles {
         } else {
             Err(AppError::new(
                 "scope",
-                format!("{path}: choose this file with the file dialog or drop it on the window first"),
+                format!(
+                    "{path}: choose this file with the file dialog or drop it on the window first"
+                ),
             ))
         }
     }
@@ -84,7 +86,11 @@ fn e2e_save(name: &str) -> Option<PathBuf> {
 }
 
 /// Shows an open dialog; the chosen path joins [`UserFiles`].
-pub fn pick_open<R: Runtime>(app: &AppHandle<R>, files: &UserFiles, kind: FileKind) -> Option<PathBuf> {
+pub fn pick_open<R: Runtime>(
+    app: &AppHandle<R>,
+    files: &UserFiles,
+    kind: FileKind,
+) -> Option<PathBuf> {
     let path = e2e_open(kind).or_else(|| {
         let (name, ext) = kind.filter();
         app.dialog()

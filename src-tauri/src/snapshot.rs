@@ -108,11 +108,17 @@ fn parse(bytes: &[u8]) -> Result<(SnapshotHeader, Vec<f32>), String> {
     if h > MAX_HEADER {
         return Err(format!("header of {h} bytes (at most {MAX_HEADER})"));
     }
-    let header_bytes = bytes.get(16..16 + h).ok_or("header past the end of the file")?;
+    let header_bytes = bytes
+        .get(16..16 + h)
+        .ok_or("header past the end of the file")?;
     let header: SnapshotHeader =
         serde_json::from_slice(header_bytes).map_err(|e| format!("header: {e}"))?;
     let data = &bytes[16 + h..];
-    let want = header.model.state_len.checked_mul(4).ok_or("absurd state length")?;
+    let want = header
+        .model
+        .state_len
+        .checked_mul(4)
+        .ok_or("absurd state length")?;
     if data.len() != want {
         return Err(format!(
             "{} bytes of state, the header says {} values ({want} bytes)",

@@ -12,7 +12,9 @@ use rwkv_studio_lib::scope::UserFiles;
 use rwkv_studio_lib::{default_model_path, manage_state, register};
 use serde_json::{json, Value};
 use tauri::ipc::{CallbackFn, InvokeBody, InvokeResponseBody};
-use tauri::test::{get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY};
+use tauri::test::{
+    get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY,
+};
 use tauri::webview::InvokeRequest;
 use tauri::{App, Manager, WebviewWindow, WebviewWindowBuilder};
 
@@ -86,7 +88,10 @@ impl TestApp {
     }
 
     fn load_default(&self) -> Value {
-        self.ok("model_load", json!({ "path": null, "adapter": null, "onProgress": "__CHANNEL__:1" }))
+        self.ok(
+            "model_load",
+            json!({ "path": null, "adapter": null, "onProgress": "__CHANNEL__:1" }),
+        )
     }
 }
 
@@ -106,14 +111,19 @@ fn errors_reach_the_ui_as_code_message_details() {
     assert_eq!(t.ok("model_info", json!({})), Value::Null);
     let e = t.err("chat_get", json!({ "id": "../../etc/passwd" }));
     assert_eq!(e["code"], "bad_request");
-    assert!(e["message"].as_str().is_some_and(|m| m.contains("not an id")));
+    assert!(e["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("not an id")));
     let e = t.err("chat_get", json!({ "id": "00aa" }));
     assert_eq!(e["code"], "not_found");
     assert_eq!(e["details"]["id"], "00aa");
     // Sending without a model: a readable error, and the turn is taken back.
     let chat = t.ok("chat_create", json!({}));
     let id = chat["id"].as_str().expect("id");
-    let e = t.err("chat_send", json!({ "id": id, "text": "Hello", "onEvent": "__CHANNEL__:2" }));
+    let e = t.err(
+        "chat_send",
+        json!({ "id": id, "text": "Hello", "onEvent": "__CHANNEL__:2" }),
+    );
     assert_eq!(e["code"], "no_model");
     assert_eq!(t.ok("chat_get", json!({ "id": id }))["messages"], json!([]));
     // Invalid sampling settings are refused by the engine's own validation.
@@ -129,8 +139,14 @@ fn user_paths_must_be_chosen_first() {
     let t = test_app("scope");
     for (cmd, args) in [
         ("read_text_file", json!({ "path": "/etc/passwd" })),
-        ("write_text_file", json!({ "path": "/tmp/x.csv", "contents": "a" })),
-        ("model_load", json!({ "path": "/etc/passwd", "adapter": null, "onProgress": "__CHANNEL__:1" })),
+        (
+            "write_text_file",
+            json!({ "path": "/tmp/x.csv", "contents": "a" }),
+        ),
+        (
+            "model_load",
+            json!({ "path": "/etc/passwd", "adapter": null, "onProgress": "__CHANNEL__:1" }),
+        ),
         ("doc_import", json!({ "path": "/etc/passwd" })),
     ] {
         assert_eq!(t.err(cmd, args)["code"], "scope", "{cmd}");
@@ -139,7 +155,10 @@ fn user_paths_must_be_chosen_first() {
     std::fs::create_dir_all(&t.dir).expect("dir");
     std::fs::write(&p, "Dear Sir,").expect("write");
     t.allow(&p);
-    assert_eq!(t.ok("read_text_file", json!({ "path": p })), json!("Dear Sir,"));
+    assert_eq!(
+        t.ok("read_text_file", json!({ "path": p })),
+        json!("Dear Sir,")
+    );
 }
 
 /// The app's chat turns equal one live engine state fed the same template: snapshots store
@@ -157,32 +176,76 @@ fn chat_turns_resume_from_snapshots_like_one_live_state() {
     let st = eng.new_state().expect("state");
     let c = CancelToken::new();
     let r1 = eng
-        .generate_text(st, "User: Where is the ship?\n\nAssistant:", &opts, &c, &mut |_| true)
+        .generate_text(
+            st,
+            "User: Where is the ship?\n\nAssistant:",
+            &opts,
+            &c,
+            &mut |_| true,
+        )
         .expect("turn 1");
-    if !matches!(r1.stats.stop, StopReason::StopToken | StopReason::StopString) {
+    if !matches!(
+        r1.stats.stop,
+        StopReason::StopToken | StopReason::StopString
+    ) {
         let last = *r1.tokens.last().expect("a token");
-        let seq = SeqInput { state: st, tokens: &[last], rows: Rows::None };
-        eng.forward(&[seq], Want { logits: false, embeddings: false }, None)
-            .expect("feed last");
+        let seq = SeqInput {
+            state: st,
+            tokens: &[last],
+            rows: Rows::None,
+        };
+        eng.forward(
+            &[seq],
+            Want {
+                logits: false,
+                embeddings: false,
+            },
+            None,
+        )
+        .expect("feed last");
     }
     let r2 = eng
-        .generate_text(st, "\n\nUser: And the captain?\n\nAssistant:", &opts, &c, &mut |_| true)
+        .generate_text(
+            st,
+            "\n\nUser: And the captain?\n\nAssistant:",
+            &opts,
+            &c,
+            &mut |_| true,
+        )
         .expect("turn 2");
     drop(eng);
 
     let chat = t.ok("chat_create", json!({}));
     let id = chat["id"].as_str().expect("id").to_string();
     t.ok("chat_settings", json!({ "id": id, "settings": opts }));
-    let m1 = t.ok("chat_send", json!({ "id": id, "text": "Where is the ship?", "onEvent": "__CHANNEL__:3" }));
+    let m1 = t.ok(
+        "chat_send",
+        json!({ "id": id, "text": "Where is the ship?", "onEvent": "__CHANNEL__:3" }),
+    );
     assert_eq!(m1["text"], json!(r1.text));
-    let m2 = t.ok("chat_send", json!({ "id": id, "text": "And the captain?", "onEvent": "__CHANNEL__:4" }));
-    assert_eq!(m2["text"], json!(r2.text), "turn 2 from the stored state = the live state");
+    let m2 = t.ok(
+        "chat_send",
+        json!({ "id": id, "text": "And the captain?", "onEvent": "__CHANNEL__:4" }),
+    );
+    assert_eq!(
+        m2["text"],
+        json!(r2.text),
+        "turn 2 from the stored state = the live state"
+    );
     assert_eq!(m2["stats"]["resumed"], true);
-    assert!(m2["stats"]["decode_tok_s"].as_f64().is_some_and(|x| x > 0.0) || r2.tokens.len() < 2);
+    assert!(
+        m2["stats"]["decode_tok_s"]
+            .as_f64()
+            .is_some_and(|x| x > 0.0)
+            || r2.tokens.len() < 2
+    );
     assert!(m2["stats"]["ttft_ms"].as_f64().is_some_and(|x| x > 0.0));
 
     // Regenerate the second reply (index 3): same state, greedy, same text; nothing grows.
-    let m2b = t.ok("chat_regenerate", json!({ "id": id, "index": 3, "onEvent": "__CHANNEL__:5" }));
+    let m2b = t.ok(
+        "chat_regenerate",
+        json!({ "id": id, "index": 3, "onEvent": "__CHANNEL__:5" }),
+    );
     assert_eq!(m2b["text"], m2["text"]);
     assert_ne!(m2b["id"], m2["id"]);
     let chat = t.ok("chat_get", json!({ "id": id }));
@@ -192,10 +255,19 @@ fn chat_turns_resume_from_snapshots_like_one_live_state() {
     let r1e = {
         let mut eng = Engine::load(model(), &LoadOptions::default()).expect("reference engine");
         let st = eng.new_state().expect("state");
-        eng.generate_text(st, "User: Who is at the door?\n\nAssistant:", &opts, &c, &mut |_| true)
-            .expect("edited turn")
+        eng.generate_text(
+            st,
+            "User: Who is at the door?\n\nAssistant:",
+            &opts,
+            &c,
+            &mut |_| true,
+        )
+        .expect("edited turn")
     };
-    let m1e = t.ok("chat_edit", json!({ "id": id, "index": 0, "text": "Who is at the door?", "onEvent": "__CHANNEL__:6" }));
+    let m1e = t.ok(
+        "chat_edit",
+        json!({ "id": id, "index": 0, "text": "Who is at the door?", "onEvent": "__CHANNEL__:6" }),
+    );
     assert_eq!(m1e["text"], json!(r1e.text));
     let chat = t.ok("chat_get", json!({ "id": id }));
     assert_eq!(chat["messages"].as_array().map(Vec::len), Some(2));
@@ -219,10 +291,16 @@ fn a_truncated_gguf_is_a_readable_error_and_the_model_stays() {
         json!({ "path": broken, "adapter": null, "onProgress": "__CHANNEL__:1" }),
     );
     assert_eq!(e["code"], "malformed_file", "{e}");
-    assert!(e["message"].as_str().is_some_and(|m| m.contains("broken.gguf")));
-    assert!(e["details"]["path"].as_str().is_some_and(|p| p.ends_with("broken.gguf")));
+    assert!(e["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("broken.gguf")));
+    assert!(e["details"]["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("broken.gguf")));
     let info = t.ok("model_info", json!({}));
-    assert!(info["path"].as_str().is_some_and(|p| p.ends_with("Q4_K_M.gguf")));
+    assert!(info["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("Q4_K_M.gguf")));
 }
 
 #[test]
@@ -272,7 +350,10 @@ fn documents_feed_fields_and_export_their_state() {
     let chat = t.ok("doc_chat", json!({ "id": id }));
     assert_eq!(chat["document"]["name"], "Letter");
     t.ok("doc_delete", json!({ "id": id }));
-    assert_eq!(t.ok("doc_list", json!({})).as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        t.ok("doc_list", json!({})).as_array().map(Vec::len),
+        Some(1)
+    );
 }
 
 #[test]
@@ -288,7 +369,10 @@ fn a_benchmark_run_is_measured_and_kept() {
     assert!(run["prefill_tok_s"].as_f64().is_some_and(|x| x > 0.0));
     assert!(run["decode_tok_s"].as_f64().is_some_and(|x| x > 0.0));
     assert_eq!(run["decode_tokens"], 4);
-    assert_eq!(t.ok("bench_history", json!({})).as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        t.ok("bench_history", json!({})).as_array().map(Vec::len),
+        Some(1)
+    );
     let e = t.err(
         "bench_run",
         json!({ "options": { "title": "x", "prompt_tokens": 0, "decode_tokens": 4 }, "onProgress": "__CHANNEL__:8" }),
