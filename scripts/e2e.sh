@@ -49,8 +49,7 @@ export RWKV_STUDIO_E2E_OPEN_MODEL=$WORK/broken.gguf
 export RWKV_STUDIO_E2E_OPEN_TEXT=$WORK/letter.txt
 export RWKV_STUDIO_E2E_SAVE_DIR=$WORK/saved
 export E2E_APP=$APP E2E_SCREENSHOTS=$SHOTS
-# WebKit in a container: no sandbox namespaces, no GPU compositing.
-export WEBKIT_DISABLE_COMPOSITING_MODE=1 WEBKIT_DISABLE_SANDBOX_THIS_IS_DANGEROUS=1
+# (Not WEBKIT_DISABLE_COMPOSITING_MODE: with it, WebKitWebDriver's screenshots hang.)
 
 rm -rf "$SHOTS"
 mkdir -p "$SHOTS"

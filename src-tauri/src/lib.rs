@@ -81,23 +81,30 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     Ok(())
 }
 
-/// The bundled model: `RWKV_STUDIO_MODEL` if set, else the app's resources (installed, or
-/// next to a `tauri build --no-bundle` binary), else the repository's `assets/models/`.
+/// The bundled model: `RWKV_STUDIO_MODEL` if set, else the app's resources (installed),
+/// else `models/` next to the executable (`tauri build --no-bundle` copies it there), else
+/// the repository's `assets/models/` (development).
 pub fn default_model_path(resource_dir: Option<&Path>) -> PathBuf {
     if let Some(p) = std::env::var_os("RWKV_STUDIO_MODEL") {
         return PathBuf::from(p);
     }
-    if let Some(dir) = resource_dir {
-        let p = dir.join("models").join(DEFAULT_MODEL);
-        if p.exists() {
-            return p;
-        }
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf));
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets");
+    let candidates = [resource_dir.map(Path::to_path_buf), exe_dir, Some(repo)];
+    let found = candidates
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("models").join(DEFAULT_MODEL))
+        .find(|p| p.exists());
+    match found {
+        Some(p) => p.canonicalize().unwrap_or(p),
+        // Not found anywhere: loading it reports the path that was expected.
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../assets/models")
+            .join(DEFAULT_MODEL),
     }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("assets")
-        .join("models")
-        .join(DEFAULT_MODEL)
 }
 
 pub fn run() {

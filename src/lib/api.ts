@@ -359,9 +359,13 @@ export const api = {
 export type Api = typeof api;
 
 /** Files dropped on the window (their paths are then accepted by the backend). */
-export async function onFileDrop(cb: (paths: string[]) => void): Promise<() => void> {
+export async function onFileDrop(
+  cb: (paths: string[]) => void,
+  hover?: (over: boolean) => void,
+): Promise<() => void> {
   const { getCurrentWebview } = await import('@tauri-apps/api/webview');
   return getCurrentWebview().onDragDropEvent((e) => {
     if (e.payload.type === 'drop') cb(e.payload.paths);
+    hover?.(e.payload.type === 'enter' || e.payload.type === 'over');
   });
 }

@@ -83,6 +83,12 @@ async function setValue(css, value) {
   );
 }
 
+/** Changes a chat setting and waits until the backend has stored it. */
+async function setSetting(css, value) {
+  await setValue(css, value);
+  await sleep(600);
+}
+
 async function text(css) {
   return exec(`const el = document.querySelector(arguments[0]); return el ? el.textContent : null;`, css);
 }
@@ -163,7 +169,7 @@ async function main() {
     await click('[data-testid=nav-chat]');
     await waitFor('the chat input', () => findAll('[data-testid=chat-input]:not([disabled])').then((e) => e.length > 0));
     // A short reply first: the demo model writes prose; the RWKV template stops at a blank line.
-    await setValue('[data-testid=set-max-tokens]', '48');
+    await setSetting('[data-testid=set-max-tokens]', '48');
     await type('[data-testid=chat-input]', 'It was a dark and stormy night, and the ship');
     await click('[data-testid=send]');
     // Streamed text appears before the reply is done.
@@ -180,9 +186,8 @@ async function main() {
   });
 
   await step('chat: a long generation stops at once', async () => {
-    await setValue('[data-testid=set-max-tokens]', '4000');
-    await setValue('[data-testid=set-stops]', '');
-    await sleep(300);
+    await setSetting('[data-testid=set-max-tokens]', '4000');
+    await setSetting('[data-testid=set-stops]', '');
     const before = (await replies()).length;
     await type('[data-testid=chat-input]', 'Tell me the whole story of the voyage, chapter by chapter.');
     await click('[data-testid=send]');
@@ -203,9 +208,8 @@ async function main() {
   });
 
   await step('chat: regenerate replaces the last reply', async () => {
-    await setValue('[data-testid=set-max-tokens]', '32');
-    await setValue('[data-testid=set-stops]', '\\n\\n');
-    await sleep(300);
+    await setSetting('[data-testid=set-max-tokens]', '32');
+    await setSetting('[data-testid=set-stops]', '\\n\\n');
     const before = await replies();
     const buttons = await findAll('[data-testid=regenerate]');
     await wd('POST', s(`/element/${buttons[buttons.length - 1]}/click`), {});
