@@ -1,6 +1,8 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_inspect;
+
 #[derive(Parser)]
 #[command(
     name = "rwkv",
@@ -13,9 +15,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Show what a model file holds: format, config, tokenizer, tensors, totals.
+    Inspect(cmd_inspect::Args),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Inspect(args) => cmd_inspect::run(args),
+    }
 }
