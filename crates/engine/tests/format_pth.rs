@@ -164,6 +164,7 @@ impl Pk {
         }
         p.op(b"t")
     }
+    #[allow(clippy::too_many_arguments)] // mirrors _rebuild_tensor_v2's own arguments
     /// `name: _rebuild_tensor_v2(('storage', torch.<cls>, key, 'cpu', numel), offset, shape, stride, False, OrderedDict())`
     fn tensor(
         self,
@@ -339,7 +340,7 @@ fn pickle_errors() {
             1 << 62,
             0,
             &[1 << 31, 1 << 31, 1 << 31],
-            &[1, 1, 1],
+            &[1 << 62, 1 << 31, 1],
         )
         .end();
     assert_malformed(&pth_err(&with(pkl)), p, "overflows");
