@@ -259,9 +259,15 @@ impl<'a> Mapper<'a> {
         let ffn_dim = self.dim("rwkv7.feed_forward_length", || {
             self.axis(&l0.ffn("key.weight"), 2, 0)
         })?;
-        // Low-rank sizes: GGUF stores `x1` as [D, C] (OutIn), BlinkDL as [C, D] (InOut).
-        let rank_axis = if gguf { 0 } else { 1 };
-        let rank = |key: &str, name: String| self.dim(key, || self.axis(&name, 2, rank_axis));
+        // Low-rank sizes: GGUF stores `x1` as [D, C] (OutIn), BlinkDL as [C, D] (InOut);
+        // web-rwkv's converted SafeTensors keep BlinkDL names with [D, C]. The rank is the
+        // axis that is not C.
+        let rank = |key: &str, name: String| {
+            self.dim(key, || {
+                let (a, b) = (self.axis(&name, 2, 0)?, self.axis(&name, 2, 1)?);
+                Ok(if gguf || b == n_embd { a } else { b })
+            })
+        };
         // Layer 0's v1 is a dummy (a copy of a1 in GGUF): take the value rank from layer 1.
         let v_layer = if n_layer > 1 { 1 } else { 0 };
         let lora = LoraRanks {
@@ -321,7 +327,12 @@ impl<'a> Mapper<'a> {
     fn lora(&self, name: &str, n_out: usize, n_in: usize) -> Result<Matrix<'a>> {
         let layout = match self.naming {
             Naming::Gguf => MatrixLayout::OutIn,
-            Naming::BlinkDl => MatrixLayout::InOut,
+            // BlinkDL's own files are [in, out]; web-rwkv's converter transposes them to
+            // [out, in]. Square low-rank matrices cannot be told apart: BlinkDL's order.
+            Naming::BlinkDl => match self.view(name) {
+                Ok(v) if n_in != n_out && v.shape == [n_out, n_in] => MatrixLayout::OutIn,
+                _ => MatrixLayout::InOut,
+            },
         };
         self.matrix(name, n_out, n_in, layout)
     }
