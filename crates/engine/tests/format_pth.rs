@@ -164,8 +164,8 @@ impl Pk {
         }
         p.op(b"t")
     }
-    #[allow(clippy::too_many_arguments)] // mirrors _rebuild_tensor_v2's own arguments
     /// `name: _rebuild_tensor_v2(('storage', torch.<cls>, key, 'cpu', numel), offset, shape, stride, False, OrderedDict())`
+    #[allow(clippy::too_many_arguments)]
     fn tensor(
         self,
         name: &str,

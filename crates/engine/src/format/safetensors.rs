@@ -21,9 +21,6 @@ use crate::error::{EngineError, Result};
 /// Longest JSON header accepted, in bytes (the `safetensors` crate's own limit).
 pub const MAX_HEADER: u64 = 100_000_000;
 
-/// What [`parse`] returns: tensors, and `__metadata__` as string pairs.
-pub type Header = (Vec<TensorInfo>, Vec<(String, MetaValue)>);
-
 /// Parses the header of the SafeTensors file `map` (`path` only names it in errors).
 ///
 /// Returns the tensors sorted by offset (absolute offsets; `shape` as stored, row-major)
@@ -33,7 +30,8 @@ pub type Header = (Vec<TensorInfo>, Vec<(String, MetaValue)>);
 /// overlapping or non-contiguous offsets, sizes that disagree with shapes, data past the
 /// end), [`EngineError::UnsupportedType`] (dtypes other than F16, BF16 and F32, naming the
 /// tensor). All name `path`.
-pub fn parse(path: &Path, map: &[u8]) -> Result<Header> {
+#[allow(clippy::type_complexity)] // (tensors, metadata), as the other readers return
+pub fn parse(path: &Path, map: &[u8]) -> Result<(Vec<TensorInfo>, Vec<(String, MetaValue)>)> {
     let bad = |what: String| EngineError::Malformed {
         path: path.to_path_buf(),
         format: "SafeTensors",
