@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Seed corpora for the fuzz targets (stdlib only): a complete mini RWKV-7 (1 layer... 2
-layers, C=16, head size 8, vocab 8, FFN 32, ranks 4) as a GGUF with llama.cpp's names,
+"""Seed corpora for the fuzz targets (stdlib only): a complete mini RWKV-7 (2 layers, C=16, head size 8, vocab 8, FFN 32, ranks 4) as a GGUF with llama.cpp's names,
 as SafeTensors with BlinkDL's names, and as a .pth (via tests/data/make_pth.py), so the
 fuzzer starts from inputs that get through the readers *and* the mapping.
 
 usage: fuzz/make_seeds.py   (writes fuzz/corpus/{gguf,safetensors_pth}/, gitignored)
+
+Then (cargo install cargo-fuzz; RUSTC_BOOTSTRAP=1 lets stable rustc take -Zsanitizer):
+  RUSTC_BOOTSTRAP=1 cargo fuzz run gguf -- -max_total_time=600
+  RUSTC_BOOTSTRAP=1 cargo fuzz run safetensors_pth -- -max_total_time=600
 """
 import json
 import os
