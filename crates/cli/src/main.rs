@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 mod cmd_bench;
 mod cmd_eval;
 mod cmd_generate;
+mod cmd_inspect;
 mod common;
 
 #[derive(Parser)]
@@ -31,6 +32,8 @@ enum Command {
     Profile(cmd_bench::ProfileArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
+    /// Show what a model file holds: format, config, tokenizer, tensors, totals.
+    Inspect(cmd_inspect::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +53,6 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Inspect(args) => cmd_inspect::run(args),
     }
 }
