@@ -2,7 +2,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "rwkv", version, about = "RWKV-7 on any GPU: the RWKV Studio engine from the command line")]
+#[command(
+    name = "rwkv",
+    version,
+    about = "RWKV-7 on any GPU: the RWKV Studio engine from the command line"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -8,6 +8,7 @@
 pub mod error;
 pub mod format;
 pub mod model;
+pub mod npy;
 pub mod quant;
 pub mod tokenizer;
 

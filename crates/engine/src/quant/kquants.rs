@@ -1,0 +1,545 @@
+//! ggml's k-quants: 256-element super-blocks Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+//!
+//! Layouts: `ggml-common.h` (`block_q2_K` …, `QK_K = 256`). Decoders: `ggml-quants.c`
+//! `dequantize_row_q2_K` …, reproduced operation for operation in f32 (e.g. Q4_K's
+//! `(d * sc) * q - dmin * m`) so the results are bit-identical to ggml and gguf-py.
+//! Quantizers: `quantize_row_q4_K_ref` and `quantize_row_q6_K_ref` (what `llama-quantize`
+//! runs without an importance matrix).
+
+use bytemuck::{Pod, Zeroable};
+use half::f16;
+
+use super::Block;
+use crate::format::DType;
+
+/// Elements per super-block (ggml `QK_K`).
+pub const QK_K: usize = 256;
+
+/// `block_q2_K`: 16 sub-blocks of 16; sub-block `s` has scale `d * (scales[s] & 15)` and
+/// min `dmin * (scales[s] >> 4)`; `x = dl * q - ml`, q ∈ [0, 3] (2 bits in `qs`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: f16,
+    pub dmin: f16,
+}
+const _: () = assert!(std::mem::size_of::<BlockQ2K>() == 84);
+
+/// `block_q3_K`: 16 sub-blocks of 16 with 6-bit signed scales (`scales`, packed 12 bytes,
+/// offset 32); `x = d * (sc - 32) * (q - (hbit ? 0 : 4))`, 2 low bits in `qs`, the third
+/// bit in `hmask`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: f16,
+}
+const _: () = assert!(std::mem::size_of::<BlockQ3K>() == 110);
+
+/// `block_q4_K`: 8 sub-blocks of 32 with 6-bit scales and mins packed in `scales`
+/// (see [`get_scale_min_k4`]); `x = d * sc * q - dmin * m`, q ∈ [0, 15].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct BlockQ4K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+const _: () = assert!(std::mem::size_of::<BlockQ4K>() == 144);
+
+/// `block_q5_K`: as [`BlockQ4K`] plus a fifth bit per element in `qh`; q ∈ [0, 31].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct BlockQ5K {
+    pub d: f16,
+    pub dmin: f16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+const _: () = assert!(std::mem::size_of::<BlockQ5K>() == 176);
+
+/// `block_q6_K`: 16 sub-blocks of 16 with signed 8-bit scales; `x = d * sc * (q - 32)`,
+/// q ∈ [0, 63]: 4 low bits in `ql`, 2 high bits in `qh`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: f16,
+}
+const _: () = assert!(std::mem::size_of::<BlockQ6K>() == 210);
+
+/// ggml `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` (0..8) of a Q4_K /
+/// Q5_K `scales` array. Sub-blocks 0..4 hold them in the low 6 bits of bytes `j`, `j+4`;
+/// sub-blocks 4..8 split them into a nibble of byte `j+4` and the top 2 bits of `j-4`, `j`.
+#[inline]
+pub fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        let d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        let m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        (d, m)
+    }
+}
+
+impl Block for BlockQ2K {
+    const DTYPE: DType = DType::Q2_K;
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let min = self.dmin.to_f32();
+        let mut is = 0;
+        let mut o = 0;
+        for n in 0..QK_K / 128 {
+            let q = &self.qs[n * 32..n * 32 + 32];
+            for j in 0..4 {
+                let shift = 2 * j;
+                for half in 0..2 {
+                    let sc = self.scales[is];
+                    is += 1;
+                    let dl = d * f32::from(sc & 0x0f);
+                    let ml = min * f32::from(sc >> 4);
+                    for l in 0..16 {
+                        let v = (q[half * 16 + l] >> shift) & 3;
+                        y[o] = dl * f32::from(v) - ml;
+                        o += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Block for BlockQ3K {
+    const DTYPE: DType = DType::Q3_K;
+    fn dequantize(&self, y: &mut [f32]) {
+        let d_all = self.d.to_f32();
+        let mut scales = [0i8; 16];
+        for (is, s) in scales.iter_mut().enumerate() {
+            let low = if is < 8 {
+                self.scales[is] & 0x0f
+            } else {
+                self.scales[is - 8] >> 4
+            };
+            let high = (self.scales[8 + is % 4] >> (2 * (is / 4))) & 3;
+            *s = ((low | (high << 4)) as i8).wrapping_sub(32);
+        }
+        let mut is = 0;
+        let mut o = 0;
+        let mut m = 1u8;
+        for n in 0..QK_K / 128 {
+            let q = &self.qs[n * 32..n * 32 + 32];
+            for j in 0..4 {
+                let shift = 2 * j;
+                for half in 0..2 {
+                    let dl = d_all * f32::from(scales[is]);
+                    is += 1;
+                    for l in 0..16 {
+                        let k = half * 16 + l;
+                        let lo = ((q[k] >> shift) & 3) as i8;
+                        let hi = if self.hmask[k] & m != 0 { 0 } else { 4 };
+                        y[o] = dl * f32::from(lo - hi);
+                        o += 1;
+                    }
+                }
+                m = m.wrapping_shl(1);
+            }
+        }
+    }
+}
+
+impl Block for BlockQ4K {
+    const DTYPE: DType = DType::Q4_K;
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let min = self.dmin.to_f32();
+        for n in 0..QK_K / 64 {
+            let q = &self.qs[n * 32..n * 32 + 32];
+            let (sc, m) = get_scale_min_k4(2 * n, &self.scales);
+            let d1 = d * f32::from(sc);
+            let m1 = min * f32::from(m);
+            let (sc, m) = get_scale_min_k4(2 * n + 1, &self.scales);
+            let d2 = d * f32::from(sc);
+            let m2 = min * f32::from(m);
+            let out = &mut y[n * 64..n * 64 + 64];
+            for l in 0..32 {
+                out[l] = d1 * f32::from(q[l] & 0x0f) - m1;
+                out[l + 32] = d2 * f32::from(q[l] >> 4) - m2;
+            }
+        }
+    }
+}
+
+impl Block for BlockQ5K {
+    const DTYPE: DType = DType::Q5_K;
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        let min = self.dmin.to_f32();
+        let mut u1 = 1u8;
+        let mut u2 = 2u8;
+        for n in 0..QK_K / 64 {
+            let ql = &self.qs[n * 32..n * 32 + 32];
+            let (sc, m) = get_scale_min_k4(2 * n, &self.scales);
+            let d1 = d * f32::from(sc);
+            let m1 = min * f32::from(m);
+            let (sc, m) = get_scale_min_k4(2 * n + 1, &self.scales);
+            let d2 = d * f32::from(sc);
+            let m2 = min * f32::from(m);
+            let out = &mut y[n * 64..n * 64 + 64];
+            for l in 0..32 {
+                let h1 = if self.qh[l] & u1 != 0 { 16 } else { 0 };
+                let h2 = if self.qh[l] & u2 != 0 { 16 } else { 0 };
+                out[l] = d1 * f32::from((ql[l] & 0x0f) + h1) - m1;
+                out[l + 32] = d2 * f32::from((ql[l] >> 4) + h2) - m2;
+            }
+            u1 = u1.wrapping_shl(2);
+            u2 = u2.wrapping_shl(2);
+        }
+    }
+}
+
+impl Block for BlockQ6K {
+    const DTYPE: DType = DType::Q6_K;
+    fn dequantize(&self, y: &mut [f32]) {
+        let d = self.d.to_f32();
+        for n in 0..QK_K / 128 {
+            let ql = &self.ql[n * 64..n * 64 + 64];
+            let qh = &self.qh[n * 32..n * 32 + 32];
+            let sc = &self.scales[n * 8..n * 8 + 8];
+            let out = &mut y[n * 128..n * 128 + 128];
+            for l in 0..32 {
+                let is = l / 16;
+                let q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i8 - 32;
+                let q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+                let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+                let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+                // ggml: `d * sc[is] * q`, evaluated left to right in f32.
+                out[l] = d * f32::from(sc[is]) * f32::from(q1);
+                out[l + 32] = d * f32::from(sc[is + 2]) * f32::from(q2);
+                out[l + 64] = d * f32::from(sc[is + 4]) * f32::from(q3);
+                out[l + 96] = d * f32::from(sc[is + 6]) * f32::from(q4);
+            }
+        }
+    }
+}
+
+/// ggml `nearest_int`: round half to even (the `+ 12582912.f` trick), valid for
+/// |x| < 2^22, which every caller guarantees by construction.
+#[inline]
+fn nearest_int(x: f32) -> i32 {
+    x.round_ties_even() as i32
+}
+
+/// ggml `make_qkx2_quants`: the scale and (negated) min of an affine `nmax`-level
+/// quantization of `x` minimising the `weights`-weighted squared error over a small
+/// search (`rmin + rdelta * is`, `is = 0..=nstep`). Writes levels to `l`.
+#[allow(clippy::too_many_arguments)]
+fn make_qkx2_quants(
+    x: &[f32],
+    weights: &[f32],
+    nmax: i32,
+    l: &mut [u8],
+    laux: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let n = x.len();
+    let mut min = x[0];
+    let mut max = x[0];
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max == min {
+        l[..n].fill(0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_error = 0.0f32;
+    for i in 0..n {
+        let li = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+        l[i] = li as u8;
+        let diff = scale * f32::from(l[i]) + min - x[i];
+        best_error += weights[i] * (diff * diff);
+    }
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+        for i in 0..n {
+            let li = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            laux[i] = li as u8;
+            let w = weights[i];
+            let lf = li as f32;
+            sum_l += w * lf;
+            sum_l2 += w * lf * lf;
+            sum_xl += w * lf * x[i];
+        }
+        let det = sum_w * sum_l2 - sum_l * sum_l;
+        if det > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut cur_error = 0.0f32;
+            for i in 0..n {
+                let diff = this_scale * f32::from(laux[i]) + this_min - x[i];
+                cur_error += weights[i] * (diff * diff);
+            }
+            if cur_error < best_error {
+                l[..n].copy_from_slice(&laux[..n]);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// Quantizes `x` (`x.len()` a multiple of 256) to Q4_K like ggml's
+/// `quantize_row_q4_K_ref`: per sub-block of 32 an affine fit by `make_qkx2_quants`
+/// (weights `sqrt(mean x²) + |x|`), the 8 scales and mins then quantized to 6 bits
+/// against the super-block's `d`, `dmin` (f16), and each element rounded to nearest
+/// against its sub-block's decoded scale and min. A trailing partial super-block is
+/// quantized as if zero-padded (callers pass whole rows).
+pub fn quantize_q4_k(x: &[f32]) -> Vec<BlockQ4K> {
+    x.chunks(QK_K)
+        .map(|chunk| {
+            let mut xs = [0.0f32; QK_K];
+            xs[..chunk.len()].copy_from_slice(chunk);
+            quantize_block_q4_k(&xs)
+        })
+        .collect()
+}
+
+fn quantize_block_q4_k(x: &[f32; QK_K]) -> BlockQ4K {
+    let mut l = [0u8; QK_K];
+    let mut laux = [0u8; 32];
+    let mut weights = [0.0f32; 32];
+    let mut mins = [0.0f32; QK_K / 32];
+    let mut scales = [0.0f32; QK_K / 32];
+    let mut max_scale = 0.0f32;
+    let mut max_min = 0.0f32;
+    for j in 0..QK_K / 32 {
+        let xj = &x[32 * j..32 * j + 32];
+        let sum_x2: f32 = xj.iter().fold(0.0, |a, v| a + v * v);
+        let av_x = (sum_x2 / 32.0).sqrt();
+        for (w, v) in weights.iter_mut().zip(xj) {
+            *w = av_x + v.abs();
+        }
+        let (scale, min) = make_qkx2_quants(
+            xj,
+            &weights,
+            15,
+            &mut l[32 * j..32 * j + 32],
+            &mut laux,
+            -1.0,
+            0.1,
+            20,
+        );
+        scales[j] = scale;
+        mins[j] = min;
+        if scale > max_scale {
+            max_scale = scale;
+        }
+        if min > max_min {
+            max_min = min;
+        }
+    }
+    let inv_scale = if max_scale > 0.0 {
+        63.0 / max_scale
+    } else {
+        0.0
+    };
+    let inv_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
+    let mut packed = [0u8; 12];
+    for j in 0..QK_K / 32 {
+        // C: `uint8_t ls = nearest_int(...)` then MIN(63, ls); values are in [0, 63].
+        let ls = (nearest_int(inv_scale * scales[j]) as u8).min(63);
+        let lm = (nearest_int(inv_min * mins[j]) as u8).min(63);
+        if j < 4 {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (ls & 0x0f) | ((lm & 0x0f) << 4);
+            packed[j - 4] |= (ls >> 4) << 6;
+            packed[j] |= (lm >> 4) << 6;
+        }
+    }
+    let d = f16::from_f32(max_scale / 63.0);
+    let dmin = f16::from_f32(max_min / 63.0);
+    for j in 0..QK_K / 32 {
+        let (sc, m) = get_scale_min_k4(j, &packed);
+        let dj = d.to_f32() * f32::from(sc);
+        if dj == 0.0 {
+            continue;
+        }
+        let dm = dmin.to_f32() * f32::from(m);
+        for ii in 0..32 {
+            l[32 * j + ii] = nearest_int((x[32 * j + ii] + dm) / dj).clamp(0, 15) as u8;
+        }
+    }
+    let mut qs = [0u8; QK_K / 2];
+    for n in 0..QK_K / 64 {
+        for k in 0..32 {
+            qs[n * 32 + k] = l[n * 64 + k] | (l[n * 64 + k + 32] << 4);
+        }
+    }
+    BlockQ4K {
+        d,
+        dmin,
+        scales: packed,
+        qs,
+    }
+}
+
+/// ggml `GROUP_MAX_EPS`: groups whose largest magnitude is below this are all-zero.
+const GROUP_MAX_EPS: f32 = 1e-15;
+
+/// ggml `make_qx_quants` with `rmse_type = 1` (weights `x²`) and no importance matrix:
+/// symmetric `nmax`-level quantization of `x`, levels `l + nmax` written to `out`,
+/// returns the scale. Searches `nmax ± 0.1·is`, `is ∈ [-9, 9]`.
+fn make_qx_quants_rmse1(x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
+    let mut max = 0.0f32;
+    let mut amax = 0.0f32;
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        out.fill(0);
+        return 0.0;
+    }
+    let nmaxf = nmax as f32;
+    let mut iscale = -nmaxf / max;
+    let mut sumlx = 0.0f32;
+    let mut suml2 = 0.0f32;
+    for (o, &v) in out.iter_mut().zip(x) {
+        let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+        *o = (l + nmax) as i8;
+        let w = v * v;
+        let lf = l as f32;
+        sumlx += w * v * lf;
+        suml2 += w * lf * lf;
+    }
+    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
+    let mut best = scale * sumlx;
+    for is in -9i32..=9 {
+        if is == 0 {
+            continue;
+        }
+        iscale = -(nmaxf + 0.1 * is as f32) / max;
+        sumlx = 0.0;
+        suml2 = 0.0;
+        for &v in x {
+            let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+            let w = v * v;
+            let lf = l as f32;
+            sumlx += w * v * lf;
+            suml2 += w * lf * lf;
+        }
+        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
+            for (o, &v) in out.iter_mut().zip(x) {
+                let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
+                *o = (l + nmax) as i8;
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    scale
+}
+
+/// Quantizes `x` (a multiple of 256 long) to Q6_K like ggml's `quantize_row_q6_K_ref`:
+/// per sub-block of 16 a symmetric 6-bit fit (`make_qx_quants`, weights `x²`), the 16
+/// scales quantized to i8 against the super-block's f16 `d`, then each element rounded
+/// to nearest against its decoded scale. llama-quantize's Q4_K_M stores `output.weight`
+/// as Q6_K.
+pub fn quantize_q6_k(x: &[f32]) -> Vec<BlockQ6K> {
+    x.chunks(QK_K)
+        .map(|chunk| {
+            let mut xs = [0.0f32; QK_K];
+            xs[..chunk.len()].copy_from_slice(chunk);
+            quantize_block_q6_k(&xs)
+        })
+        .collect()
+}
+
+fn quantize_block_q6_k(x: &[f32; QK_K]) -> BlockQ6K {
+    let mut l = [0i8; QK_K];
+    let mut scales = [0.0f32; QK_K / 16];
+    let mut max_scale = 0.0f32;
+    let mut max_abs_scale = 0.0f32;
+    for ib in 0..QK_K / 16 {
+        let scale =
+            make_qx_quants_rmse1(&x[16 * ib..16 * ib + 16], 32, &mut l[16 * ib..16 * ib + 16]);
+        scales[ib] = scale;
+        if scale.abs() > max_abs_scale {
+            max_abs_scale = scale.abs();
+            max_scale = scale;
+        }
+    }
+    if max_abs_scale < GROUP_MAX_EPS {
+        return BlockQ6K::zeroed();
+    }
+    let iscale = -128.0 / max_scale;
+    let d = f16::from_f32(1.0 / iscale);
+    let mut sc = [0i8; QK_K / 16];
+    for (s, &v) in sc.iter_mut().zip(scales.iter()) {
+        // C: MIN(127, nearest_int(...)) stored in int8_t; the minimum is -128 by design.
+        *s = nearest_int(iscale * v).min(127) as i8;
+    }
+    for j in 0..QK_K / 16 {
+        let dj = d.to_f32() * f32::from(sc[j]);
+        if dj == 0.0 {
+            continue;
+        }
+        for ii in 0..16 {
+            let q = nearest_int(x[16 * j + ii] / dj).clamp(-32, 31);
+            l[16 * j + ii] = (q + 32) as i8;
+        }
+    }
+    let mut ql = [0u8; QK_K / 2];
+    let mut qh = [0u8; QK_K / 4];
+    for n in 0..QK_K / 128 {
+        let j = n * 128;
+        for k in 0..32 {
+            let lv = |o: usize| l[j + k + o] as u8;
+            ql[n * 64 + k] = (lv(0) & 0x0f) | ((lv(64) & 0x0f) << 4);
+            ql[n * 64 + k + 32] = (lv(32) & 0x0f) | ((lv(96) & 0x0f) << 4);
+            qh[n * 32 + k] =
+                (lv(0) >> 4) | ((lv(32) >> 4) << 2) | ((lv(64) >> 4) << 4) | ((lv(96) >> 4) << 6);
+        }
+    }
+    BlockQ6K {
+        ql,
+        qh,
+        scales: sc,
+        d,
+    }
+}
