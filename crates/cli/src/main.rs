@@ -1,6 +1,8 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_tokenize;
+
 #[derive(Parser)]
 #[command(
     name = "rwkv",
@@ -13,9 +15,17 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Turn text into World token ids (the model's vocabulary with --model).
+    Tokenize(cmd_tokenize::tokenize::Args),
+    /// Turn World token ids back into text.
+    Detokenize(cmd_tokenize::detokenize::Args),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
+        Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
+    }
 }
