@@ -5,6 +5,7 @@ mod cmd_bench;
 mod cmd_eval;
 mod cmd_generate;
 mod cmd_inspect;
+mod cmd_tokenize;
 mod common;
 
 #[derive(Parser)]
@@ -34,6 +35,10 @@ enum Command {
     Adapters,
     /// Show what a model file holds: format, config, tokenizer, tensors, totals.
     Inspect(cmd_inspect::Args),
+    /// Turn text into World token ids (the model's vocabulary with --model).
+    Tokenize(cmd_tokenize::tokenize::Args),
+    /// Turn World token ids back into text.
+    Detokenize(cmd_tokenize::detokenize::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,5 +59,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Inspect(args) => cmd_inspect::run(args),
+        Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
+        Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
     }
 }

@@ -9,6 +9,9 @@
 //! Run: `cargo bench -p rwkv-engine --bench tokenizer` (add `-- --measurement-time 3` for
 //! a quick run). Numbers and the machine are in `docs/tokenizer.md`.
 
+// Not library code: a failed setup or assertion should stop the run loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::hint::black_box;
 use std::io::Read;
 use std::path::Path;
