@@ -1,17 +1,28 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_synth;
+
 #[derive(Parser)]
-#[command(name = "rwkv", version, about = "RWKV-7 on any GPU: the RWKV Studio engine from the command line")]
+#[command(
+    name = "rwkv",
+    version,
+    about = "RWKV-7 on any GPU: the RWKV Studio engine from the command line"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
+    Synth(cmd_synth::Args),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Synth(args) => cmd_synth::run(args),
+    }
 }

@@ -11,6 +11,7 @@ pub mod model;
 pub mod npy;
 pub mod quant;
 pub mod sampler;
+pub mod synth;
 
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
