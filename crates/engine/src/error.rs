@@ -110,10 +110,12 @@ impl EngineError {
         }
     }
 
+    #[allow(dead_code)] // for the API and GPU modules
     pub(crate) fn invalid(what: impl Into<String>) -> Self {
         EngineError::InvalidInput { what: what.into() }
     }
 
+    #[allow(dead_code)] // for the API and GPU modules
     pub(crate) fn gpu(what: impl Into<String>) -> Self {
         EngineError::Gpu { what: what.into() }
     }

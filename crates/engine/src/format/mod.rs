@@ -104,7 +104,9 @@ impl DType {
     pub fn block_len(self) -> usize {
         match self {
             DType::F32 | DType::F16 | DType::BF16 => 1,
-            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::IQ4_NL => 32,
+            DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 | DType::IQ4_NL => {
+                32
+            }
             DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => 256,
         }
     }
@@ -290,7 +292,10 @@ impl ModelFile {
         if meta.is_dir() {
             return Err(EngineError::io(
                 &path,
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory, not a model file"),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "is a directory, not a model file",
+                ),
             ));
         }
         if meta.len() == 0 {
@@ -304,6 +309,32 @@ impl ModelFile {
         // mapped would fault on access — the same contract every mmap-based loader
         // (llama.cpp, candle, safetensors) accepts for model files.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
+        Self::from_map(path, map)
+    }
+
+    /// Parses a model held in memory, as if it were a file called `name` (tests, fuzzing,
+    /// files received over IPC). The bytes are copied once into an anonymous mapping.
+    ///
+    /// Errors: as [`Self::open`], naming `name`.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: &[u8]) -> Result<Self> {
+        let path = name.into();
+        if bytes.is_empty() {
+            return Err(EngineError::Malformed {
+                path,
+                format: "model",
+                what: "the file is empty".into(),
+            });
+        }
+        let mut anon =
+            memmap2::MmapMut::map_anon(bytes.len()).map_err(|e| EngineError::io(&path, e))?;
+        anon.copy_from_slice(bytes);
+        let map = anon
+            .make_read_only()
+            .map_err(|e| EngineError::io(&path, e))?;
+        Self::from_map(path, map)
+    }
+
+    fn from_map(path: PathBuf, map: memmap2::Mmap) -> Result<Self> {
         let (format, tensors, metadata) = if map.starts_with(b"GGUF") {
             let parsed = gguf::parse(&path, &map)?;
             (FileFormat::Gguf, parsed.tensors, parsed.metadata)
@@ -376,15 +407,18 @@ impl ModelFile {
     ///
     /// Errors: [`EngineError::MissingTensor`] naming file and tensor.
     pub fn tensor(&self, name: &str) -> Result<TensorView<'_>> {
-        let i = *self.by_name.get(name).ok_or_else(|| EngineError::MissingTensor {
-            path: self.path.clone(),
-            tensor: name.to_string(),
-        })?;
+        let i = *self
+            .by_name
+            .get(name)
+            .ok_or_else(|| EngineError::MissingTensor {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
         let t = &self.tensors[i];
         // Bounds were checked when the table was parsed; `get` keeps this panic-free anyway.
         let bytes = self
             .map
-            .get(t.offset..t.offset + t.len)
+            .get(t.offset..t.offset.saturating_add(t.len))
             .ok_or_else(|| EngineError::Malformed {
                 path: self.path.clone(),
                 format: self.format.name(),
