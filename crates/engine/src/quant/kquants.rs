@@ -279,15 +279,19 @@ fn make_qkx2_quants(
     }
     let mut iscale = nmax as f32 / (max - min);
     let mut scale = 1.0 / iscale;
+    if nstep < 1 {
+        // No search: the weights only feed the error of the search, skip them.
+        for i in 0..n {
+            l[i] = nearest_int(iscale * (x[i] - min)).clamp(0, nmax) as u8;
+        }
+        return (scale, -min);
+    }
     let mut best_error = 0.0f32;
     for i in 0..n {
         let li = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
         l[i] = li as u8;
         let diff = scale * f32::from(l[i]) + min - x[i];
         best_error += weights[i] * (diff * diff);
-    }
-    if nstep < 1 {
-        return (scale, -min);
     }
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
@@ -362,10 +366,12 @@ fn quantize_block_q4_k(x: &[f32; QK_K], nstep: i32) -> BlockQ4K {
     let mut max_min = 0.0f32;
     for j in 0..QK_K / 32 {
         let xj = &x[32 * j..32 * j + 32];
-        let sum_x2: f32 = xj.iter().fold(0.0, |a, v| a + v * v);
-        let av_x = (sum_x2 / 32.0).sqrt();
-        for (w, v) in weights.iter_mut().zip(xj) {
-            *w = av_x + v.abs();
+        if nstep > 0 {
+            let sum_x2: f32 = xj.iter().fold(0.0, |a, v| a + v * v);
+            let av_x = (sum_x2 / 32.0).sqrt();
+            for (w, v) in weights.iter_mut().zip(xj) {
+                *w = av_x + v.abs();
+            }
         }
         let (scale, min) = make_qkx2_quants(
             xj,
