@@ -5,6 +5,7 @@ mod cmd_bench;
 mod cmd_eval;
 mod cmd_generate;
 mod cmd_inspect;
+mod cmd_synth;
 mod cmd_tokenize;
 mod common;
 
@@ -39,6 +40,8 @@ enum Command {
     Tokenize(cmd_tokenize::tokenize::Args),
     /// Turn World token ids back into text.
     Detokenize(cmd_tokenize::detokenize::Args),
+    /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
+    Synth(cmd_synth::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -61,5 +64,6 @@ fn main() -> anyhow::Result<()> {
         Command::Inspect(args) => cmd_inspect::run(args),
         Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
         Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
+        Command::Synth(args) => cmd_synth::run(args),
     }
 }

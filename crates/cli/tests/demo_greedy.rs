@@ -14,12 +14,27 @@ const NEAR_TIE: f64 = 1e-2;
 #[test]
 fn demo_model_continues_like_the_rwkv_package() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("crates/engine/tests/data/demo_greedy_ref.json")).unwrap()).unwrap();
-    let model = root.join("../shared/models").join(reference["model"].as_str().unwrap());
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("crates/engine/tests/data/demo_greedy_ref.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let model = root
+        .join("../shared/models")
+        .join(reference["model"].as_str().unwrap());
     let prompt = reference["prompt"].as_str().unwrap();
-    let want: Vec<u64> = reference["tokens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    let gaps: Vec<f64> = reference["gaps"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let want: Vec<u64> = reference["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let gaps: Vec<f64> = reference["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
     let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
         .args(["generate", "--model"])
         .arg(&model)
@@ -27,7 +42,11 @@ fn demo_model_continues_like_the_rwkv_package() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "rwkv generate failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "rwkv generate failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ids: Vec<u64> = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(ids.len(), 32, "{stdout}");
     for (i, (&got, &w)) in ids.iter().zip(&want).enumerate() {
@@ -37,9 +56,15 @@ fn demo_model_continues_like_the_rwkv_package() {
                 "token {i}: {got} vs the rwkv package's {w}, whose top-2 gap {} is not a near-tie",
                 gaps[i]
             );
-            eprintln!("token {i}: near-tie (reference gap {}): {got} vs {w}; the rest may differ", gaps[i]);
+            eprintln!(
+                "token {i}: near-tie (reference gap {}): {got} vs {w}; the rest may differ",
+                gaps[i]
+            );
             return;
         }
     }
-    assert!(stdout.starts_with(prompt), "the prompt is echoed before the continuation");
+    assert!(
+        stdout.starts_with(prompt),
+        "the prompt is echoed before the continuation"
+    );
 }
