@@ -1,6 +1,7 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_bench;
 mod cmd_eval;
 mod cmd_generate;
 mod common;
@@ -24,6 +25,10 @@ enum Command {
     Chat(cmd_generate::ChatArgs),
     /// Write logits, embeddings and the final state of a text as .npy files.
     Eval(cmd_eval::EvalArgs),
+    /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
+    Bench(cmd_bench::BenchArgs),
+    /// GPU time of every dispatch of one forward pass.
+    Profile(cmd_bench::ProfileArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
 }
@@ -34,6 +39,8 @@ fn main() -> anyhow::Result<()> {
         Command::Generate(a) => cmd_generate::generate(a),
         Command::Chat(a) => cmd_generate::chat(a),
         Command::Eval(a) => cmd_eval::run(a),
+        Command::Bench(a) => cmd_bench::bench(a),
+        Command::Profile(a) => cmd_bench::profile(a),
         Command::Adapters => {
             for a in rwkv_engine::gpu::GpuContext::list_adapters() {
                 println!(

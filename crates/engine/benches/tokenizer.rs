@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness code
 //! World tokenizer speed: ours next to the `rwkv-tokenizer` crate (pure Rust, by
 //! cahya-wirawan), the published World tokenizer we measure against.
 //!

@@ -326,6 +326,12 @@ impl Engine {
         &self.weights.types
     }
 
+    /// The graph and device, after checking `state` exists (for the profiler).
+    pub(crate) fn graph_and_gpu(&self, state: StateId) -> Result<(&Graph, &GpuContext)> {
+        self.check(state)?;
+        Ok((&self.graph, &self.gpu))
+    }
+
     fn grow_slots(&mut self) -> Result<()> {
         let old = self.graph.n_slots;
         let new = old * 2;

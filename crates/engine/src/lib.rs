@@ -13,6 +13,7 @@ pub mod gpu;
 pub mod model;
 pub mod npy;
 pub mod ops;
+pub mod profile;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;

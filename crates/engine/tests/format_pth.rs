@@ -165,6 +165,7 @@ impl Pk {
         p.op(b"t")
     }
     /// `name: _rebuild_tensor_v2(('storage', torch.<cls>, key, 'cpu', numel), offset, shape, stride, False, OrderedDict())`
+    #[allow(clippy::too_many_arguments)]
     fn tensor(
         self,
         name: &str,

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! The forward pass against itself in every shape it can take: chunk sizes, token by
 //! token, batched sequences, forked states — and bad input.
 

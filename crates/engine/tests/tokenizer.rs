@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! World tokenizer against its peers: BlinkDL's `rwkv` package (`TRIE_TOKENIZER`, whose ids
 //! are in `shared/fixtures/tokenizer_ref.json` and in the generated corpus
 //! `tests/data/tokenizer_corpus.jsonl.gz`) and llama.cpp's GGUF vocabulary.

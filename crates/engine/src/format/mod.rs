@@ -192,13 +192,24 @@ impl TensorInfo {
 }
 
 /// A tensor's bytes, borrowed from the file mapping (no copy).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct TensorView<'a> {
     pub name: &'a str,
     pub dtype: DType,
     /// Row-major, outermost first.
     pub shape: &'a [usize],
     pub bytes: &'a [u8],
+}
+
+impl std::fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorView")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl TensorView<'_> {

@@ -30,6 +30,7 @@ pub const MAX_HEADER: u64 = 100_000_000;
 /// overlapping or non-contiguous offsets, sizes that disagree with shapes, data past the
 /// end), [`EngineError::UnsupportedType`] (dtypes other than F16, BF16 and F32, naming the
 /// tensor). All name `path`.
+#[allow(clippy::type_complexity)] // (tensors, metadata), as the other readers return
 pub fn parse(path: &Path, map: &[u8]) -> Result<(Vec<TensorInfo>, Vec<(String, MetaValue)>)> {
     let bad = |what: String| EngineError::Malformed {
         path: path.to_path_buf(),

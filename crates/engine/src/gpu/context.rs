@@ -220,7 +220,9 @@ impl GpuContext {
 
     /// Largest buffer range one storage binding may cover, in bytes.
     pub fn max_binding(&self) -> u64 {
-        u64::from(self.limits.max_storage_buffer_binding_size).min(self.limits.max_buffer_size)
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
     }
 
     /// Waits for all submitted work. Errors if the device was lost or the wait failed.

@@ -173,6 +173,7 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
+    #[allow(clippy::too_many_arguments)]
     fn check(
         dtype: DType,
         bytes: &[u8],

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs every test of RWKV Studio: format and lint checks, the engine's tests on a real
+# Vulkan device (Mesa's lavapipe when there is no GPU), the CLI's, and — when the app is
+# present — the frontend checks and the end-to-end test of the real desktop app.
+# Installs what is missing first (Debian/Ubuntu). Usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+say() { printf '\n== %s (%s)\n' "$*" "$(date +%T)"; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- system packages -------------------------------------------------------------------
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in mesa-vulkan-drivers libvulkan1 python3 python3-numpy; do have_pkg "$p" || need+=("$p"); done
+if [ -f package.json ]; then
+  for p in libwebkit2gtk-4.1-dev librsvg2-dev libayatana-appindicator3-dev libxdo-dev libssl-dev \
+           xvfb xauth webkit2gtk-driver; do
+    have_pkg "$p" || need+=("$p")
+  done
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  say "apt-get install ${need[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+# --- GPU for tests: lavapipe through Vulkan --------------------------------------------
+export WGPU_BACKEND=${WGPU_BACKEND:-vulkan}
+if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
+  export XDG_RUNTIME_DIR=$(mktemp -d /tmp/rwkv-xdg.XXXXXX)
+fi
+chmod 700 "$XDG_RUNTIME_DIR" 2>/dev/null || true
+export RUST_BACKTRACE=1
+export CARGO_TERM_COLOR=never
+
+# --- Rust ------------------------------------------------------------------------------
+say "cargo fmt --check"
+cargo fmt --all -- --check
+say "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+say "cargo test (engine, CLI$( [ -d src-tauri ] && echo ', app commands'))"
+# Release: the GPU tests run the same shaders faster on lavapipe and share the build
+# with the app binary of the end-to-end test.
+cargo test --workspace --release --locked
+
+# --- Frontend and the real app ---------------------------------------------------------
+if [ -f package.json ]; then
+  say "npm ci"
+  npm ci --no-audit --no-fund
+  say "npm run check"
+  npm run check
+  say "npm test"
+  npm test
+  if [ -f scripts/e2e.sh ]; then
+    say "end-to-end test of the desktop app"
+    bash scripts/e2e.sh
+  fi
+fi
+say "all tests passed"
