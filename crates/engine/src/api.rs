@@ -70,6 +70,9 @@ pub struct ModelInfo {
     pub features: crate::gpu::GpuFeatures,
     /// Call → GPU-ready (weights uploaded, pipelines compiled, device idle), ms.
     pub load_ms: f64,
+    /// sha256 of the config and the tensor table (names, types, shapes); states and
+    /// cached embeddings are tied to it (see `analysis::model_fingerprint`).
+    pub fingerprint: crate::analysis::ModelFingerprint,
 }
 
 /// A sequence's recurrent state, held on the GPU.
@@ -165,6 +168,9 @@ pub struct Engine {
     free: Vec<u32>,
     used: Vec<bool>,
     max_batch: usize,
+    /// Unique per `Engine` value in this process (prefix caches hold state slots of one
+    /// engine and check it).
+    instance: u64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -253,6 +259,7 @@ impl Engine {
             adapter: gpu.summary.clone(),
             features: gpu.features,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
+            fingerprint: crate::analysis::model_fingerprint(file, &cfg),
         };
         let tokenizer = match Tokenizer::from_gguf(file)? {
             Some(t) => Arc::new(t),
@@ -279,7 +286,22 @@ impl Engine {
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
             max_batch: b_cap,
+            instance: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            },
         })
+    }
+
+    /// An id unique to this `Engine` value within the process (state ids are only
+    /// meaningful together with it).
+    pub fn instance_id(&self) -> u64 {
+        self.instance
+    }
+
+    /// Most sequences per forward pass (after clamping [`LoadOptions::max_batch`]).
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
     }
 
     pub fn info(&self) -> &ModelInfo {
