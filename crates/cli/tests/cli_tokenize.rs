@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! `rwkv tokenize` / `rwkv detokenize` as a user runs them, against the reference ids of
 //! `shared/fixtures/tokenizer_ref.json` (BlinkDL's `rwkv` package).
 

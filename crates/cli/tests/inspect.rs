@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! `rwkv inspect` end to end: the JSON report of the fixtures against their manifests
 //! (written by gguf-py / make_model.py), and a bad file → non-zero exit naming it.
 

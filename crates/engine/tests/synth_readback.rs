@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! `rwkv synth` output read back through the engine's own readers (`ModelFile::open` +
 //! `Rwkv7Weights::from_file`): the config is the one asked for, and the GGUF of every type
 //! holds the same model as the SafeTensors of the same seed (decoded through the typed
