@@ -1,22 +1,23 @@
 //! Double-array trie over token bytes, for greedy longest-match encoding.
 //!
 //! Why a double array: the match loop is then one load and one compare per input byte
-//! (`unit = units[base + byte]`), from one flat `Vec<u64>` of about 1.5 MiB for the World
-//! vocabulary (116 k trie nodes) — no pointers, no per-node allocation, no hashing.
+//! (`unit = units[base + byte]`) from one flat array — no pointers, no per-node allocation,
+//! no hashing. For the World vocabulary (116 k trie nodes, ≈150 k slots) the array the loop
+//! walks is ≈0.6 MiB of `u32`, plus the 512 KiB two-byte table `pairs`.
 //!
-//! Layout of a unit (`u64`), the slot of one trie node:
+//! Construction works on `u64` build units:
 //! - bits 0..32: `base` of this node's children: child with byte `c` sits at `base + c`.
 //!   `0` = no children (a leaf). Bases are unique among inner nodes, which is what makes
 //!   checking the label (instead of the parent's index) sufficient: if slot `base + c` holds
 //!   label `c`, its parent's base is `base`, hence its parent is this node. Base 0 is never
 //!   given to an inner node, so a lookup from a leaf (`0 + c`) finds a label other than `c`.
-//!   The base sits in the low half so that the next address is `unit as u32 + byte`: the
-//!   loop's critical path is one load and one add per byte.
 //! - bits 32..41: `check` = `0x100 | label` (the byte on the edge into this node); `0` for a
 //!   free slot and for the root, so neither can ever match a byte.
 //! - bits 41..64: token id ending at this node, `0` = none (id 0 is end-of-text and has no
 //!   bytes, so it is never in the trie). 23 bits: ids below 8 388 608.
 //!
+//! which are then compacted into the `u32` units the loop reads (22-bit base, check,
+//! terminal flag; see `Compact`) and a parallel `ids` array read once per token.
 //! The array is padded so that `base + 255 < units.len()` for every base.
 
 use std::collections::VecDeque;
@@ -39,7 +40,11 @@ fn check_of(b: u8) -> u64 {
 /// A built trie. `units[0]` is the root.
 #[derive(Debug, Clone)]
 pub(crate) struct Trie {
-    units: Vec<u64>,
+    /// The compact form the match loop walks (see [`Compact`]): half the bytes of the
+    /// build units, so more of the trie stays in cache.
+    units: Vec<u32>,
+    /// Token id of each slot (read once per token, at the end of its match).
+    ids: Vec<u32>,
     root_base: usize,
     /// The first two steps of every match in one load: entry `b0 << 8 | b1` holds, laid out
     /// like a unit, the longest token among `b0` and `b0 b1` (id in the id field, its length
@@ -47,6 +52,22 @@ pub(crate) struct Trie {
     /// that node is absent or a leaf). 65 536 × 8 bytes = 512 KiB; saves one dependent load
     /// per token, the most frequent step.
     pairs: Vec<u64>,
+}
+
+/// The match loop's unit (`u32`): bits 0..22 base, bits 22..31 check (`0x100 | label`),
+/// bit 31 set when a token ends at this node (its id is in `Trie::ids`).
+struct Compact;
+
+impl Compact {
+    const BASE_MASK: u32 = (1 << 22) - 1;
+    const CHECK_SHIFT: u32 = 22;
+    const CHECK_MASK: u32 = 0x1FF << Self::CHECK_SHIFT;
+    const TERMINAL: u32 = 1 << 31;
+
+    #[inline(always)]
+    fn check_of(b: u8) -> u32 {
+        (0x100 | b as u32) << Self::CHECK_SHIFT
+    }
 }
 
 /// In a `pairs` entry: set when the best token so far is 2 bytes long, clear for 1 byte.
@@ -91,21 +112,21 @@ impl Trie {
     pub(crate) fn longest_prefix(&self, text: &[u8]) -> Option<(u32, usize)> {
         let units = &self.units[..];
         let mut base = self.root_base;
-        let mut best: Option<(u32, usize)> = None;
+        let mut best: Option<(usize, usize)> = None;
         for (depth, &b) in text.iter().enumerate() {
-            let Some(&unit) = units.get(base + b as usize) else {
+            let slot = base + b as usize;
+            let Some(&unit) = units.get(slot) else {
                 break;
             };
-            if unit & CHECK_MASK != check_of(b) {
+            if unit & Compact::CHECK_MASK != Compact::check_of(b) {
                 break;
             }
-            let id = (unit >> ID_SHIFT) as u32;
-            if id != 0 {
-                best = Some((id, depth + 1));
+            if unit & Compact::TERMINAL != 0 {
+                best = Some((slot, depth + 1));
             }
-            base = unit as u32 as usize;
+            base = (unit & Compact::BASE_MASK) as usize;
         }
-        best
+        best.and_then(|(slot, len)| Some((*self.ids.get(slot)?, len)))
     }
 
     /// Greedy longest-match encoding of `text`, appended to `out`.
@@ -116,6 +137,7 @@ impl Trie {
     /// advances; `Tokenizer` checks at construction that this cannot happen.
     pub(crate) fn encode_into(&self, text: &[u8], out: &mut Vec<u32>) {
         let units = &self.units[..];
+        let ids = &self.ids[..];
         let pairs = &self.pairs[..];
         let n = text.len();
         let mut i = 0;
@@ -123,26 +145,34 @@ impl Trie {
             // Two bytes in one step (see `pairs`), then the trie from node `b0 b1`.
             let pair = (text[i] as usize) << 8 | text[i + 1] as usize;
             let e = pairs.get(pair).copied().unwrap_or(0);
-            let mut best_id = (e >> ID_SHIFT) as u32;
+            // Slot 0 is the root, never a token: `ids[0] == 0` means "the pair's token".
+            let mut best_slot = 0;
             let mut best_end = i + 1 + usize::from(e & PAIR_LEN2_BIT != 0);
             let mut base = e as u32 as usize;
             let mut j = i + 2;
             while j < n {
                 let b = text[j];
-                let Some(&unit) = units.get(base + b as usize) else {
+                let slot = base + b as usize;
+                let Some(&unit) = units.get(slot) else {
                     break;
                 };
-                if unit & CHECK_MASK != check_of(b) {
+                if unit & Compact::CHECK_MASK != Compact::check_of(b) {
                     break;
                 }
                 j += 1;
-                let id = (unit >> ID_SHIFT) as u32;
-                if id != 0 {
-                    best_id = id;
+                if unit & Compact::TERMINAL != 0 {
+                    best_slot = slot;
                     best_end = j;
                 }
-                base = unit as u32 as usize;
+                base = (unit & Compact::BASE_MASK) as usize;
             }
+            // Without a branch: `walked` is 0 unless the walk went past the pair's token.
+            let walked = ids.get(best_slot).copied().unwrap_or(0);
+            let best_id = if walked != 0 {
+                walked
+            } else {
+                (e >> ID_SHIFT) as u32
+            };
             if best_id != 0 {
                 out.push(best_id);
             }
@@ -186,7 +216,8 @@ impl Trie {
 
     /// Bytes of the unit array and pair table (for reports).
     pub(crate) fn size_bytes(&self) -> usize {
-        (self.units.len() + self.pairs.len()) * std::mem::size_of::<u64>()
+        (self.units.len() + self.ids.len()) * std::mem::size_of::<u32>()
+            + self.pairs.len() * std::mem::size_of::<u64>()
     }
 }
 
@@ -368,8 +399,32 @@ impl Builder {
         self.units.truncate(len);
         self.units.shrink_to_fit();
         let pairs = Trie::build_pairs(&self.units, root_base);
+        if self.units.len() > Compact::BASE_MASK as usize {
+            return Err(format!(
+                "the trie needs {} slots, more than {}",
+                self.units.len(),
+                Compact::BASE_MASK
+            ));
+        }
+        let units = self
+            .units
+            .iter()
+            .map(|&u| {
+                // Base < len ≤ BASE_MASK (checked above); check bits move down; id → flag.
+                let base = u as u32 & Compact::BASE_MASK;
+                let check = (((u & CHECK_MASK) >> CHECK_SHIFT) as u32) << Compact::CHECK_SHIFT;
+                let terminal = if u >> ID_SHIFT != 0 {
+                    Compact::TERMINAL
+                } else {
+                    0
+                };
+                base | check | terminal
+            })
+            .collect();
+        let ids = self.units.iter().map(|&u| (u >> ID_SHIFT) as u32).collect();
         Ok(Trie {
-            units: self.units,
+            units,
+            ids,
             root_base,
             pairs,
         })
