@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! Document analysis against the peers and against the engine's own forward pass:
 //! embeddings (fixtures of BlinkDL's `rwkv` package), batching, states as files, forks,
 //! caches, and bad input.
