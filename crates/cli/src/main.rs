@@ -2,9 +2,12 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_bench;
+mod cmd_embed;
 mod cmd_eval;
+mod cmd_fields;
 mod cmd_generate;
 mod cmd_inspect;
+mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
 mod common;
@@ -32,6 +35,12 @@ enum Command {
     Bench(cmd_bench::BenchArgs),
     /// GPU time of every dispatch of one forward pass.
     Profile(cmd_bench::ProfileArgs),
+    /// Embed texts (hidden state after ln_out, no head) in one batched pass.
+    Embed(cmd_embed::EmbedArgs),
+    /// Save, load, inspect and export document states (.rwkvstate).
+    State(cmd_state::StateArgs),
+    /// Embed labelled fields, optionally after a document, and compare them.
+    Fields(cmd_fields::FieldsArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
     /// Show what a model file holds: format, config, tokenizer, tensors, totals.
@@ -52,6 +61,9 @@ fn main() -> anyhow::Result<()> {
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Profile(a) => cmd_bench::profile(a),
+        Command::Embed(a) => cmd_embed::run(a),
+        Command::State(a) => cmd_state::run(a),
+        Command::Fields(a) => cmd_fields::run(a),
         Command::Adapters => {
             for a in rwkv_engine::gpu::GpuContext::list_adapters() {
                 println!(

@@ -231,12 +231,18 @@ impl Engine {
     ) -> Result<Self> {
         let cfg = weights.config;
         let release = |b: &[u8]| file.release(b);
-        let gw = GpuWeights::upload(&gpu, weights, opts.max_gpu_bytes, &release, &mut |done, total| {
-            progress(LoadProgress::Upload {
-                tensors_done: done,
-                tensors_total: total,
-            })
-        })?;
+        let gw = GpuWeights::upload(
+            &gpu,
+            weights,
+            opts.max_gpu_bytes,
+            &release,
+            &mut |done, total| {
+                progress(LoadProgress::Upload {
+                    tensors_done: done,
+                    tensors_total: total,
+                })
+            },
+        )?;
         progress(LoadProgress::Compile);
         let max = gpu.max_binding() as usize;
         // Token capacity: the prefill chunk, bounded by the activation binding.

@@ -422,7 +422,10 @@ impl ModelFile {
             // SAFETY: the mapping is a read-only file mapping that nothing writes: dropping
             // its pages loses nothing (they refault from the file); `Mmap` never hands out
             // mutable views, and the range lies inside it.
-            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, end - off) };
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, end - off)
+            };
         }
     }
 
