@@ -61,6 +61,7 @@ for s in $SHAPES; do
     2.9b) L=32; E=2560;;
     2.9b-q4k) L=32; E=2560; f=$M/rwkv7-rand-2.9b-q4k.gguf;;
     0.1b-q4k) L=12; E=768; f=$M/rwkv7-rand-0.1b-q4k.gguf;;
+    1.5b-q4k) L=24; E=2048; f=$M/rwkv7-rand-1.5b-q4k.gguf;;
     *) echo "unknown shape $s"; continue;;
   esac
   if [[ "$s" == *-q4k ]]; then
