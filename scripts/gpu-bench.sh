@@ -59,14 +59,28 @@ for s in $SHAPES; do
     0.1b) L=12; E=768;;
     1.5b) L=24; E=2048;;
     2.9b) L=32; E=2560;;
+    2.9b-q4k) L=32; E=2560; f=$M/rwkv7-rand-2.9b-q4k.gguf;;
+    0.1b-q4k) L=12; E=768; f=$M/rwkv7-rand-0.1b-q4k.gguf;;
     *) echo "unknown shape $s"; continue;;
   esac
-  if [ "$s" != demo ]; then
+  if [[ "$s" == *-q4k ]]; then
+    # Our own synthetic Q4_K_M GGUF (llama.cpp layout); web-rwkv runs its 4-bit NF4
+    # on the F16 SafeTensors of the same shape.
+    [ -f "$f" ] || { stamp "synth $s"; "$BIN/rwkv" synth --layers $L --embd $E --type Q4_K --out "$f" --seed 1 >/dev/null; }
+    st=$M/rwkv7-rand-${s%-q4k}.st
+    [ -f "$st" ] || { stamp "generate ${s%-q4k}"; python3 "$BIN/gen_model.py" "$st" $L $E 65536 >/dev/null; }
+    stamp "web-rwkv $s (nf4)"
+    timeout 240 "$BIN/anchor-bench" "$st" --quant nf4 --chunks 512 --prefill 212,512 --gen $GEN \
+      --repeat $REPEAT --warmup-gen 16 > "$OUT/web-rwkv-$s.log" 2>&1
+    grep -E "LOAD|PREFILL|GEN" "$OUT/web-rwkv-$s.log"
+    peer_json "$OUT/web-rwkv-$s.log" > "$OUT/peer-$s.json"
+  elif [ "$s" != demo ]; then
     f=$M/rwkv7-rand-$s.st
     [ -f "$f" ] || { stamp "generate $s"; python3 "$BIN/gen_model.py" "$f" $L $E 65536 >/dev/null; }
   fi
   peer=""
-  if [ "$s" != demo ]; then
+  [ -f "$OUT/peer-$s.json" ] && peer="--peer $OUT/peer-$s.json"
+  if [ "$s" != demo ] && [[ "$s" != *-q4k ]]; then
     stamp "web-rwkv $s"
     timeout 240 "$BIN/anchor-bench" "$f" --quant none --chunks 512 --prefill 212,512 --gen $GEN \
       --repeat $REPEAT --warmup-gen 16 > "$OUT/web-rwkv-$s.log" 2>&1

@@ -15,6 +15,9 @@ fn fonts() {
     });
 }
 
+/// One figure of a report, for a history panel.
+type Metric = Box<dyn Fn(&BenchReport) -> f64>;
+
 type ChartResult = Result<(), Box<dyn std::error::Error>>;
 
 fn render(
@@ -41,7 +44,7 @@ fn render(
 pub fn history_svg(runs: &[BenchReport]) -> String {
     render(900, 720, |root| {
         let panels = root.split_evenly((3, 1));
-        let series: [(&str, Box<dyn Fn(&BenchReport) -> f64>); 3] = [
+        let series: [(&str, Metric); 3] = [
             ("load → GPU-ready, ms", Box::new(|r| r.load_ms)),
             (
                 "prefill, tok/s (longest prompt)",
@@ -50,7 +53,7 @@ pub fn history_svg(runs: &[BenchReport]) -> String {
             ("decode, tok/s", Box::new(|r| r.decode_tok_s)),
         ];
         for (panel, (name, f)) in panels.iter().zip(series.iter()) {
-            let ys: Vec<f64> = runs.iter().map(|r| f(r)).collect();
+            let ys: Vec<f64> = runs.iter().map(f).collect();
             let top = ys.iter().copied().fold(0.0, f64::max).max(1e-9) * 1.15;
             let n = runs.len().max(2);
             let mut chart = ChartBuilder::on(panel)

@@ -6,7 +6,10 @@ mod cmd_embed;
 mod cmd_eval;
 mod cmd_fields;
 mod cmd_generate;
+mod cmd_inspect;
 mod cmd_state;
+mod cmd_synth;
+mod cmd_tokenize;
 mod common;
 
 #[derive(Parser)]
@@ -40,6 +43,14 @@ enum Command {
     Fields(cmd_fields::FieldsArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
+    /// Show what a model file holds: format, config, tokenizer, tensors, totals.
+    Inspect(cmd_inspect::Args),
+    /// Turn text into World token ids (the model's vocabulary with --model).
+    Tokenize(cmd_tokenize::tokenize::Args),
+    /// Turn World token ids back into text.
+    Detokenize(cmd_tokenize::detokenize::Args),
+    /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
+    Synth(cmd_synth::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,5 +73,9 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Inspect(args) => cmd_inspect::run(args),
+        Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
+        Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
+        Command::Synth(args) => cmd_synth::run(args),
     }
 }

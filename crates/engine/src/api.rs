@@ -29,6 +29,10 @@ pub struct LoadOptions {
     pub max_chunk: usize,
     /// Most sequences per forward pass.
     pub max_batch: usize,
+    /// Most GPU memory the weights may take, in bytes (`None`: what the device has). A
+    /// model that needs more fails to load with [`EngineError::TooLarge`] naming the
+    /// tensor that crossed the limit — the same error a device too small for it gives.
+    pub max_gpu_bytes: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -37,6 +41,7 @@ impl Default for LoadOptions {
             adapter: AdapterChoice::Auto,
             max_chunk: 256,
             max_batch: 16,
+            max_gpu_bytes: None,
         }
     }
 }
@@ -225,12 +230,19 @@ impl Engine {
         t0: Instant,
     ) -> Result<Self> {
         let cfg = weights.config;
-        let gw = GpuWeights::upload(&gpu, weights, &mut |done, total| {
-            progress(LoadProgress::Upload {
-                tensors_done: done,
-                tensors_total: total,
-            })
-        })?;
+        let release = |b: &[u8]| file.release(b);
+        let gw = GpuWeights::upload(
+            &gpu,
+            weights,
+            opts.max_gpu_bytes,
+            &release,
+            &mut |done, total| {
+                progress(LoadProgress::Upload {
+                    tensors_done: done,
+                    tensors_total: total,
+                })
+            },
+        )?;
         progress(LoadProgress::Compile);
         let max = gpu.max_binding() as usize;
         // Token capacity: the prefill chunk, bounded by the activation binding.

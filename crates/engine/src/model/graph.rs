@@ -25,6 +25,9 @@ use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
+/// A profiled dispatch: (label `op@layer`, op, layer).
+pub type DispatchLabel = (String, &'static str, Option<usize>);
+
 /// LayerNorm eps (torch default, RWKV_x070) and GroupNorm eps of `ln_x`.
 pub const LN_EPS: f32 = 1e-5;
 pub const GN_EPS: f32 = 64e-5;
@@ -587,7 +590,7 @@ impl Graph {
         seqs: &[(u32, &[u32])],
         rows: &[u32],
         run_head: bool,
-    ) -> Result<(Vec<(String, &'static str, Option<usize>)>, wgpu::QuerySet)> {
+    ) -> Result<(Vec<DispatchLabel>, wgpu::QuerySet)> {
         let dims = self.write_meta(gpu, seqs, rows)?;
         let mut nodes: Vec<&Node> = self.body.iter().collect();
         if run_head {
