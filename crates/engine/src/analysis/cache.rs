@@ -614,7 +614,7 @@ mod tests {
         assert_eq!((s.entries, s.evictions), (3, 1));
         assert!(s.bytes <= s.budget_bytes);
         // Larger than the whole budget: not stored, nothing evicted.
-        assert!(!c.insert(key(&[9; 100]), &[0.0; 8]));
+        assert!(!c.insert(key(&[9; 300]), &[0.0; 8]));
         assert_eq!(c.stats().entries, 3);
     }
 }

@@ -697,7 +697,7 @@ mod tests {
 
     #[test]
     fn fingerprint_hex_round_trip() {
-        let fp = ModelFingerprint(std::array::from_fn(|i| i as u8 * 9));
+        let fp = ModelFingerprint(std::array::from_fn(|i| (i as u8).wrapping_mul(37)));
         assert_eq!(ModelFingerprint::from_hex(&fp.to_hex()), Some(fp));
         assert_eq!(ModelFingerprint::from_hex("zz"), None);
     }
