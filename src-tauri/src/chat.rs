@@ -1,0 +1,315 @@
+//! Chat turns over the engine: the RWKV chat template, per-message state snapshots and
+//! streaming.
+//!
+//! Template (as `rwkv chat`): `User: {text}\n\nAssistant:`; a reply ends at the blank line
+//! (stop string `\n\n`, not fed to the state), so every later turn starts with `\n\n`.
+//!
+//! After each reply the state is read back and stored next to the chat
+//! (`chats/<chat>/<message>.state`). Sending, regenerating and editing all mean "keep the
+//! first `keep` messages, add a user message, reply": the reply starts from the snapshot
+//! after message `keep - 1`, so the history is never prefilled again. Only when that
+//! snapshot is missing or belongs to another model is the transcript prefilled instead
+//! (the reply's stats say which: `resumed`).
+
+use rwkv_engine::{Engine, Rows, SeqInput, StateId, StopReason, TextEvent, Want};
+use serde::Serialize;
+use tauri::ipc::Channel;
+
+use crate::error::{AppError, AppResult};
+use crate::snapshot::{self, ModelFingerprint, SnapshotHeader};
+use crate::store::{self, now_ms, Chat, Message, ReplyStats, Role, Store};
+use crate::worker::EngineHandle;
+
+/// What a reply streams to the UI (mirrored by `ChatEvent` in `src/lib/api.ts`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ChatEvent {
+    /// The user message is stored; the reply (with this id) begins.
+    Started { user: Message, assistant_id: String },
+    /// New text of the reply (valid UTF-8), with the number of tokens it came from.
+    Text { text: String, tokens: usize },
+}
+
+/// The prompt for a user turn. `first`: nothing (no earlier turn, no document) before it.
+pub fn turn_prompt(first: bool, user: &str) -> String {
+    let sep = if first { "" } else { "\n\n" };
+    format!("{sep}User: {}\n\nAssistant:", user.trim())
+}
+
+/// The text whose prefill gives the state after `messages` (when no snapshot is usable).
+pub fn transcript(document: Option<&str>, messages: &[Message]) -> String {
+    let mut out = document.unwrap_or("").to_string();
+    for m in messages {
+        match m.role {
+            Role::User => out.push_str(&turn_prompt(out.is_empty(), &m.text)),
+            Role::Assistant => out.push_str(&m.text),
+        }
+    }
+    out
+}
+
+/// A chat title from its first message.
+pub fn title_from(text: &str) -> String {
+    let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if t.chars().count() > 48 {
+        format!("{}…", t.chars().take(47).collect::<String>())
+    } else {
+        t
+    }
+}
+
+/// Loads `snapshot` into a new state, or prefills `text` into it when there is none.
+/// Returns the state and whether it was ready without a prefill (snapshot used, or no
+/// text before this point).
+pub fn start_state(
+    eng: &mut Engine,
+    snapshot: Option<Vec<f32>>,
+    text: &str,
+) -> AppResult<(StateId, bool)> {
+    let st = eng.new_state()?;
+    let r = (|| -> AppResult<bool> {
+        if let Some(s) = snapshot {
+            eng.write_state(st, &s)?;
+            return Ok(true);
+        }
+        let ids = eng.tokenizer().encode(text);
+        if ids.is_empty() {
+            return Ok(true); // nothing before this turn: nothing to prefill
+        }
+        let seq = SeqInput {
+            state: st,
+            tokens: &ids,
+            rows: Rows::None,
+        };
+        let want = Want {
+            logits: false,
+            embeddings: false,
+        };
+        eng.forward(&[seq], want, None)?;
+        Ok(false)
+    })();
+    match r {
+        Ok(resumed) => Ok((st, resumed)),
+        Err(e) => {
+            let _ = eng.free_state(st);
+            Err(e)
+        }
+    }
+}
+
+/// Keeps the first `keep` messages of chat `chat_id`, appends the user message `text`, and
+/// streams the reply to `events`. `keep` must be a turn boundary (even). Stopping (see
+/// [`EngineHandle::cancel`] with the chat id) ends the reply early; what was written stays.
+pub async fn reply(
+    handle: &EngineHandle,
+    store: &Store,
+    chat_id: &str,
+    keep: usize,
+    text: &str,
+    events: Channel<ChatEvent>,
+) -> AppResult<Message> {
+    if text.trim().is_empty() {
+        return Err(AppError::bad_request("the message is empty"));
+    }
+    let mut chat = store.load_chat(chat_id)?;
+    if keep > chat.messages.len() || keep % 2 != 0 {
+        return Err(AppError::bad_request(format!(
+            "cannot reply after message {keep} of {}",
+            chat.messages.len()
+        )));
+    }
+    chat.messages.truncate(keep);
+    store.prune_chat_states(&chat);
+    let user = Message {
+        id: store::new_id(),
+        role: Role::User,
+        text: text.trim().to_string(),
+        stats: None,
+        model: None,
+        created_ms: now_ms(),
+    };
+    chat.messages.push(user.clone());
+    if keep == 0 && chat.document.is_none() {
+        chat.title = title_from(text);
+    }
+    chat.updated_ms = now_ms();
+    store.save_chat(&chat)?;
+
+    let assistant_id = store::new_id();
+    let _ = events.send(ChatEvent::Started {
+        user: user.clone(),
+        assistant_id: assistant_id.clone(),
+    });
+
+    // Where this turn starts from: the snapshot after message keep-1, or the document's.
+    let snap_path = match keep {
+        0 => match &chat.document {
+            Some(d) => Some(store.doc_state_path(&d.id)?),
+            None => None,
+        },
+        _ => Some(store.chat_state_path(&chat.id, &chat.messages[keep - 1].id)?),
+    };
+    let doc_text = match &chat.document {
+        Some(d) => Some(store.document_text(&d.id)?),
+        None => None,
+    };
+    let history = transcript(doc_text.as_deref(), &chat.messages[..keep]);
+    let prompt = turn_prompt(history.is_empty(), text);
+    let settings = chat.settings.clone();
+    let ticket = handle.begin(chat_id);
+    let cancel = ticket.token.clone();
+    let state_out = store.chat_state_path(&chat.id, &assistant_id)?;
+    let label = chat.id.clone();
+
+    let result = handle
+        .run(move |w| {
+            let eng = w.engine()?;
+            let fp = ModelFingerprint::of(eng);
+            let snap = snap_path.and_then(|p| store::load_matching_snapshot(&p, &fp));
+            let (st, resumed) = start_state(eng, snap, &history)?;
+            let mut out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
+                let TextEvent::Text { text, tokens } = ev;
+                events.send(ChatEvent::Text { text, tokens }).is_ok()
+            });
+            // The engine leaves the last sampled token out of the state. Unless it ended the
+            // reply (stop token or string, which the template restates), feed it, so that
+            // the stored state is exactly the transcript's.
+            let unfed = match &out {
+                Ok(o)
+                    if !matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString) =>
+                {
+                    o.tokens.last().copied()
+                }
+                _ => None,
+            };
+            if let Some(last) = unfed {
+                let seq = SeqInput {
+                    state: st,
+                    tokens: &[last],
+                    rows: Rows::None,
+                };
+                let want = Want {
+                    logits: false,
+                    embeddings: false,
+                };
+                if let Err(e) = eng.forward(&[seq], want, None) {
+                    out = Err(e);
+                }
+            }
+            if let Ok(o) = &out {
+                let mut buf = vec![0f32; eng.state_len()];
+                let header = SnapshotHeader {
+                    model: fp.clone(),
+                    tokens: o.stats.prompt_tokens + o.tokens.len(),
+                    label,
+                };
+                let saved = eng
+                    .read_state(st, &mut buf)
+                    .map_err(AppError::from)
+                    .and_then(|_| snapshot::write(&state_out, &header, &buf));
+                if let Err(e) = saved {
+                    // The reply stands; the next turn prefills the history instead.
+                    log::warn!("state snapshot not saved: {e}");
+                }
+            }
+            let _ = eng.free_state(st);
+            let out = out?;
+            Ok((out, resumed, fp.file_name))
+        })
+        .await;
+    handle.end(chat_id, &ticket);
+    let (out, resumed, model) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            // No reply: take the user message back out, so the chat stays a list of turns.
+            if let Ok(mut chat) = store.load_chat(chat_id) {
+                chat.messages.truncate(keep);
+                let _ = store.save_chat(&chat);
+            }
+            return Err(e);
+        }
+    };
+
+    let s = &out.stats;
+    let message = Message {
+        id: assistant_id,
+        role: Role::Assistant,
+        text: out.text,
+        stats: Some(ReplyStats {
+            prompt_tokens: s.prompt_tokens,
+            generated_tokens: s.generated_tokens,
+            ttft_ms: s.ttft_ms,
+            prefill_ms: s.prefill_ms,
+            decode_ms: s.decode_ms,
+            prefill_tok_s: s.prefill_tok_s,
+            decode_tok_s: s.decode_tok_s,
+            stop: serde_json::to_value(s.stop)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            resumed,
+        }),
+        model: Some(model),
+        created_ms: now_ms(),
+    };
+    // Re-read: settings may have changed while the reply ran.
+    let mut chat: Chat = store.load_chat(chat_id)?;
+    chat.messages.truncate(keep + 1);
+    chat.messages.push(message.clone());
+    chat.updated_ms = now_ms();
+    store.save_chat(&chat)?;
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: Role, text: &str) -> Message {
+        Message {
+            id: "1".into(),
+            role,
+            text: text.into(),
+            stats: None,
+            model: None,
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn template_matches_rwkv_chat() {
+        assert_eq!(turn_prompt(true, " Hi "), "User: Hi\n\nAssistant:");
+        assert_eq!(turn_prompt(false, "Hi"), "\n\nUser: Hi\n\nAssistant:");
+    }
+
+    #[test]
+    fn transcript_is_the_text_of_earlier_turns() {
+        let m = [
+            msg(Role::User, "Hello"),
+            msg(Role::Assistant, " Good day."),
+            msg(Role::User, "Again"),
+            msg(Role::Assistant, " Yes."),
+        ];
+        let t = transcript(None, &m);
+        assert_eq!(
+            t,
+            "User: Hello\n\nAssistant: Good day.\n\nUser: Again\n\nAssistant: Yes."
+        );
+        // The next prompt continues it exactly as a live chat would have.
+        assert_eq!(
+            format!("{t}{}", turn_prompt(false, "More")),
+            "User: Hello\n\nAssistant: Good day.\n\nUser: Again\n\nAssistant: Yes.\n\nUser: More\n\nAssistant:"
+        );
+        let d = transcript(Some("A letter."), &m[..2]);
+        assert_eq!(d, "A letter.\n\nUser: Hello\n\nAssistant: Good day.");
+    }
+
+    #[test]
+    fn titles_are_short_single_lines() {
+        assert_eq!(title_from("  What is\n the sea?  "), "What is the sea?");
+        let long = "word ".repeat(30);
+        let t = title_from(&long);
+        assert_eq!(t.chars().count(), 48);
+        assert!(t.ends_with('…'));
+    }
+}

@@ -1,0 +1,134 @@
+//! RWKV Studio's desktop shell: Tauri 2 commands over `rwkv-engine`.
+//!
+//! - [`worker::EngineHandle`]: the engine on its own thread, fed jobs; the one managed
+//!   engine state.
+//! - [`commands`]: thin commands (parse → engine → `{ code, message, details }`).
+//! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
+//!   more than one call.
+//! - [`store`], [`snapshot`]: chats, documents, states and benchmark history on disk.
+//! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped.
+
+pub mod bench;
+pub mod chat;
+pub mod commands;
+pub mod documents;
+pub mod error;
+pub mod scope;
+pub mod snapshot;
+pub mod store;
+pub mod worker;
+
+use std::path::{Path, PathBuf};
+
+use tauri::{DragDropEvent, Manager, Runtime, WindowEvent};
+
+use crate::commands::AppPaths;
+use crate::scope::UserFiles;
+use crate::store::Store;
+use crate::worker::EngineHandle;
+
+/// File name of the bundled demo model.
+pub const DEFAULT_MODEL: &str = "rwkv7-demo-6x256-Q4_K_M.gguf";
+
+/// Registers every command on `builder` (shared by `run` and the tests' mock runtime).
+pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
+    builder.invoke_handler(tauri::generate_handler![
+        commands::app_info,
+        commands::pick_open,
+        commands::pick_save,
+        commands::read_text_file,
+        commands::write_text_file,
+        commands::adapters_list,
+        commands::model_load,
+        commands::model_info,
+        commands::model_unload,
+        commands::chat_list,
+        commands::chat_get,
+        commands::chat_create,
+        commands::chat_delete,
+        commands::chat_rename,
+        commands::chat_settings,
+        commands::chat_send,
+        commands::chat_regenerate,
+        commands::chat_edit,
+        commands::chat_stop,
+        commands::doc_list,
+        commands::doc_create,
+        commands::doc_delete,
+        commands::doc_chat,
+        commands::doc_export,
+        commands::doc_import,
+        commands::fields_run,
+        commands::bench_run,
+        commands::bench_stop,
+        commands::bench_history,
+        commands::bench_clear,
+    ])
+}
+
+/// Puts the managed state in place: the store under `data_dir`, the engine thread, the
+/// user-file scope and the default model's path.
+pub fn manage_state<R: Runtime, M: Manager<R>>(
+    app: &M,
+    data_dir: PathBuf,
+    default_model: PathBuf,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(&data_dir)?;
+    app.manage(Store::new(data_dir));
+    app.manage(EngineHandle::spawn()?);
+    app.manage(UserFiles::default());
+    app.manage(AppPaths { default_model });
+    Ok(())
+}
+
+/// The bundled model: `RWKV_STUDIO_MODEL` if set, else the app's resources (installed, or
+/// next to a `tauri build --no-bundle` binary), else the repository's `assets/models/`.
+pub fn default_model_path(resource_dir: Option<&Path>) -> PathBuf {
+    if let Some(p) = std::env::var_os("RWKV_STUDIO_MODEL") {
+        return PathBuf::from(p);
+    }
+    if let Some(dir) = resource_dir {
+        let p = dir.join("models").join(DEFAULT_MODEL);
+        if p.exists() {
+            return p;
+        }
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("assets")
+        .join("models")
+        .join(DEFAULT_MODEL)
+}
+
+pub fn run() {
+    register(tauri::Builder::default())
+        .plugin(tauri_plugin_dialog::init())
+        .setup(|app| {
+            // `RWKV_STUDIO_DATA_DIR` gives tests (and portable installs) their own data.
+            let data_dir = match std::env::var_os("RWKV_STUDIO_DATA_DIR") {
+                Some(d) => PathBuf::from(d),
+                None => app.path().app_data_dir()?,
+            };
+            let resources = app.path().resource_dir().ok();
+            manage_state(
+                app.handle(),
+                data_dir,
+                default_model_path(resources.as_deref()),
+            )?;
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            // Dropped files count as chosen by the user (the webview sees the same drop).
+            if let WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) = event {
+                let files = window.state::<UserFiles>();
+                for p in paths {
+                    files.allow(p);
+                }
+            }
+        })
+        .run(tauri::generate_context!())
+        .unwrap_or_else(|e| {
+            eprintln!("RWKV Studio could not start: {e}");
+            std::process::exit(1);
+        });
+}

@@ -1,0 +1,480 @@
+//! What the app keeps on disk, under the app data dir:
+//!
+//! ```text
+//! chats/<chat>.json              a chat: settings, messages, stats
+//! chats/<chat>/<message>.state   state after that assistant message (snapshot.rs)
+//! documents/<doc>.json           a document: name, sizes, prefill timings
+//! documents/<doc>.txt            its text (to prefill again for another model)
+//! documents/<doc>.state          its prefilled state
+//! bench/history.json             benchmark runs
+//! ```
+//!
+//! Every write goes through a temporary file and a rename.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rwkv_engine::GenerateOptions;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::error::{AppError, AppResult};
+use crate::snapshot::{self, write_atomic};
+
+/// The root of the app's data (cheap to clone into engine jobs).
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// Timings of one reply (the engine's `GenerateStats`, kept on disk).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplyStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub ttft_ms: f64,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+    /// `max_tokens`, `stop_token`, `stop_string`, `cancelled`, `callback`.
+    pub stop: String,
+    /// Whether the reply resumed from a stored state (`false`: the history was prefilled).
+    #[serde(default)]
+    pub resumed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    pub text: String,
+    #[serde(default)]
+    pub stats: Option<ReplyStats>,
+    /// The model file that wrote it (assistant messages).
+    #[serde(default)]
+    pub model: Option<String>,
+    pub created_ms: u64,
+}
+
+/// A chat's starting point: the zero state, or a document's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocRef {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Chat {
+    pub id: String,
+    pub title: String,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    pub settings: GenerateOptions,
+    #[serde(default)]
+    pub document: Option<DocRef>,
+    pub messages: Vec<Message>,
+}
+
+/// A chat in the list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatSummary {
+    pub id: String,
+    pub title: String,
+    pub updated_ms: u64,
+    pub messages: usize,
+    pub document: Option<DocRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub id: String,
+    pub name: String,
+    pub chars: usize,
+    pub tokens: usize,
+    /// Prefill until the state was read back (GPU done), ms.
+    pub prefill_ms: f64,
+    pub tok_s: f64,
+    pub model: String,
+    pub created_ms: u64,
+    /// The first characters, for the list.
+    pub preview: String,
+}
+
+/// One benchmark run (`bench/history.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRun {
+    pub id: String,
+    pub title: String,
+    pub created_ms: u64,
+    pub model: String,
+    pub format: String,
+    pub adapter: String,
+    pub backend: String,
+    pub load_ms: f64,
+    pub prompt_tokens: usize,
+    pub prefill_ms: f64,
+    pub prefill_tok_s: f64,
+    pub decode_tokens: usize,
+    pub decode_ms: f64,
+    pub decode_tok_s: f64,
+    pub ttft_ms: f64,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A new id: time-ordered, unique within the process.
+pub fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!(
+        "{nanos:016x}{:04x}",
+        N.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
+}
+
+/// Ids come from the frontend: only our own hex ids name files.
+fn check_id(id: &str) -> AppResult<&str> {
+    if !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id)
+    } else {
+        Err(AppError::bad_request(format!("`{id}` is not an id")))
+    }
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> AppResult<T> {
+    let bytes = std::fs::read(path).map_err(|e| AppError::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| AppError::corrupt(path, e))
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> AppResult<()> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| AppError::corrupt(path, e))?;
+    write_atomic(path, &bytes)
+}
+
+/// `*.json` files of a folder, parsed; unreadable ones are logged and skipped so that one
+/// bad file never hides the others.
+fn list_json<T: DeserializeOwned>(dir: &Path) -> Vec<T> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| match read_json(&p) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                log::warn!("skipping {}: {e}", p.display());
+                None
+            }
+        })
+        .collect()
+}
+
+/// Default chat settings: the RWKV chat template stops at the blank line after a reply.
+pub fn default_chat_settings() -> GenerateOptions {
+    let d = GenerateOptions::default();
+    GenerateOptions {
+        max_tokens: 200,
+        sampler: rwkv_engine::sampler::SamplerOptions {
+            stop_strings: vec!["\n\n".to_string()],
+            ..d.sampler
+        },
+    }
+}
+
+impl Store {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Store { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    // ---- chats ----
+
+    fn chat_path(&self, id: &str) -> AppResult<PathBuf> {
+        Ok(self
+            .root
+            .join("chats")
+            .join(format!("{}.json", check_id(id)?)))
+    }
+
+    /// Where the state after assistant message `msg` of chat `chat` lives.
+    pub fn chat_state_path(&self, chat: &str, msg: &str) -> AppResult<PathBuf> {
+        Ok(self
+            .root
+            .join("chats")
+            .join(check_id(chat)?)
+            .join(format!("{}.state", check_id(msg)?)))
+    }
+
+    pub fn list_chats(&self) -> Vec<ChatSummary> {
+        let mut chats: Vec<Chat> = list_json(&self.root.join("chats"));
+        chats.sort_by_key(|c| std::cmp::Reverse(c.updated_ms));
+        chats
+            .into_iter()
+            .map(|c| ChatSummary {
+                messages: c.messages.len(),
+                id: c.id,
+                title: c.title,
+                updated_ms: c.updated_ms,
+                document: c.document,
+            })
+            .collect()
+    }
+
+    pub fn load_chat(&self, id: &str) -> AppResult<Chat> {
+        let p = self.chat_path(id)?;
+        if !p.exists() {
+            return Err(AppError::not_found("chat", id));
+        }
+        read_json(&p)
+    }
+
+    pub fn save_chat(&self, chat: &Chat) -> AppResult<()> {
+        write_json(&self.chat_path(&chat.id)?, chat)
+    }
+
+    pub fn create_chat(&self, document: Option<DocRef>) -> AppResult<Chat> {
+        let now = now_ms();
+        let chat = Chat {
+            id: new_id(),
+            title: match &document {
+                Some(d) => format!("About {}", d.name),
+                None => "New chat".to_string(),
+            },
+            created_ms: now,
+            updated_ms: now,
+            settings: default_chat_settings(),
+            document,
+            messages: Vec::new(),
+        };
+        self.save_chat(&chat)?;
+        Ok(chat)
+    }
+
+    pub fn delete_chat(&self, id: &str) -> AppResult<()> {
+        let p = self.chat_path(id)?;
+        std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+        let dir = self.root.join("chats").join(id);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| AppError::io(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// Removes the state files of messages no longer in the chat.
+    pub fn prune_chat_states(&self, chat: &Chat) {
+        let dir = self.root.join("chats").join(&chat.id);
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        for e in rd.filter_map(|e| e.ok()) {
+            let p = e.path();
+            let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned());
+            if stem.is_some_and(|s| !chat.messages.iter().any(|m| m.id == s)) {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+    }
+
+    // ---- documents ----
+
+    fn doc_file(&self, id: &str, ext: &str) -> AppResult<PathBuf> {
+        Ok(self
+            .root
+            .join("documents")
+            .join(format!("{}.{ext}", check_id(id)?)))
+    }
+
+    pub fn doc_state_path(&self, id: &str) -> AppResult<PathBuf> {
+        self.doc_file(id, "state")
+    }
+
+    pub fn list_documents(&self) -> Vec<Document> {
+        let mut docs: Vec<Document> = list_json(&self.root.join("documents"));
+        docs.sort_by_key(|d| std::cmp::Reverse(d.created_ms));
+        docs
+    }
+
+    pub fn load_document(&self, id: &str) -> AppResult<Document> {
+        let p = self.doc_file(id, "json")?;
+        if !p.exists() {
+            return Err(AppError::not_found("document", id));
+        }
+        read_json(&p)
+    }
+
+    pub fn document_text(&self, id: &str) -> AppResult<String> {
+        let p = self.doc_file(id, "txt")?;
+        std::fs::read_to_string(&p).map_err(|e| AppError::io(&p, e))
+    }
+
+    pub fn save_document(&self, doc: &Document, text: &str) -> AppResult<()> {
+        write_atomic(&self.doc_file(&doc.id, "txt")?, text.as_bytes())?;
+        write_json(&self.doc_file(&doc.id, "json")?, doc)
+    }
+
+    pub fn delete_document(&self, id: &str) -> AppResult<()> {
+        self.load_document(id)?;
+        for ext in ["json", "txt", "state"] {
+            let p = self.doc_file(id, ext)?;
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- benchmarks ----
+
+    fn bench_path(&self) -> PathBuf {
+        self.root.join("bench").join("history.json")
+    }
+
+    pub fn bench_history(&self) -> AppResult<Vec<BenchRun>> {
+        let p = self.bench_path();
+        if !p.exists() {
+            return Ok(Vec::new());
+        }
+        read_json(&p)
+    }
+
+    pub fn add_bench_run(&self, run: &BenchRun) -> AppResult<()> {
+        let mut runs = self.bench_history()?;
+        runs.push(run.clone());
+        write_json(&self.bench_path(), &runs)
+    }
+
+    pub fn clear_bench_history(&self) -> AppResult<()> {
+        let p = self.bench_path();
+        if p.exists() {
+            std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a snapshot if it belongs to `model`; `None` when it is missing or another model's.
+pub fn load_matching_snapshot(path: &Path, model: &snapshot::ModelFingerprint) -> Option<Vec<f32>> {
+    if !path.exists() {
+        return None;
+    }
+    match snapshot::read(path) {
+        Ok((h, s)) if &h.model == model => Some(s),
+        Ok(_) => None,
+        Err(e) => {
+            log::warn!("{e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_store(name: &str) -> Store {
+        let dir = std::env::temp_dir().join(format!("rwkv-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Store::new(dir)
+    }
+
+    #[test]
+    fn chats_persist_and_list_newest_first() {
+        let s = temp_store("chats");
+        let a = s.create_chat(None).unwrap();
+        let mut b = s.create_chat(None).unwrap();
+        b.updated_ms = a.updated_ms + 10;
+        b.title = "second".into();
+        s.save_chat(&b).unwrap();
+        let list = s.list_chats();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].title, "second");
+        let back = s.load_chat(&a.id).unwrap();
+        assert_eq!(
+            (back.id, back.title, back.created_ms),
+            (a.id.clone(), a.title, a.created_ms)
+        );
+        assert_eq!(back.settings.max_tokens, 200);
+        s.delete_chat(&a.id).unwrap();
+        assert_eq!(s.load_chat(&a.id).unwrap_err().code, "not_found");
+        std::fs::remove_dir_all(s.root()).ok();
+    }
+
+    #[test]
+    fn ids_from_outside_cannot_name_other_files() {
+        let s = temp_store("ids");
+        assert_eq!(
+            s.load_chat("../../etc/passwd").unwrap_err().code,
+            "bad_request"
+        );
+        assert_eq!(s.load_document("a/b").unwrap_err().code, "bad_request");
+        assert!(s.chat_state_path("abc", "..").is_err());
+    }
+
+    #[test]
+    fn a_corrupt_chat_file_is_skipped_in_the_list() {
+        let s = temp_store("corrupt");
+        let good = s.create_chat(None).unwrap();
+        std::fs::write(s.root().join("chats").join("00ff.json"), b"{not json").unwrap();
+        let list = s.list_chats();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].id, good.id);
+        assert_eq!(s.load_chat("00ff").unwrap_err().code, "corrupt_file");
+        std::fs::remove_dir_all(s.root()).ok();
+    }
+
+    #[test]
+    fn chat_settings_use_the_rwkv_template_stop() {
+        let o = default_chat_settings();
+        assert_eq!(o.sampler.stop_strings, vec!["\n\n".to_string()]);
+        assert!(o.sampler.validate().is_ok());
+    }
+
+    #[test]
+    fn bench_history_appends() {
+        let s = temp_store("bench");
+        assert!(s.bench_history().unwrap().is_empty());
+        let run = BenchRun {
+            id: new_id(),
+            title: "t".into(),
+            created_ms: 1,
+            model: "m".into(),
+            format: "GGUF".into(),
+            adapter: "a".into(),
+            backend: "Vulkan".into(),
+            load_ms: 1.0,
+            prompt_tokens: 2,
+            prefill_ms: 3.0,
+            prefill_tok_s: 4.0,
+            decode_tokens: 5,
+            decode_ms: 6.0,
+            decode_tok_s: 7.0,
+            ttft_ms: 8.0,
+        };
+        s.add_bench_run(&run).unwrap();
+        s.add_bench_run(&run).unwrap();
+        assert_eq!(s.bench_history().unwrap().len(), 2);
+        s.clear_bench_history().unwrap();
+        assert!(s.bench_history().unwrap().is_empty());
+        std::fs::remove_dir_all(s.root()).ok();
+    }
+}

@@ -1,0 +1,61 @@
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+
+const invoke = vi.fn();
+vi.mock('@tauri-apps/api/core', () => ({
+  invoke: (...a: unknown[]) => invoke(...a),
+  Channel: class {
+    onmessage: ((m: unknown) => void) | null = null;
+  },
+}));
+
+import { api, errorTitle, toAppError, unpackFloats } from './api';
+
+/** Packs like `documents.rs` `pack_floats` (written independently here, from its doc). */
+function pack(meta: unknown, data: number[]): ArrayBuffer {
+  const json = new TextEncoder().encode(JSON.stringify(meta));
+  const start = Math.ceil((4 + json.length) / 4) * 4;
+  const buf = new ArrayBuffer(start + data.length * 4);
+  const v = new DataView(buf);
+  v.setUint32(0, json.length, true);
+  new Uint8Array(buf, 4, json.length).set(json);
+  data.forEach((x, i) => v.setFloat32(start + i * 4, x, true));
+  return buf;
+}
+
+describe('api', () => {
+  beforeEach(() => invoke.mockReset());
+
+  it('unpacks header and floats for every header length', () => {
+    for (const label of ['a', 'ab', 'abc', 'abcd']) {
+      const { meta, data } = unpackFloats<{ l: string }>(pack({ l: label }, [1.5, -2, 3.25]));
+      expect(meta.l).toBe(label);
+      expect(Array.from(data)).toEqual([1.5, -2, 3.25]);
+    }
+  });
+
+  it('runFields splits the vectors by dim', async () => {
+    const meta = { labels: ['a', 'b'], tokens: [1, 2], dim: 3, document: null, setup_ms: 0, embed_ms: 0, resumed: true, model: 'm' };
+    invoke.mockResolvedValueOnce(pack(meta, [1, 2, 3, 4, 5, 6]));
+    const r = await api.runFields(null, [{ label: 'a', text: 'x' }, { label: 'b', text: 'y' }]);
+    expect(invoke).toHaveBeenCalledWith('fields_run', { document: null, fields: [{ label: 'a', text: 'x' }, { label: 'b', text: 'y' }] });
+    expect(r.vectors.map((v) => Array.from(v))).toEqual([[1, 2, 3], [4, 5, 6]]);
+  });
+
+  it('passes camelCase argument names that Tauri maps to the Rust parameters', async () => {
+    invoke.mockResolvedValue(null);
+    await api.pickSave('csv', 'fields.csv');
+    expect(invoke).toHaveBeenLastCalledWith('pick_save', { kind: 'csv', defaultName: 'fields.csv' });
+    await api.loadModel(null, 1, () => {});
+    const [cmd, args] = invoke.mock.calls[invoke.mock.calls.length - 1];
+    expect(cmd).toBe('model_load');
+    expect(args).toMatchObject({ path: null, adapter: 1 });
+    expect(args.onProgress).toBeDefined();
+  });
+
+  it('errors keep their code; anything else becomes an ipc error', async () => {
+    invoke.mockRejectedValueOnce({ code: 'malformed_file', message: 'x.gguf: malformed GGUF file', details: { path: 'x.gguf' } });
+    await expect(api.modelInfo()).rejects.toMatchObject({ code: 'malformed_file', message: 'x.gguf: malformed GGUF file' });
+    expect(toAppError('boom')).toEqual({ code: 'ipc', message: 'boom' });
+    expect(errorTitle('malformed_file')).toMatch(/damaged/);
+  });
+});

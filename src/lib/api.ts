@@ -1,0 +1,367 @@
+// The frontend's one door to the backend: every command of `src-tauri/src/commands.rs`
+// and every type it sends, mirrored. Components import from here and never call `invoke`.
+//
+// Naming: Tauri maps camelCase argument names here to the commands' snake_case
+// parameters (`onProgress` → `on_progress`); the values' fields keep the Rust names.
+
+import { Channel, invoke } from '@tauri-apps/api/core';
+
+// ---------- errors ----------
+
+/** Every failure of a command: `error.rs` `AppError` (engine codes from `EngineError::code`). */
+export interface AppError {
+  code: string;
+  message: string;
+  details?: unknown;
+}
+
+export function isAppError(e: unknown): e is AppError {
+  return (
+    typeof e === 'object' && e !== null && typeof (e as AppError).code === 'string' &&
+    typeof (e as AppError).message === 'string'
+  );
+}
+
+/** Turns anything thrown into an `AppError` (IPC failures arrive as strings). */
+export function toAppError(e: unknown): AppError {
+  if (isAppError(e)) return e;
+  if (e instanceof Error) return { code: 'ipc', message: e.message };
+  return { code: 'ipc', message: String(e) };
+}
+
+/** A title for an error code, for people. */
+export function errorTitle(code: string): string {
+  switch (code) {
+    case 'malformed_file':
+      return 'This file is damaged or incomplete';
+    case 'not_rwkv7':
+      return 'Not an RWKV-7 model';
+    case 'missing_tensor':
+    case 'tensor_shape':
+      return 'The model file does not match the RWKV-7 layout';
+    case 'unsupported_type':
+      return 'Unsupported tensor type';
+    case 'io':
+      return 'The file could not be read';
+    case 'gpu':
+      return 'GPU problem';
+    case 'too_large':
+      return 'The model does not fit this GPU';
+    case 'no_model':
+      return 'No model loaded';
+    case 'invalid_input':
+    case 'bad_request':
+      return 'Check the input';
+    case 'scope':
+      return 'Choose the file first';
+    case 'state_model_mismatch':
+    case 'bad_state_file':
+      return 'This state file cannot be used';
+    default:
+      return 'Something went wrong';
+  }
+}
+
+async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
+  try {
+    return await invoke<T>(cmd, args);
+  } catch (e) {
+    throw toAppError(e);
+  }
+}
+
+// ---------- engine types (rwkv-engine, serde) ----------
+
+export interface LoraRanks {
+  decay_w: number;
+  iclr_a: number;
+  value_v: number;
+  gate_g: number;
+}
+
+export interface Rwkv7Config {
+  n_layer: number;
+  n_embd: number;
+  head_size: number;
+  n_head: number;
+  ffn_dim: number;
+  vocab_size: number;
+  lora: LoraRanks;
+}
+
+export interface AdapterSummary {
+  index: number;
+  name: string;
+  backend: string;
+  device_type: string;
+  driver: string;
+  driver_info: string;
+}
+
+export interface GpuFeatures {
+  shader_f16: boolean;
+  subgroup: boolean;
+  timestamp: boolean;
+  timestamp_inside_passes: boolean;
+}
+
+export interface ModelInfo {
+  path: string;
+  format: string;
+  file_bytes: number;
+  config: Rwkv7Config;
+  /** Encodings on the GPU with tensor counts, e.g. `[["Q4_K", 120], ["F32", 84]]`. */
+  gpu_types: [string, number][];
+  gpu_weight_bytes: number;
+  gpu_total_bytes: number;
+  adapter: AdapterSummary;
+  features: GpuFeatures;
+  load_ms: number;
+}
+
+/** `LoadProgress` (tagged by `phase`). */
+export type LoadProgress =
+  | { phase: 'open' }
+  | { phase: 'device' }
+  | { phase: 'upload'; tensors_done: number; tensors_total: number }
+  | { phase: 'compile' }
+  | { phase: 'ready' };
+
+export interface SamplerOptions {
+  temperature: number;
+  top_p: number;
+  top_k: number;
+  min_p: number;
+  presence_penalty: number;
+  frequency_penalty: number;
+  penalty_decay: number;
+  repetition_penalty: number;
+  seed: number | null;
+  stop_tokens: number[];
+  stop_strings: string[];
+  banned_tokens: number[];
+}
+
+export interface GenerateOptions {
+  max_tokens: number;
+  sampler: SamplerOptions;
+}
+
+// ---------- app types (src-tauri) ----------
+
+export interface AppInfo {
+  version: string;
+  data_dir: string;
+  default_model: string;
+}
+
+export type FileKind = 'model' | 'text' | 'state' | 'csv' | 'json';
+
+export type Role = 'user' | 'assistant';
+
+export interface ReplyStats {
+  prompt_tokens: number;
+  generated_tokens: number;
+  ttft_ms: number;
+  prefill_ms: number;
+  decode_ms: number;
+  prefill_tok_s: number;
+  decode_tok_s: number;
+  stop: 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback' | string;
+  /** Resumed from a stored state (false: the history was prefilled again). */
+  resumed: boolean;
+}
+
+export interface Message {
+  id: string;
+  role: Role;
+  text: string;
+  stats: ReplyStats | null;
+  model: string | null;
+  created_ms: number;
+}
+
+export interface DocRef {
+  id: string;
+  name: string;
+}
+
+export interface Chat {
+  id: string;
+  title: string;
+  created_ms: number;
+  updated_ms: number;
+  settings: GenerateOptions;
+  document: DocRef | null;
+  messages: Message[];
+}
+
+export interface ChatSummary {
+  id: string;
+  title: string;
+  updated_ms: number;
+  messages: number;
+  document: DocRef | null;
+}
+
+/** What a reply streams (`chat.rs` `ChatEvent`, tagged by `event`). */
+export type ChatEvent =
+  | { event: 'started'; user: Message; assistant_id: string }
+  | { event: 'text'; text: string; tokens: number };
+
+export interface Document {
+  id: string;
+  name: string;
+  chars: number;
+  tokens: number;
+  prefill_ms: number;
+  tok_s: number;
+  model: string;
+  created_ms: number;
+  preview: string;
+}
+
+export interface FieldInput {
+  label: string;
+  text: string;
+}
+
+export interface FieldsMeta {
+  labels: string[];
+  tokens: number[];
+  dim: number;
+  document: string | null;
+  setup_ms: number;
+  embed_ms: number;
+  resumed: boolean;
+  model: string;
+}
+
+export interface FieldsResult {
+  meta: FieldsMeta;
+  /** One vector per field, `dim` values each. */
+  vectors: Float32Array[];
+}
+
+export interface BenchOptions {
+  title: string;
+  prompt_tokens: number;
+  decode_tokens: number;
+}
+
+export type BenchEvent =
+  | { step: 'load' }
+  | { step: 'prefill'; tokens: number }
+  | { step: 'decode'; tokens: number }
+  | { step: 'done' };
+
+export interface BenchRun {
+  id: string;
+  title: string;
+  created_ms: number;
+  model: string;
+  format: string;
+  adapter: string;
+  backend: string;
+  load_ms: number;
+  prompt_tokens: number;
+  prefill_ms: number;
+  prefill_tok_s: number;
+  decode_tokens: number;
+  decode_ms: number;
+  decode_tok_s: number;
+  ttft_ms: number;
+}
+
+// ---------- bytes ----------
+
+/**
+ * Reads what `documents.rs` `pack_floats` writes: u32 LE header length, JSON header,
+ * zero padding to 4 bytes, then f32 LE values.
+ */
+export function unpackFloats<T>(buf: ArrayBuffer): { meta: T; data: Float32Array } {
+  const view = new DataView(buf);
+  const h = view.getUint32(0, true);
+  const meta = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, h))) as T;
+  const start = Math.ceil((4 + h) / 4) * 4;
+  const n = (buf.byteLength - start) / 4;
+  // Copy out: the values are little-endian, as on every platform Tauri runs on.
+  const data = new Float32Array(buf.slice(start, start + n * 4));
+  return { meta, data };
+}
+
+function channel<T>(on: (ev: T) => void): Channel<T> {
+  const ch = new Channel<T>();
+  ch.onmessage = on;
+  return ch;
+}
+
+// ---------- commands ----------
+
+export const api = {
+  appInfo: () => call<AppInfo>('app_info'),
+
+  // files (the backend shows the dialog and remembers the choice)
+  pickOpen: (kind: FileKind) => call<string | null>('pick_open', { kind }),
+  pickSave: (kind: FileKind, defaultName: string) =>
+    call<string | null>('pick_save', { kind, defaultName }),
+  readTextFile: (path: string) => call<string>('read_text_file', { path }),
+  writeTextFile: (path: string, contents: string) =>
+    call<void>('write_text_file', { path, contents }),
+
+  // model
+  adapters: () => call<AdapterSummary[]>('adapters_list'),
+  loadModel: (path: string | null, adapter: number | null, onProgress: (p: LoadProgress) => void) =>
+    call<ModelInfo>('model_load', { path, adapter, onProgress: channel(onProgress) }),
+  modelInfo: () => call<ModelInfo | null>('model_info'),
+  unloadModel: () => call<void>('model_unload'),
+
+  // chat
+  chats: () => call<ChatSummary[]>('chat_list'),
+  chat: (id: string) => call<Chat>('chat_get', { id }),
+  createChat: () => call<Chat>('chat_create'),
+  deleteChat: (id: string) => call<void>('chat_delete', { id }),
+  renameChat: (id: string, title: string) => call<Chat>('chat_rename', { id, title }),
+  chatSettings: (id: string, settings: GenerateOptions) =>
+    call<Chat>('chat_settings', { id, settings }),
+  send: (id: string, text: string, on: (e: ChatEvent) => void) =>
+    call<Message>('chat_send', { id, text, onEvent: channel(on) }),
+  regenerate: (id: string, index: number, on: (e: ChatEvent) => void) =>
+    call<Message>('chat_regenerate', { id, index, onEvent: channel(on) }),
+  edit: (id: string, index: number, text: string, on: (e: ChatEvent) => void) =>
+    call<Message>('chat_edit', { id, index, text, onEvent: channel(on) }),
+  stop: (id: string) => call<boolean>('chat_stop', { id }),
+
+  // documents
+  documents: () => call<Document[]>('doc_list'),
+  createDocument: (name: string, text: string) => call<Document>('doc_create', { name, text }),
+  deleteDocument: (id: string) => call<void>('doc_delete', { id }),
+  chatAboutDocument: (id: string) => call<Chat>('doc_chat', { id }),
+  exportDocument: (id: string, path: string) => call<void>('doc_export', { id, path }),
+  importDocument: (path: string) => call<Document>('doc_import', { path }),
+
+  // fields
+  runFields: async (document: string | null, fields: FieldInput[]): Promise<FieldsResult> => {
+    const buf = await call<ArrayBuffer>('fields_run', { document, fields });
+    const { meta, data } = unpackFloats<FieldsMeta>(buf);
+    const vectors = meta.labels.map((_, i) => data.subarray(i * meta.dim, (i + 1) * meta.dim));
+    return { meta, vectors };
+  },
+
+  // benchmarks
+  runBench: (options: BenchOptions, onProgress: (e: BenchEvent) => void) =>
+    call<BenchRun>('bench_run', { options, onProgress: channel(onProgress) }),
+  stopBench: () => call<boolean>('bench_stop'),
+  benchHistory: () => call<BenchRun[]>('bench_history'),
+  clearBench: () => call<void>('bench_clear'),
+};
+
+export type Api = typeof api;
+
+/** Files dropped on the window (their paths are then accepted by the backend). */
+export async function onFileDrop(cb: (paths: string[]) => void): Promise<() => void> {
+  const { getCurrentWebview } = await import('@tauri-apps/api/webview');
+  return getCurrentWebview().onDragDropEvent((e) => {
+    if (e.payload.type === 'drop') cb(e.payload.paths);
+  });
+}

@@ -1,0 +1,317 @@
+// End-to-end test of the real RWKV Studio binary through tauri-driver (W3C WebDriver, plain
+// fetch calls). Run by scripts/e2e.sh, which builds the app, prepares the files the native
+// dialogs return (RWKV_STUDIO_E2E_*), and starts tauri-driver under Xvfb.
+//
+// Env: E2E_APP (the binary), E2E_DRIVER (default http://127.0.0.1:4444),
+//      E2E_SCREENSHOTS (folder for PNGs).
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const DRIVER = process.env.E2E_DRIVER ?? 'http://127.0.0.1:4444';
+const APP = process.env.E2E_APP;
+const SHOTS = process.env.E2E_SCREENSHOTS ?? 'artifacts/screenshots';
+if (!APP) throw new Error('E2E_APP (path of the built rwkv-studio binary) is not set');
+mkdirSync(SHOTS, { recursive: true });
+
+const ELEMENT = 'element-6066-11e4-a52e-4f735466cecf';
+let session = '';
+const t0 = Date.now();
+let passed = 0;
+let failed = 0;
+
+function log(msg) {
+  console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
+}
+
+async function wd(method, path, body) {
+  const res = await fetch(`${DRIVER}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const json = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const v = json.value ?? {};
+    const err = new Error(`${method} ${path}: ${res.status} ${v.error ?? ''} ${v.message ?? ''}`);
+    err.wdError = v.error;
+    throw err;
+  }
+  return json.value;
+}
+
+const s = (path) => `/session/${session}${path}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function findAll(css) {
+  const els = await wd('POST', s('/elements'), { using: 'css selector', value: css });
+  return els.map((e) => e[ELEMENT]);
+}
+
+async function find(css) {
+  const els = await findAll(css);
+  if (!els.length) throw new Error(`no element matches ${css}`);
+  return els[0];
+}
+
+/** Runs `fn` in the page (a function body as a string) with `args`. */
+async function exec(script, ...args) {
+  return wd('POST', s('/execute/sync'), { script, args });
+}
+
+async function click(css) {
+  // Scrolled into view and clicked by the page itself: reliable across WebKit versions.
+  const id = await find(css);
+  await wd('POST', s(`/element/${id}/click`), {});
+}
+
+async function type(css, text, { clear = true } = {}) {
+  const id = await find(css);
+  if (clear) await wd('POST', s(`/element/${id}/clear`), {});
+  await wd('POST', s(`/element/${id}/value`), { text });
+}
+
+/** Sets an input's value and fires `change` (for number inputs and textareas bound on change). */
+async function setValue(css, value) {
+  await exec(
+    `const el = document.querySelector(arguments[0]);
+     el.value = arguments[1];
+     el.dispatchEvent(new Event('input', { bubbles: true }));
+     el.dispatchEvent(new Event('change', { bubbles: true }));`,
+    css,
+    value,
+  );
+}
+
+async function text(css) {
+  return exec(`const el = document.querySelector(arguments[0]); return el ? el.textContent : null;`, css);
+}
+
+async function waitFor(what, fn, timeoutMs = 60_000, everyMs = 150) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${last})`);
+}
+
+async function screenshot(name) {
+  const png = await wd('GET', s('/screenshot'));
+  const path = join(SHOTS, `${name}.png`);
+  writeFileSync(path, Buffer.from(png, 'base64'));
+  log(`screenshot ${path}`);
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(`assertion failed: ${msg}`);
+}
+
+async function step(name, fn) {
+  log(`▶ ${name}`);
+  try {
+    await fn();
+    passed++;
+    log(`✔ ${name}`);
+  } catch (e) {
+    failed++;
+    log(`✘ ${name}: ${e.stack ?? e}`);
+    await screenshot(`failed-${name.replace(/\W+/g, '-')}`).catch(() => {});
+    throw e;
+  }
+}
+
+/** The assistant messages' texts and stats, in order. */
+async function replies() {
+  return exec(`return [...document.querySelectorAll('[data-testid=msg-assistant]')].map(m => ({
+    text: m.querySelector('[data-testid=msg-text]')?.textContent ?? '',
+    stats: m.querySelector('[data-testid=reply-stats]')?.textContent ?? null,
+    streaming: m.dataset.streaming === 'true',
+  }))`);
+}
+
+async function main() {
+  const caps = { 'tauri:options': { application: APP } };
+  const created = await wd('POST', '/session', { capabilities: { alwaysMatch: caps, firstMatch: [{}] } });
+  session = created.sessionId;
+  log(`session ${session}`);
+
+  await step('the bundled model loads on first start', async () => {
+    await waitFor('the model view', () => findAll('[data-testid=view-model]').then((e) => e.length > 0));
+    const status = await waitFor(
+      'the model to load',
+      async () => {
+        const t = await text('[data-testid=model-status]');
+        return t && t.includes('rwkv7-demo') ? t : null;
+      },
+      600_000,
+      500,
+    );
+    log(`status: ${status.trim().replace(/\s+/g, ' ')}`);
+    const layers = await text('[data-testid=card-layers]');
+    assert(layers.trim() === '6', `model card shows 6 layers (got ${layers})`);
+    await screenshot('1-model');
+  });
+
+  await step('chat: a message streams a reply with tok/s', async () => {
+    await click('[data-testid=nav-chat]');
+    await waitFor('the chat input', () => findAll('[data-testid=chat-input]:not([disabled])').then((e) => e.length > 0));
+    // A short reply first: the demo model writes prose; the RWKV template stops at a blank line.
+    await setValue('[data-testid=set-max-tokens]', '48');
+    await type('[data-testid=chat-input]', 'It was a dark and stormy night, and the ship');
+    await click('[data-testid=send]');
+    // Streamed text appears before the reply is done.
+    await waitFor('streamed text', async () => {
+      const r = await replies();
+      return r.length && r[r.length - 1].text.trim().length > 0;
+    }, 300_000, 50);
+    const stats = await waitFor('the stats line', async () => {
+      const r = await replies();
+      return r.length && r[r.length - 1].stats;
+    }, 300_000);
+    log(`reply stats: ${stats}`);
+    assert(/tok\/s/.test(stats) && /first token/.test(stats), 'stats line has tok/s and time to first token');
+  });
+
+  await step('chat: a long generation stops at once', async () => {
+    await setValue('[data-testid=set-max-tokens]', '4000');
+    await setValue('[data-testid=set-stops]', '');
+    await sleep(300);
+    const before = (await replies()).length;
+    await type('[data-testid=chat-input]', 'Tell me the whole story of the voyage, chapter by chapter.');
+    await click('[data-testid=send]');
+    await waitFor('streaming to start', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].text.trim().length > 0;
+    }, 300_000, 50);
+    const tStop = Date.now();
+    await click('[data-testid=stop]');
+    const stats = await waitFor('the stopped reply', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].stats;
+    }, 60_000, 50);
+    log(`stopped after ${Date.now() - tStop} ms: ${stats}`);
+    assert(/stopped/.test(stats), 'the reply says it was stopped');
+    const n = Number(stats.match(/^(\d+) tok/)?.[1]);
+    assert(n > 0 && n < 4000, `stopped well before max tokens (${n})`);
+  });
+
+  await step('chat: regenerate replaces the last reply', async () => {
+    await setValue('[data-testid=set-max-tokens]', '32');
+    await setValue('[data-testid=set-stops]', '\\n\\n');
+    await sleep(300);
+    const before = await replies();
+    const buttons = await findAll('[data-testid=regenerate]');
+    await wd('POST', s(`/element/${buttons[buttons.length - 1]}/click`), {});
+    await waitFor('the regenerated reply', async () => {
+      const r = await replies();
+      const last = r[r.length - 1];
+      return r.length === before.length && last.stats && !/stopped/.test(last.stats) ? last : null;
+    }, 300_000);
+    const after = await replies();
+    assert(after.length === before.length, 'same number of replies after regenerate');
+    const users = await findAll('[data-testid=msg-user]');
+    assert(users.length === after.length, 'one user message per reply');
+    await screenshot('2-chat');
+  });
+
+  await step('documents: a text file becomes a named state', async () => {
+    await click('[data-testid=nav-documents]');
+    await click('[data-testid=doc-open-file]');
+    await waitFor('the file text', async () => (await exec(`return document.querySelector('[data-testid=doc-text]').value`)).length > 0);
+    const name = await exec(`return document.querySelector('[data-testid=doc-name]').value`);
+    assert(name.length > 0, 'the name comes from the file name');
+    await click('[data-testid=doc-create]');
+    const notice = await waitFor('the prefill result', () => text('[data-testid=doc-notice]'), 300_000);
+    log(`document: ${notice}`);
+    assert(/tokens in .* tok\/s/.test(notice), 'tokens, time and speed are shown');
+    const rows = await findAll('[data-testid=doc-row]');
+    assert(rows.length >= 1, 'the document is listed');
+    await screenshot('3-documents');
+  });
+
+  await step('fields: 3 fields against the document give a 3×3 heatmap', async () => {
+    await click('[data-testid=nav-fields]');
+    await waitFor('the document option', () => exec(`return document.querySelector('[data-testid=fields-document]').options.length > 1`));
+    await exec(`const s = document.querySelector('[data-testid=fields-document]');
+                s.selectedIndex = 1; s.dispatchEvent(new Event('change', { bubbles: true }));`);
+    const nFields = (await findAll('[data-testid=field-row]')).length;
+    assert(nFields === 3, `three fields (got ${nFields})`);
+    await click('[data-testid=fields-run]');
+    const values = await waitFor('the heatmap', async () => {
+      const v = await exec(`return [...document.querySelectorAll('[data-testid=heat-cell]')].map(c => Number(c.dataset.value))`);
+      return v.length === 9 ? v : null;
+    }, 300_000);
+    log(`similarities: ${values.map((v) => v.toFixed(3)).join(' ')}`);
+    for (let i = 0; i < 3; i++) {
+      assert(Math.abs(values[i * 3 + i] - 1) < 1e-4, `diagonal ${i} is 1`);
+      for (let j = 0; j < 3; j++) {
+        const v = values[i * 3 + j];
+        assert(Number.isFinite(v) && v >= -1.0001 && v <= 1.0001, `cell ${i},${j} is a cosine`);
+        assert(Math.abs(v - values[j * 3 + i]) < 1e-5, `symmetric at ${i},${j}`);
+      }
+    }
+    assert(values.some((v, k) => k % 4 !== 0 && Math.abs(v - 1) > 1e-3), 'different fields differ');
+    const timings = await text('[data-testid=fields-timings]');
+    assert(/ms/.test(timings), 'timings shown');
+    await screenshot('4-fields');
+  });
+
+  await step('benchmarks: a run draws the charts', async () => {
+    await click('[data-testid=nav-bench]');
+    await setValue('[data-testid=bench-title]', 'e2e');
+    await setValue('[data-testid=bench-prompt]', '64');
+    await setValue('[data-testid=bench-decode]', '16');
+    await click('[data-testid=bench-run]');
+    await waitFor('a chart', async () => {
+      const n = await exec(`return document.querySelectorAll('[data-testid=chart] circle').length`);
+      return n >= 3;
+    }, 600_000, 300);
+    const table = await text('[data-testid=bench-table]');
+    assert(/tok\/s/.test(table), 'the run is listed with speeds');
+    // The reloaded model is ready again.
+    await waitFor('the model after the run', async () => (await text('[data-testid=model-status]'))?.includes('rwkv7-demo'));
+    await screenshot('5-benchmarks');
+  });
+
+  await step('a truncated GGUF shows a readable error and the app stays usable', async () => {
+    await click('[data-testid=nav-model]');
+    await click('[data-testid=open-model]');
+    const err = await waitFor('the error', () => text('[data-testid=error]'), 120_000);
+    log(`error: ${err.trim().replace(/\s+/g, ' ')}`);
+    const code = await exec(`return document.querySelector('[data-testid=error]').dataset.code`);
+    assert(['malformed_file', 'io', 'not_rwkv7', 'missing_tensor'].includes(code), `an engine file error (got ${code})`);
+    assert(/broken\.gguf/.test(err), 'the message names the file');
+    const status = await text('[data-testid=model-status]');
+    assert(status.includes('rwkv7-demo'), 'the loaded model is still loaded');
+    await screenshot('6-broken-file');
+    // Still usable: a chat reply works.
+    await click('[data-testid=nav-chat]');
+    const before = (await replies()).length;
+    await type('[data-testid=chat-input]', 'And then?');
+    await click('[data-testid=send]');
+    await waitFor('a reply after the error', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].stats;
+    }, 300_000);
+  });
+}
+
+try {
+  await main();
+} catch (e) {
+  if (!failed) {
+    failed++;
+    log(`✘ ${e.stack ?? e}`);
+  }
+} finally {
+  if (session) await wd('DELETE', `/session/${session}`).catch(() => {});
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+}
