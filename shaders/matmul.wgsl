@@ -1,7 +1,9 @@
 // Tiled matrix product for T > 1 (prefill): y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k]
-// + bias[row0 + r]). W stays in its file encoding (`decode32` of the prepended decode
-// snippet turns a 32-value chunk of a row into f32 in registers); 64 rows × 64 tokens
-// per workgroup, 4×4 outputs per thread, K in steps of 32 through workgroup memory.
+// + bias[row0 + r]). W stays in its file encoding: each thread decodes 8 weights
+// (`dec8` of the prepended decode snippet) straight into workgroup memory. 64 rows × 64
+// tokens per workgroup, K in steps of 32; tiles are stored k-major as vec4s so that each
+// thread's 4 rows and 4 tokens are one vec4 load each, and its 4×4 outputs live in four
+// vec4 registers (no arrays, nothing indexed at run time).
 // `y_load` / `y_store` come from the prelude: into `act`, or into a separate `out`.
 
 struct Params {
@@ -27,10 +29,9 @@ struct Params {
 
 const BR: u32 = 64u;
 const BT: u32 = 64u;
-const LD: u32 = 33u; // padded row of a tile (32 + 1) against bank conflicts
 
-var<workgroup> ws: array<f32, 2112>; // [BR, LD]
-var<workgroup> xs: array<f32, 2112>; // [BT, LD]
+var<workgroup> ws: array<vec4<f32>, 512>; // [32 k][16 row groups of 4]
+var<workgroup> xs: array<vec4<f32>, 512>; // [32 k][16 token groups of 4]
 
 fn finish(v: f32, r: u32) -> f32 {
     var y = v;
@@ -46,68 +47,83 @@ fn finish(v: f32, r: u32) -> f32 {
     return y;
 }
 
+fn store(r: u32, t: u32, t_count: u32, v: f32) {
+    if (r < p.n && t < t_count) {
+        let idx = p.y_off + t * p.y_stride + p.row0 + r;
+        var y = finish(v, r);
+        if (p.accumulate == 1u) {
+            y += y_load(idx);
+        }
+        y_store(idx, y);
+    }
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let r0 = wid.x * BR;
     let t0 = wid.y * BT;
-    let tr = li % 16u;
-    let tt = li / 16u;
-    var acc: array<f32, 16>;
+    let tr = li & 15u;
+    let tt = li >> 4u;
+    // Loader roles: row / token `li / 4`, k offset `(li % 4) * 8` within the 32-chunk.
+    let lr = li >> 2u;
+    let lk = (li & 3u) * 8u;
+    let w_ok = r0 + lr < p.n;
+    let x_ok = t0 + lr < t_count;
+    let rb = (r0 + lr) * p.row_bytes;
+    let xb = p.x_off + (t0 + lr) * p.x_stride + lk;
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
     let chunks = p.k / 32u;
     for (var c = 0u; c < chunks; c++) {
-        if (li < BR) {
-            let r = r0 + li;
-            if (r < p.n) {
-                decode32(r * p.row_bytes, c);
-                for (var l = 0u; l < 32u; l++) {
-                    ws[li * LD + l] = dq[l];
-                }
-            } else {
-                for (var l = 0u; l < 32u; l++) {
-                    ws[li * LD + l] = 0.0;
-                }
-            }
+        var wv = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (w_ok) {
+            wv = dec8(rb, c * 32u + lk);
         }
-        for (var i = 0u; i < 8u; i++) {
-            let e = li + 256u * i;
-            let tk = e / 32u;
-            let l = e % 32u;
-            let t = t0 + tk;
-            var v = 0.0;
-            if (t < t_count) {
-                v = act[p.x_off + t * p.x_stride + c * 32u + l];
-            }
-            xs[tk * LD + l] = v;
+        let wi = lk * 16u + (lr >> 2u);
+        let wc = lr & 3u;
+        ws[wi][wc] = wv.a.x;
+        ws[wi + 16u][wc] = wv.a.y;
+        ws[wi + 32u][wc] = wv.a.z;
+        ws[wi + 48u][wc] = wv.a.w;
+        ws[wi + 64u][wc] = wv.b.x;
+        ws[wi + 80u][wc] = wv.b.y;
+        ws[wi + 96u][wc] = wv.b.z;
+        ws[wi + 112u][wc] = wv.b.w;
+        var xa = vec4<f32>(0.0);
+        var xb2 = vec4<f32>(0.0);
+        if (x_ok) {
+            let o = xb + c * 32u;
+            xa = vec4<f32>(act[o], act[o + 1u], act[o + 2u], act[o + 3u]);
+            xb2 = vec4<f32>(act[o + 4u], act[o + 5u], act[o + 6u], act[o + 7u]);
         }
+        xs[wi][wc] = xa.x;
+        xs[wi + 16u][wc] = xa.y;
+        xs[wi + 32u][wc] = xa.z;
+        xs[wi + 48u][wc] = xa.w;
+        xs[wi + 64u][wc] = xb2.x;
+        xs[wi + 80u][wc] = xb2.y;
+        xs[wi + 96u][wc] = xb2.z;
+        xs[wi + 112u][wc] = xb2.w;
         workgroupBarrier();
-        for (var l = 0u; l < 32u; l++) {
-            var a: array<f32, 4>;
-            var b: array<f32, 4>;
-            for (var i = 0u; i < 4u; i++) {
-                a[i] = ws[(tr + 16u * i) * LD + l];
-                b[i] = xs[(tt + 16u * i) * LD + l];
-            }
-            for (var i = 0u; i < 4u; i++) {
-                for (var j = 0u; j < 4u; j++) {
-                    acc[i * 4u + j] += a[i] * b[j];
-                }
-            }
+        for (var k = 0u; k < 32u; k++) {
+            let a = ws[k * 16u + tr];
+            let b = xs[k * 16u + tt];
+            acc0 += a.x * b;
+            acc1 += a.y * b;
+            acc2 += a.z * b;
+            acc3 += a.w * b;
         }
         workgroupBarrier();
     }
-    for (var i = 0u; i < 4u; i++) {
-        let r = r0 + tr + 16u * i;
-        for (var j = 0u; j < 4u; j++) {
-            let t = t0 + tt + 16u * j;
-            if (r < p.n && t < t_count) {
-                let idx = p.y_off + t * p.y_stride + p.row0 + r;
-                var v = finish(acc[i * 4u + j], r);
-                if (p.accumulate == 1u) {
-                    v += y_load(idx);
-                }
-                y_store(idx, v);
-            }
-        }
+    let r = r0 + tr * 4u;
+    let t = t0 + tt * 4u;
+    for (var j = 0u; j < 4u; j++) {
+        store(r, t + j, t_count, acc0[j]);
+        store(r + 1u, t + j, t_count, acc1[j]);
+        store(r + 2u, t + j, t_count, acc2[j]);
+        store(r + 3u, t + j, t_count, acc3[j]);
     }
 }

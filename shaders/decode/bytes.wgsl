@@ -30,3 +30,24 @@ fn sext8(x: u32) -> f32 {
 
 // Decoded weights of one 32-element chunk, filled by `decode32`.
 var<private> dq: array<f32, 32>;
+
+// Eight decoded weights (elements k .. k+8 of a row), filled by `dec8`.
+struct W8 {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+// Four signed bytes of a word as f32.
+fn i8x4(q: u32) -> vec4<f32> {
+    return vec4<f32>(
+        f32(bitcast<i32>(q << 24u) >> 24u),
+        f32(bitcast<i32>(q << 16u) >> 24u),
+        f32(bitcast<i32>(q << 8u) >> 24u),
+        f32(bitcast<i32>(q) >> 24u),
+    );
+}
+
+// The low nibbles of a word's four bytes as f32.
+fn nib4(q: u32) -> vec4<f32> {
+    return vec4<f32>(f32(q & 0xfu), f32((q >> 8u) & 0xfu), f32((q >> 16u) & 0xfu), f32((q >> 24u) & 0xfu));
+}

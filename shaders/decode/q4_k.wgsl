@@ -30,3 +30,15 @@ fn decode32(rb: u32, c: u32) {
         dq[4u * i + 3u] = d * f32((q >> 24u) & 0xfu) - m;
     }
 }
+
+fn dec8(rb: u32, k: u32) -> W8 {
+    let bb = rb + (k >> 8u) * 144u;
+    let s = (k >> 5u) & 7u;
+    let dm = unpack2x16float(w[bb >> 2u]);
+    let sm = scale_min_k4(bb + 4u, s);
+    let d = dm.x * sm.x;
+    let m = dm.y * sm.y;
+    let qw = ((bb + 16u) >> 2u) + (s >> 1u) * 8u + ((k & 31u) >> 2u);
+    let sh = (s & 1u) * 4u;
+    return W8(d * nib4(w[qw] >> sh) - m, d * nib4(w[qw + 1u] >> sh) - m);
+}

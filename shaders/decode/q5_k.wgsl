@@ -31,3 +31,25 @@ fn decode32(rb: u32, c: u32) {
         }
     }
 }
+
+fn hi4(h: u32, s: u32) -> vec4<f32> {
+    let x = h >> s;
+    return vec4<f32>(f32(x & 1u), f32((x >> 8u) & 1u), f32((x >> 16u) & 1u), f32((x >> 24u) & 1u)) * 16.0;
+}
+
+fn dec8(rb: u32, k: u32) -> W8 {
+    let bb = rb + (k >> 8u) * 176u;
+    let s = (k >> 5u) & 7u;
+    let dm = unpack2x16float(w[bb >> 2u]);
+    let sm = scale_min_k4(bb + 4u, s);
+    let d = dm.x * sm.x;
+    let m = dm.y * sm.y;
+    let within = (k & 31u) >> 2u;
+    let hw = ((bb + 16u) >> 2u) + within;
+    let qw = ((bb + 48u) >> 2u) + (s >> 1u) * 8u + within;
+    let sh = (s & 1u) * 4u;
+    return W8(
+        d * (nib4(w[qw] >> sh) + hi4(w[hw], s)) - m,
+        d * (nib4(w[qw + 1u] >> sh) + hi4(w[hw + 1u], s)) - m,
+    );
+}

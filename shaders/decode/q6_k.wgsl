@@ -24,3 +24,27 @@ fn decode32(rb: u32, c: u32) {
         }
     }
 }
+
+fn q6x4(ql: u32, qh: u32) -> vec4<f32> {
+    let lo = vec4<u32>(ql & 0xfu, (ql >> 8u) & 0xfu, (ql >> 16u) & 0xfu, (ql >> 24u) & 0xfu);
+    let hi = vec4<u32>(qh & 3u, (qh >> 8u) & 3u, (qh >> 16u) & 3u, (qh >> 24u) & 3u);
+    return vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0;
+}
+
+fn dec8(rb: u32, k: u32) -> W8 {
+    let bb = rb + (k >> 8u) * 210u;
+    let s = (k >> 5u) & 7u;
+    let n = s >> 2u;
+    let g = s & 3u;
+    let within = k & 31u;
+    let d = rd_f16(bb + 208u);
+    let sc = d * sext8(rd_u8(bb + 192u + 8u * n + 2u * g + (within >> 4u)));
+    let qlb = bb + 64u * n + 32u * (g & 1u) + within;
+    let nib = (g >> 1u) * 4u;
+    let qhb = bb + 128u + 32u * n + within;
+    let hs = 2u * g;
+    return W8(
+        sc * q6x4(rd_u32(qlb) >> nib, rd_u32(qhb) >> hs),
+        sc * q6x4(rd_u32(qlb + 4u) >> nib, rd_u32(qhb + 4u) >> hs),
+    );
+}

@@ -10,3 +10,10 @@ fn decode32(rb: u32, c: u32) {
         dq[4u * i + 3u] = d * sext8(q >> 24u);
     }
 }
+
+fn dec8(rb: u32, k: u32) -> W8 {
+    let bb = rb + (k >> 5u) * 34u;
+    let d = rd_f16(bb);
+    let o = bb + 2u + (k & 31u);
+    return W8(d * i8x4(rd_u32(o)), d * i8x4(rd_u32(o + 4u)));
+}

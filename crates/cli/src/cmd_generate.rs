@@ -61,14 +61,26 @@ pub struct GenerateArgs {
     /// Print the generated token ids as JSON at the end (for scripts and tests).
     #[arg(long)]
     pub print_ids: bool,
+    /// Pure greedy decoding: argmax, no penalties, no stop strings (for references).
+    #[arg(long)]
+    pub greedy: bool,
 }
 
 pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let mut eng = a.model.load(false)?;
     let st = eng.new_state()?;
+    let sampler = if a.greedy {
+        SamplerOptions {
+            stop_tokens: Vec::new(),
+            stop_strings: Vec::new(),
+            ..SamplerOptions::greedy()
+        }
+    } else {
+        a.sampling.options(&[])
+    };
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
-        sampler: a.sampling.options(&[]),
+        sampler,
     };
     let cancel = CancelToken::new();
     let mut out = std::io::stdout().lock();

@@ -1,8 +1,15 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_bench;
+mod cmd_embed;
 mod cmd_eval;
+mod cmd_fields;
 mod cmd_generate;
+mod cmd_inspect;
+mod cmd_state;
+mod cmd_synth;
+mod cmd_tokenize;
 mod common;
 
 #[derive(Parser)]
@@ -24,8 +31,26 @@ enum Command {
     Chat(cmd_generate::ChatArgs),
     /// Write logits, embeddings and the final state of a text as .npy files.
     Eval(cmd_eval::EvalArgs),
+    /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
+    Bench(cmd_bench::BenchArgs),
+    /// GPU time of every dispatch of one forward pass.
+    Profile(cmd_bench::ProfileArgs),
+    /// Embed texts (hidden state after ln_out, no head) in one batched pass.
+    Embed(cmd_embed::EmbedArgs),
+    /// Save, load, inspect and export document states (.rwkvstate).
+    State(cmd_state::StateArgs),
+    /// Embed labelled fields, optionally after a document, and compare them.
+    Fields(cmd_fields::FieldsArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
+    /// Show what a model file holds: format, config, tokenizer, tensors, totals.
+    Inspect(cmd_inspect::Args),
+    /// Turn text into World token ids (the model's vocabulary with --model).
+    Tokenize(cmd_tokenize::tokenize::Args),
+    /// Turn World token ids back into text.
+    Detokenize(cmd_tokenize::detokenize::Args),
+    /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
+    Synth(cmd_synth::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,6 +59,11 @@ fn main() -> anyhow::Result<()> {
         Command::Generate(a) => cmd_generate::generate(a),
         Command::Chat(a) => cmd_generate::chat(a),
         Command::Eval(a) => cmd_eval::run(a),
+        Command::Bench(a) => cmd_bench::bench(a),
+        Command::Profile(a) => cmd_bench::profile(a),
+        Command::Embed(a) => cmd_embed::run(a),
+        Command::State(a) => cmd_state::run(a),
+        Command::Fields(a) => cmd_fields::run(a),
         Command::Adapters => {
             for a in rwkv_engine::gpu::GpuContext::list_adapters() {
                 println!(
@@ -43,5 +73,9 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Inspect(args) => cmd_inspect::run(args),
+        Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
+        Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
+        Command::Synth(args) => cmd_synth::run(args),
     }
 }

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // benchmark harness code
 //! World tokenizer speed: ours next to the `rwkv-tokenizer` crate (pure Rust, by
 //! cahya-wirawan), the published World tokenizer we measure against.
 //!
@@ -9,9 +8,12 @@
 //! Run: `cargo bench -p rwkv-engine --bench tokenizer` (add `-- --measurement-time 3` for
 //! a quick run). Numbers and the machine are in `docs/tokenizer.md`.
 
+// Not library code: a failed setup or assertion should stop the run loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::hint::black_box;
 use std::io::Read;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -19,10 +21,22 @@ use rwkv_engine::tokenizer::WORLD_VOCAB_FILE;
 use rwkv_engine::Tokenizer;
 use rwkv_tokenizer::WorldTokenizer;
 
-fn data(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
+/// The crate folder (holding `tests/data/` and `assets/`); `RWKV_BENCH_DIR` overrides it
+/// so that the built bench binary can run on another machine.
+fn crate_dir() -> PathBuf {
+    std::env::var_os("RWKV_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+fn data(name: &str) -> PathBuf {
+    crate_dir().join("tests/data").join(name)
+}
+
+/// The peer, reading the same vocabulary file as ours (identical bytes) from our assets.
+fn peer() -> WorldTokenizer {
+    let vocab = crate_dir().join("assets/rwkv_vocab_v20230424.txt");
+    WorldTokenizer::new(Some(vocab.to_str().unwrap())).unwrap()
 }
 
 fn english_212() -> String {
@@ -69,7 +83,7 @@ fn check_same_ids(name: &str, ours: &Tokenizer, peer: &WorldTokenizer, text: &st
 
 fn encode(c: &mut Criterion) {
     let ours = Tokenizer::world().unwrap();
-    let peer = WorldTokenizer::new(None).unwrap();
+    let peer = peer();
     let inputs = [
         ("english_212_tokens", english_212()),
         ("mixed_1MB", mixed_1mb()),
@@ -107,7 +121,7 @@ fn encode(c: &mut Criterion) {
 
 fn decode(c: &mut Criterion) {
     let ours = Tokenizer::world().unwrap();
-    let peer = WorldTokenizer::new(None).unwrap();
+    let peer = peer();
     let text = mixed_1mb();
     let ids = ours.encode(&text);
     let ids16: Vec<u16> = ids.iter().map(|&i| i as u16).collect();
@@ -129,9 +143,7 @@ fn load(c: &mut Criterion) {
     g.bench_function("rwkv-engine", |b| {
         b.iter(|| Tokenizer::from_world_vocab(black_box(WORLD_VOCAB_FILE), "bench").unwrap())
     });
-    g.bench_function("rwkv-tokenizer-0.9.1", |b| {
-        b.iter(|| WorldTokenizer::new(None).unwrap())
-    });
+    g.bench_function("rwkv-tokenizer-0.9.1", |b| b.iter(peer));
     g.finish();
 }
 

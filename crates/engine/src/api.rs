@@ -29,6 +29,10 @@ pub struct LoadOptions {
     pub max_chunk: usize,
     /// Most sequences per forward pass.
     pub max_batch: usize,
+    /// Most GPU memory the weights may take, in bytes (`None`: what the device has). A
+    /// model that needs more fails to load with [`EngineError::TooLarge`] naming the
+    /// tensor that crossed the limit — the same error a device too small for it gives.
+    pub max_gpu_bytes: Option<u64>,
 }
 
 impl Default for LoadOptions {
@@ -37,6 +41,7 @@ impl Default for LoadOptions {
             adapter: AdapterChoice::Auto,
             max_chunk: 256,
             max_batch: 16,
+            max_gpu_bytes: None,
         }
     }
 }
@@ -70,6 +75,9 @@ pub struct ModelInfo {
     pub features: crate::gpu::GpuFeatures,
     /// Call → GPU-ready (weights uploaded, pipelines compiled, device idle), ms.
     pub load_ms: f64,
+    /// sha256 of the config and the tensor table (names, types, shapes); states and
+    /// cached embeddings are tied to it (see `analysis::model_fingerprint`).
+    pub fingerprint: crate::analysis::ModelFingerprint,
 }
 
 /// A sequence's recurrent state, held on the GPU.
@@ -165,6 +173,9 @@ pub struct Engine {
     free: Vec<u32>,
     used: Vec<bool>,
     max_batch: usize,
+    /// Unique per `Engine` value in this process (prefix caches hold state slots of one
+    /// engine and check it).
+    instance: u64,
 }
 
 impl std::fmt::Debug for Engine {
@@ -219,12 +230,19 @@ impl Engine {
         t0: Instant,
     ) -> Result<Self> {
         let cfg = weights.config;
-        let gw = GpuWeights::upload(&gpu, weights, &mut |done, total| {
-            progress(LoadProgress::Upload {
-                tensors_done: done,
-                tensors_total: total,
-            })
-        })?;
+        let release = |b: &[u8]| file.release(b);
+        let gw = GpuWeights::upload(
+            &gpu,
+            weights,
+            opts.max_gpu_bytes,
+            &release,
+            &mut |done, total| {
+                progress(LoadProgress::Upload {
+                    tensors_done: done,
+                    tensors_total: total,
+                })
+            },
+        )?;
         progress(LoadProgress::Compile);
         let max = gpu.max_binding() as usize;
         // Token capacity: the prefill chunk, bounded by the activation binding.
@@ -253,6 +271,7 @@ impl Engine {
             adapter: gpu.summary.clone(),
             features: gpu.features,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
+            fingerprint: crate::analysis::model_fingerprint(file, &cfg),
         };
         let tokenizer = match Tokenizer::from_gguf(file)? {
             Some(t) => Arc::new(t),
@@ -279,7 +298,22 @@ impl Engine {
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
             max_batch: b_cap,
+            instance: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            },
         })
+    }
+
+    /// An id unique to this `Engine` value within the process (state ids are only
+    /// meaningful together with it).
+    pub fn instance_id(&self) -> u64 {
+        self.instance
+    }
+
+    /// Most sequences per forward pass (after clamping [`LoadOptions::max_batch`]).
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -302,6 +336,12 @@ impl Engine {
     /// Encodings of the uploaded weights.
     pub fn gpu_types(&self) -> &[(DType, usize)] {
         &self.weights.types
+    }
+
+    /// The graph and device, after checking `state` exists (for the profiler).
+    pub(crate) fn graph_and_gpu(&self, state: StateId) -> Result<(&Graph, &GpuContext)> {
+        self.check(state)?;
+        Ok((&self.graph, &self.gpu))
     }
 
     fn grow_slots(&mut self) -> Result<()> {

@@ -5,6 +5,7 @@
 //! and runs the forward pass in WGSL compute shaders. Math: BlinkDL's `RWKV_x070`
 //! (rwkv pip package) and llama.cpp `rwkv7.cpp`.
 
+pub mod analysis;
 pub mod api;
 pub mod error;
 pub mod format;
@@ -12,10 +13,16 @@ pub mod gpu;
 pub mod model;
 pub mod npy;
 pub mod ops;
+pub mod profile;
 pub mod quant;
 pub mod sampler;
+pub mod synth;
 pub mod tokenizer;
 
+pub use analysis::{
+    EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, ModelFingerprint,
+    Pooling, PrefixCache, StateHeader, StateLayout,
+};
 pub use api::{
     CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,
     ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,

@@ -31,9 +31,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
 
-/// Sampling parameters. `Default` is RWKV's usual chat setting (ChatRWKV
-/// `API_DEMO_CHAT.py` / RWKV Runner chat): temperature 1.0, top-p 0.3, presence 0.5,
-/// frequency 0.5, decay 0.996; top-k, min-p and the repetition penalty off; stop on token 0
+/// Sampling parameters. `Default` is RWKV's usual chat setting (ChatRWKV's
+/// `API_DEMO_CHAT.py` of the RWKV-6/7 era; older demos and RWKV Runner use presence 0,
+/// frequency 1): temperature 1.0, top-p 0.3, presence 0.5, frequency 0.5, decay 0.996; top-k, min-p and the repetition penalty off; stop on token 0
 /// (World `END_OF_TEXT`) and on `"\n\nUser:"` (the chat template's next turn).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -190,6 +190,13 @@ impl Sampler {
     /// Records that `token` was emitted: every occurrence count decays by `penalty_decay`,
     /// then `token`'s count grows by 1. Ids ≥ vocab are ignored.
     pub fn accept(&mut self, token: u32) {
+        self.accept_weighted(token, 1.0);
+    }
+
+    /// [`Self::accept`] adding `weight` instead of 1. ChatRWKV adds 0 for tokens whose text
+    /// is a space, tab or digit (they still get the presence penalty, not the frequency
+    /// one); the caller, who has the decoded text, decides.
+    pub fn accept_weighted(&mut self, token: u32, weight: f32) {
         let decay = self.opts.penalty_decay;
         for &t in &self.seen {
             self.occurrence[t as usize] *= decay;
@@ -198,7 +205,7 @@ impl Sampler {
             if !self.seen.contains(&token) {
                 self.seen.push(token);
             }
-            *o += 1.0;
+            *o += weight;
         }
     }
 
@@ -632,6 +639,11 @@ mod tests {
         assert_eq!(l[5], 0.0);
         s.accept(0);
         assert_eq!(s.occurrence(3), 0.75);
+        // Weight 0 (ChatRWKV's spaces and digits): presence penalty only.
+        s.accept_weighted(5, 0.0);
+        let mut l3 = vec![0.0f32; 8];
+        s.sample(&mut l3);
+        assert_eq!(l3[5], -0.5);
         s.reset();
         assert_eq!(s.occurrence(3), 0.0);
         let mut l2 = vec![0.0f32; 8];

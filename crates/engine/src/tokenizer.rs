@@ -12,7 +12,7 @@
 //! ([`Tokenizer::from_gguf`]) has 65 536 ids: its `[PAD…]` ids 65530..65535 likewise decode
 //! to nothing and are never produced.
 //!
-//! Speed: the match runs on a double-array trie (one `u64` load and compare per input
+//! Speed: the match runs on a double-array trie (one `u32` load and compare per input
 //! byte, see `tokenizer/trie.rs`); `docs/tokenizer.md` has the numbers.
 
 mod stream;
@@ -66,7 +66,7 @@ impl std::fmt::Debug for Tokenizer {
 
 impl Tokenizer {
     /// The bundled World tokenizer (`rwkv_vocab_v20230424.txt`), built on first use
-    /// (about 20 ms) and shared afterwards.
+    /// (20–30 ms in release builds) and shared afterwards.
     ///
     /// Errors: [`EngineError::Tokenizer`] if the bundled file does not parse — impossible
     /// for the shipped file, which a test checks; kept as an error rather than a panic.

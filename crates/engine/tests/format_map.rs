@@ -239,7 +239,8 @@ fn safetensors_and_q8_0_gguf_give_the_same_weights() {
     }
     // What the manifest says: 4 Q8_0 matrices per layer (r, k, v, o) + 2 FFN + emb + head.
     assert_eq!(quantized, 2 * 6 + 2);
-    assert_eq!(exact, 2 * 6 + 2); // 6 mixes + 1 ffn mix per layer, 2 layers
+    // Plain-float matrices: w1/w2/a1/a2/g1/g2 in both layers, v1/v2 in layer 1.
+    assert_eq!(exact, 2 * 6 + 2);
 }
 
 /// Q8_0 stores each block of 32 consecutive inputs as `d = amax / 127` (rounded to f16)
@@ -302,12 +303,13 @@ fn wrong_shape_names_tensor_expected_and_got() {
         }
         e => panic!("{e:?}"),
     }
-    // SafeTensors: blocks.1.att.a1 [128,32] stored as [32,128] (same size).
+    // SafeTensors: blocks.1.att.a1 [128,32] stored as [64,64] (same size; [32,128] would
+    // be web-rwkv's transposed layout, which is accepted).
     let mut b = std::fs::read(fixtures().join("rwkv7-tiny.safetensors")).unwrap();
     patch(
         &mut b,
         br#""blocks.1.att.a1":{"dtype":"F16","shape":[128,32]"#,
-        br#""blocks.1.att.a1":{"dtype":"F16","shape":[32,128]"#,
+        br#""blocks.1.att.a1":{"dtype":"F16","shape":[64, 64]"#,
     );
     match map_err(&b, "shape.safetensors") {
         EngineError::Shape {
@@ -318,7 +320,7 @@ fn wrong_shape_names_tensor_expected_and_got() {
         } => {
             assert_eq!(
                 (tensor.as_str(), expected, got),
-                ("blocks.1.att.a1", vec![128, 32], vec![32, 128])
+                ("blocks.1.att.a1", vec![128, 32], vec![64, 64])
             );
         }
         e => panic!("{e:?}"),
@@ -457,4 +459,25 @@ fn quantized_vector_is_unsupported() {
         }
         e => panic!("{e:?}"),
     }
+}
+
+/// web-rwkv's converter keeps BlinkDL names but stores low-rank matrices `[out, in]`:
+/// accepted as `OutIn` (the rank is the axis that is not C).
+#[test]
+fn web_rwkv_transposed_low_rank_is_out_in() {
+    let mut b = std::fs::read(fixtures().join("rwkv7-tiny.safetensors")).unwrap();
+    patch(
+        &mut b,
+        br#""blocks.1.att.a1":{"dtype":"F16","shape":[128,32]"#,
+        br#""blocks.1.att.a1":{"dtype":"F16","shape":[32,128]"#,
+    );
+    let f = ModelFile::from_bytes("web-rwkv.safetensors", &b).unwrap();
+    let w = Rwkv7Weights::from_file(&f).unwrap();
+    let a1 = &w.blocks[1].att.a1;
+    assert_eq!(
+        (a1.n_out, a1.n_in, a1.layout),
+        (32, 128, MatrixLayout::OutIn)
+    );
+    assert_eq!(w.blocks[0].att.a1.layout, MatrixLayout::InOut);
+    assert_eq!(w.config, manifest_config("rwkv7-tiny"));
 }

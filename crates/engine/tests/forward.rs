@@ -236,3 +236,35 @@ fn bad_input_is_an_error_not_a_panic() {
     assert_eq!(stats.stop, rwkv_engine::StopReason::Cancelled);
     assert_eq!(stats.generated_tokens, 4);
 }
+
+#[test]
+fn a_model_too_large_for_the_device_is_a_clear_error() {
+    let path = fixtures().join("rwkv7-tiny-Q8_0.gguf");
+    // 4 MiB of GPU memory cannot hold the 8.9 MB Q8_0 embedding.
+    let opts = LoadOptions {
+        max_gpu_bytes: Some(4 << 20),
+        ..Default::default()
+    };
+    let err = rwkv_engine::Engine::load_on(gpu(), &path, &opts).unwrap_err();
+    assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("token_embd.weight") && msg.contains("limit"),
+        "{msg}"
+    );
+    // The device is still usable afterwards.
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let st = eng.new_state().unwrap();
+    let out = eng
+        .forward(
+            &[SeqInput {
+                state: st,
+                tokens: &[1, 2, 3],
+                rows: Rows::Last,
+            }],
+            BOTH,
+            None,
+        )
+        .unwrap();
+    assert!(out.logits[0].iter().all(|v| v.is_finite()));
+}

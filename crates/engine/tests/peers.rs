@@ -121,3 +121,31 @@ fn logits_embeddings_and_state_match_the_rwkv_package() {
         let _ = c;
     }
 }
+
+/// The plain CPU forward (the quality reference of `rwkv bench` for synthetic models)
+/// against the `rwkv` package: it must be trustworthy before it judges anything.
+#[test]
+fn cpu_reference_matches_the_rwkv_package() {
+    for (file, implementation) in [
+        ("rwkv7-tiny.safetensors", "rwkv"),
+        ("rwkv7-tiny-Q8_0.gguf", "rwkv_deq_q8_0"),
+    ] {
+        let r = Reference::load("tiny");
+        let mf = rwkv_engine::ModelFile::open(fixtures().join(file)).unwrap();
+        let w = rwkv_engine::Rwkv7Weights::from_file(&mf).unwrap();
+        let (logits, emb) = rwkv_engine::model::cpu_ref::forward(&w, &r.tokens).unwrap();
+        let want = npy(&format!(
+            "rwkv7-tiny.ref.{implementation}.last_logits.f32.npy"
+        ));
+        let d = max_abs(&logits, &want);
+        assert!(
+            d < LOGIT_TOL,
+            "{file}: CPU reference last logits max |Δ| {d}"
+        );
+        let e = npy(&format!(
+            "rwkv7-tiny.ref.{implementation}.embeddings.f32.npy"
+        ));
+        let d = max_abs(&emb, &e[e.len() - emb.len()..]);
+        assert!(d < EMB_TOL, "{file}: CPU reference embedding max |Δ| {d}");
+    }
+}

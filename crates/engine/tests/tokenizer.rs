@@ -1,9 +1,11 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! World tokenizer against its peers: BlinkDL's `rwkv` package (`TRIE_TOKENIZER`, whose ids
 //! are in `shared/fixtures/tokenizer_ref.json` and in the generated corpus
 //! `tests/data/tokenizer_corpus.jsonl.gz`) and llama.cpp's GGUF vocabulary.
 //! Property tests: round trip and streaming, plus an independent naive longest-match
 //! encoder written here from the definition (a hash set of tokens, longest length first).
+
+// Not library code: a failed setup or assertion should stop the run loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -11,13 +13,16 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, ensure, Context, Result};
 use proptest::prelude::*;
+use rwkv_engine::format::MetaValue;
 use rwkv_engine::tokenizer::{END_OF_TEXT, WORLD_VOCAB_FILE};
-use rwkv_engine::{EngineError, Tokenizer};
+use rwkv_engine::{EngineError, ModelFile, Tokenizer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+mod common;
+
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
+    common::fixtures()
 }
 
 fn read_fixture(name: &str) -> Result<Vec<u8>> {
@@ -169,6 +174,124 @@ fn stream_decoder_holds_back_split_characters() -> Result<()> {
     assert_eq!(s.flush(), "\u{fffd}");
     assert_eq!(s.flush(), "");
     assert_eq!(s.push_all(&[3319, 153, 129, END_OF_TEXT])?, "😀");
+    Ok(())
+}
+
+// ---- the GGUF vocabulary -------------------------------------------------------------
+
+/// The GGUF vocabulary written by llama.cpp's converter equals the bundled one on every id
+/// below 65530; ids 65530.. are `[PAD…]` and decode to nothing.
+#[test]
+fn gguf_vocabulary_equals_bundled() -> Result<()> {
+    let world = Tokenizer::world()?;
+    for name in ["rwkv7-tiny-Q8_0.gguf", "rwkv7-small-Q4_K_M.gguf"] {
+        let file = ModelFile::open(fixtures().join(name))?;
+        let g = Tokenizer::from_gguf(&file)?.ok_or_else(|| anyhow!("{name}: no vocabulary"))?;
+        assert_eq!(g.vocab_size(), 65536, "{name}");
+        for id in 0..65536u32 {
+            let want = world.token_bytes(id).unwrap_or(b"");
+            assert_eq!(g.token_bytes(id), Some(want), "{name}: token {id}");
+        }
+        for case in ref_cases()? {
+            let text = case["text"].as_str().unwrap_or("");
+            assert_eq!(
+                g.encode(text),
+                ids_of(&case["ids"])?,
+                "{name}: {}",
+                case["name"]
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn safetensors_has_no_gguf_vocabulary() -> Result<()> {
+    let file = ModelFile::open(fixtures().join("rwkv7-tiny.safetensors"))?;
+    assert!(Tokenizer::from_gguf(&file)?.is_none());
+    Ok(())
+}
+
+/// A GGUF holding only tokenizer metadata: the 256 single bytes escaped as llama.cpp's
+/// converter does (`repr(bytes)[2:-1]`), plus `extra` tokens, with token types.
+fn small_gguf(model: &str, extra: &[(&str, i32)]) -> Vec<u8> {
+    let mut tokens = vec![MetaValue::String("<s>".into())];
+    let mut types = vec![MetaValue::I32(3)];
+    for b in 0u8..=255 {
+        let esc = match b {
+            b'\\' => "\\\\".to_string(),
+            b'\t' => "\\t".into(),
+            b'\n' => "\\n".into(),
+            b'\r' => "\\r".into(),
+            0x20..=0x7e => (b as char).to_string(),
+            _ => format!("\\x{b:02x}"),
+        };
+        tokens.push(MetaValue::String(esc));
+        types.push(MetaValue::I32(1));
+    }
+    for (t, ty) in extra {
+        tokens.push(MetaValue::String((*t).into()));
+        types.push(MetaValue::I32(*ty));
+    }
+    common::Gguf::new()
+        .kv("general.architecture", MetaValue::String("rwkv7".into()))
+        .kv("tokenizer.ggml.model", MetaValue::String(model.into()))
+        .kv("tokenizer.ggml.tokens", MetaValue::Array(tokens))
+        .kv("tokenizer.ggml.token_type", MetaValue::Array(types))
+        .bytes()
+}
+
+#[test]
+fn gguf_tokens_unescape_and_types_apply() -> Result<()> {
+    let bytes = small_gguf(
+        "rwkv",
+        &[
+            ("\\xe4\\xbd\\xa0\\xe5\\xa5\\xbd", 1),
+            (" \\'hi\\'\\n", 1),
+            ("[PAD259]", 5),
+        ],
+    );
+    let file = ModelFile::from_bytes("small.gguf", &bytes)?;
+    let t = Tokenizer::from_gguf(&file)?.ok_or_else(|| anyhow!("no vocabulary"))?;
+    assert_eq!(t.vocab_size(), 260);
+    assert_eq!(t.token_bytes(257), Some("你好".as_bytes()));
+    assert_eq!(t.token_bytes(258), Some(&b" 'hi'\n"[..]));
+    assert_eq!(
+        t.token_bytes(259),
+        Some(&b""[..]),
+        "UNUSED pad decodes to nothing"
+    );
+    assert_eq!(t.token_bytes(1 + u32::from(b'\\')), Some(&b"\\"[..]));
+    assert_eq!(t.encode("你好 'hi'\n[PAD259]")[..2], [257, 258]);
+    assert_eq!(t.decode(&[0, 257, 259])?, "你好".as_bytes());
+    Ok(())
+}
+
+#[test]
+fn gguf_vocabulary_errors_name_file_and_token() -> Result<()> {
+    let file = ModelFile::from_bytes("bpe.gguf", &small_gguf("gpt2", &[]))?;
+    let e = Tokenizer::from_gguf(&file)
+        .err()
+        .ok_or_else(|| anyhow!("gpt2 vocabulary accepted"))?;
+    assert!(matches!(e, EngineError::Tokenizer { .. }));
+    assert!(
+        e.to_string().contains("bpe.gguf") && e.to_string().contains("gpt2"),
+        "{e}"
+    );
+
+    let file = ModelFile::from_bytes("esc.gguf", &small_gguf("rwkv", &[("ok", 1), ("bad\\q", 1)]))?;
+    let e = Tokenizer::from_gguf(&file)
+        .err()
+        .ok_or_else(|| anyhow!("bad escape accepted"))?;
+    assert!(
+        e.to_string().contains("esc.gguf") && e.to_string().contains("tokens[258]"),
+        "{e}"
+    );
+
+    let no_vocab = common::Gguf::new()
+        .kv("general.architecture", MetaValue::String("rwkv7".into()))
+        .bytes();
+    assert!(Tokenizer::from_gguf(&ModelFile::from_bytes("none.gguf", &no_vocab)?)?.is_none());
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! Tensor bytes are never copied here: a [`TensorView`] borrows them from the mapping.
 
 pub mod gguf;
+pub mod gguf_write;
 pub mod names;
 pub mod pth;
 pub mod safetensors;
@@ -192,13 +193,24 @@ impl TensorInfo {
 }
 
 /// A tensor's bytes, borrowed from the file mapping (no copy).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct TensorView<'a> {
     pub name: &'a str,
     pub dtype: DType,
     /// Row-major, outermost first.
     pub shape: &'a [usize],
     pub bytes: &'a [u8],
+}
+
+impl std::fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorView")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype)
+            .field("shape", &self.shape)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl TensorView<'_> {
@@ -390,6 +402,31 @@ impl ModelFile {
     /// empty for `.pth`).
     pub fn metadata(&self) -> &[(String, MetaValue)] {
         &self.metadata
+    }
+
+    /// Drops the pages of `bytes` (a slice of this mapping, e.g. a tensor already copied
+    /// to the GPU) from the process's resident set, so loading a model never keeps it in
+    /// host memory: the pages stay in the OS page cache and refault from it if read again.
+    /// Whole pages inside the slice only; a no-op for slices from elsewhere or where the OS
+    /// refuses.
+    pub fn release(&self, bytes: &[u8]) {
+        const PAGE: usize = 4096;
+        let base = self.map.as_ptr() as usize;
+        let start = bytes.as_ptr() as usize;
+        if start < base || start + bytes.len() > base + self.map.len() {
+            return;
+        }
+        let off = (start - base).next_multiple_of(PAGE);
+        let end = (start - base + bytes.len()) / PAGE * PAGE;
+        if end > off {
+            // SAFETY: the mapping is a read-only file mapping that nothing writes: dropping
+            // its pages loses nothing (they refault from the file); `Mmap` never hands out
+            // mutable views, and the range lies inside it.
+            let _ = unsafe {
+                self.map
+                    .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, end - off)
+            };
+        }
     }
 
     /// Metadata value for `key`.

@@ -78,7 +78,13 @@ pub struct GpuWeights {
 
 struct Uploader<'a> {
     gpu: &'a GpuContext,
+    /// Drops uploaded tensors' pages from host memory (see `ModelFile::release`).
+    release: &'a dyn Fn(&[u8]),
+    /// Budget for the weights, bytes.
+    limit: u64,
     bytes: u64,
+    /// Bytes written since the GPU last took its uploads (staging memory still held).
+    in_flight: u64,
     types: Vec<(DType, usize)>,
 }
 
@@ -92,6 +98,16 @@ impl Uploader<'_> {
     }
 
     fn check_binding(&self, name: &str, bytes: usize) -> Result<()> {
+        if self.bytes + bytes as u64 > self.limit {
+            return Err(EngineError::TooLarge {
+                what: format!(
+                    "the weights need more than {} bytes of GPU memory at tensor `{name}` ({bytes} bytes); \
+                     the limit is {}",
+                    self.bytes + bytes as u64,
+                    self.limit
+                ),
+            });
+        }
         if bytes as u64 > self.gpu.max_binding() {
             return Err(EngineError::TooLarge {
                 what: format!(
@@ -130,14 +146,16 @@ impl Uploader<'_> {
                 op: "upload",
                 what: format!("`{}`: rows past the tensor's end", m.name),
             })?;
-        if gpu_native(m.dtype) {
+        let out = if gpu_native(m.dtype) {
             self.put(&name, m.dtype, src, row0, n, m.n_in)
         } else {
             let mut f = vec![0f32; n * m.n_in];
             crate::quant::dequantize(m.dtype, src, &mut f)?;
             let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
             self.put(&name, DType::F16, bytemuck::cast_slice(&h), row0, n, m.n_in)
-        }
+        };
+        (self.release)(src);
+        out
     }
 
     fn put(
@@ -152,6 +170,15 @@ impl Uploader<'_> {
         self.check_binding(name, bytes.len())?;
         let buffer = buffer::storage_init(self.gpu, name, bytes)?;
         self.count(dtype, bytes.len());
+        // Buffers made mapped at creation are copied to the GPU at the next submission and
+        // their host-side staging freed after it: flush every 256 MiB so host memory never
+        // holds more than that of the model.
+        self.in_flight += bytes.len() as u64;
+        if self.in_flight >= 256 << 20 {
+            self.gpu.queue.submit([]);
+            self.gpu.wait()?;
+            self.in_flight = 0;
+        }
         Ok(GpuMatrix {
             name: name.to_string(),
             buffer,
@@ -211,13 +238,18 @@ impl GpuWeights {
     pub fn upload(
         gpu: &GpuContext,
         w: &Rwkv7Weights,
+        limit: Option<u64>,
+        release: &dyn Fn(&[u8]),
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Self> {
         let cfg = w.config;
         let c = cfg.n_embd;
         let mut up = Uploader {
             gpu,
+            release,
+            limit: limit.unwrap_or(u64::MAX),
             bytes: 0,
+            in_flight: 0,
             types: Vec::new(),
         };
         let total = 4 + cfg.n_layer * 15;

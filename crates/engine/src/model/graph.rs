@@ -25,6 +25,9 @@ use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
+/// A profiled dispatch: (label `op@layer`, op, layer).
+pub type DispatchLabel = (String, &'static str, Option<usize>);
+
 /// LayerNorm eps (torch default, RWKV_x070) and GroupNorm eps of `ln_x`.
 pub const LN_EPS: f32 = 1e-5;
 pub const GN_EPS: f32 = 64e-5;
@@ -576,6 +579,54 @@ impl Graph {
         })
     }
 
+    /// Writes the metadata of one pass and records its dispatches with a GPU timestamp
+    /// around each (one pass per dispatch, timestamps at the pass boundaries: works
+    /// wherever `TIMESTAMP_QUERY` does). Returns the labels in order and the query set
+    /// (2 queries per dispatch) to resolve.
+    pub fn encode_profiled(
+        &self,
+        gpu: &GpuContext,
+        enc: &mut wgpu::CommandEncoder,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+        run_head: bool,
+    ) -> Result<(Vec<DispatchLabel>, wgpu::QuerySet)> {
+        let dims = self.write_meta(gpu, seqs, rows)?;
+        let mut nodes: Vec<&Node> = self.body.iter().collect();
+        if run_head {
+            nodes.extend(self.head.iter());
+        }
+        let nodes: Vec<&Node> = nodes
+            .into_iter()
+            .map(|n| n.pick(&dims))
+            .filter(|n| n.grid.size(&dims).is_some())
+            .collect();
+        let count = (2 * nodes.len()).max(2) as u32;
+        let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let mut labels = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(n.op),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &qs,
+                    beginning_of_pass_write_index: Some(2 * i as u32),
+                    end_of_pass_write_index: Some(2 * i as u32 + 1),
+                }),
+            });
+            if let Some((x, y, z)) = n.grid.size(&dims) {
+                pass.set_pipeline(&n.pipeline);
+                pass.set_bind_group(0, &n.bind_group, &[]);
+                pass.dispatch_workgroups(x, y, z);
+            }
+            labels.push((n.label(), n.op, n.layer));
+        }
+        Ok((labels, qs))
+    }
+
     /// Writes the metadata of one pass and records its dispatches.
     ///
     /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
@@ -588,6 +639,20 @@ impl Graph {
         rows: &[u32],
         run_head: bool,
     ) -> Result<Dims> {
+        let dims = self.write_meta(gpu, seqs, rows)?;
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("forward"),
+            timestamp_writes: None,
+        });
+        ops::encode(&mut pass, &self.body, &dims);
+        if run_head {
+            ops::encode(&mut pass, &self.head, &dims);
+        }
+        Ok(dims)
+    }
+
+    /// Checks a pass against the capacities and queues its token metadata and [`Dims`].
+    fn write_meta(&self, gpu: &GpuContext, seqs: &[(u32, &[u32])], rows: &[u32]) -> Result<Dims> {
         let t: usize = seqs.iter().map(|s| s.1.len()).sum();
         if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
             return Err(EngineError::Op {
@@ -633,14 +698,6 @@ impl Graph {
             .write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
         gpu.queue
             .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("forward"),
-            timestamp_writes: None,
-        });
-        ops::encode(&mut pass, &self.body, &dims);
-        if run_head {
-            ops::encode(&mut pass, &self.head, &dims);
-        }
         Ok(dims)
     }
 }

@@ -19,7 +19,7 @@ pub enum MatrixLayout {
 }
 
 /// A weight matrix as stored in the file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Matrix<'a> {
     /// Name as stored in the file.
     pub name: &'a str,
@@ -35,13 +35,37 @@ pub struct Matrix<'a> {
 
 /// A weight vector (mixes, biases, norms, `w0`, …), possibly a slice of a stacked tensor
 /// such as GGUF's `time_mix_lerp_fused`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Vector<'a> {
     /// Name as stored in the file, with `[i]` appended for a slice of a stacked tensor.
     pub name: String,
     pub dtype: DType,
     pub len: usize,
     pub bytes: &'a [u8],
+}
+
+// Debug without the bytes: a model's Debug output must not be its weights.
+impl std::fmt::Debug for Matrix<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Matrix")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype)
+            .field("n_out", &self.n_out)
+            .field("n_in", &self.n_in)
+            .field("layout", &self.layout)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Vector<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vector")
+            .field("name", &self.name)
+            .field("dtype", &self.dtype)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl Vector<'_> {

@@ -21,7 +21,8 @@ use crate::format::DType;
 pub use float::{encode_f16_bytes, quantize_f16};
 pub use iq4_nl::{BlockIQ4NL, KVALUES_IQ4NL};
 pub use kquants::{
-    quantize_q4_k, quantize_q6_k, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QK_K,
+    quantize_q4_k, quantize_q4_k_rtn, quantize_q6_k, quantize_q6_k_rtn, BlockQ2K, BlockQ3K,
+    BlockQ4K, BlockQ5K, BlockQ6K, QK_K,
 };
 pub use legacy::{
     quantize_q5_0, quantize_q8_0, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0,

@@ -183,6 +183,15 @@ fn quantizers_round_trip_within_step_size() -> anyhow::Result<()> {
     ensure!(e4 < 0.12, "Q4_K {e4}");
     // f16 has an 11-bit significand: relative error ≤ 2^-11 per value.
     ensure!(ef < 4.9e-4, "F16 {ef}");
+    // The round-to-nearest variants (no scale search) are a little worse, never much:
+    // Q4_K's search buys ~10 % of RMS error on Gaussian data, Q6_K's ~5 %.
+    dequantize_row(&quantize_q4_k_rtn(&x), &mut y)?;
+    let e4r = rel_rms(&x, &y);
+    dequantize_row(&quantize_q6_k_rtn(&x), &mut y)?;
+    let e6r = rel_rms(&x, &y);
+    eprintln!("rel RMS round-to-nearest: Q6_K {e6r:.5} Q4_K {e4r:.5}");
+    ensure!(e4r >= e4 && e4r < 1.3 * e4, "Q4_K rtn {e4r} vs {e4}");
+    ensure!(e6r >= e6 && e6r < 1.3 * e6, "Q6_K rtn {e6r} vs {e6}");
     // Ordering sanity: more bits, less error.
     ensure!(e8 < e6 && e6 < e5 && e5 < e4);
     // Per element, Q8_0 is off by at most half a step (d/2 = absmax/254) plus f16 rounding of d.

@@ -132,8 +132,40 @@ fn trie_finds_longest_prefix_and_larger_duplicate_id() -> TestResult {
     trie.encode_into(b"abcabcdd", &mut out);
     // "ab" (7, larger of the duplicates), "c", "abcd", "d"
     assert_eq!(out, vec![7, 5, 3, 6]);
+    // Odd and short lengths (the last byte goes through the single-step path).
+    for (text, want) in [
+        (&b"a"[..], vec![1]),
+        (b"ab", vec![7]),
+        (b"abc", vec![7, 5]),
+        (b"", vec![]),
+    ] {
+        out.clear();
+        trie.encode_into(text, &mut out);
+        assert_eq!(out, want, "{}", text.escape_ascii());
+    }
     assert!(Trie::build(&[(b"", 1)]).is_err());
     assert!(Trie::build(&[(b"a", 0)]).is_err());
+    Ok(())
+}
+
+/// Node "xy" exists but is no token: the pair step must keep the 1-byte token and go on.
+#[test]
+fn trie_pair_step_through_inner_node_without_token() -> TestResult {
+    let keys: Vec<(&[u8], u32)> = vec![(b"x", 1), (b"y", 2), (b"z", 3), (b"xyz", 4), (b"xyzzy", 5)];
+    let trie = Trie::build(&keys)?;
+    let cases: [(&[u8], Vec<u32>); 6] = [
+        (b"xyz", vec![4]),
+        (b"xyy", vec![1, 2, 2]),
+        (b"xy", vec![1, 2]),
+        (b"xyzzyx", vec![5, 1]),
+        (b"xyzzz", vec![4, 3, 3]),
+        (b"zzxyzxy", vec![3, 3, 4, 1, 2]),
+    ];
+    for (text, want) in cases {
+        let mut out = Vec::new();
+        trie.encode_into(text, &mut out);
+        assert_eq!(out, want, "{}", text.escape_ascii());
+    }
     Ok(())
 }
 

@@ -1,37 +1,77 @@
 //! Double-array trie over token bytes, for greedy longest-match encoding.
 //!
 //! Why a double array: the match loop is then one load and one compare per input byte
-//! (`unit = units[base + byte]`), from one flat `Vec<u64>` of about 1.5 MiB for the World
-//! vocabulary (116 k trie nodes) — no pointers, no per-node allocation, no hashing.
+//! (`unit = units[base + byte]`) from one flat array — no pointers, no per-node allocation,
+//! no hashing. For the World vocabulary (116 k trie nodes, ≈150 k slots) the array the loop
+//! walks is ≈0.6 MiB of `u32`, plus the 512 KiB two-byte table `pairs`.
 //!
-//! Layout of a unit (`u64`), the slot of one trie node:
-//! - bits 0..9: `check` = `0x100 | label` (the byte on the edge into this node); `0` for a
-//!   free slot and for the root, so neither can ever match a byte.
-//! - bits 9..32: `base` of this node's children: child with byte `c` sits at `base + c`.
+//! Construction works on `u64` build units:
+//! - bits 0..32: `base` of this node's children: child with byte `c` sits at `base + c`.
 //!   `0` = no children (a leaf). Bases are unique among inner nodes, which is what makes
 //!   checking the label (instead of the parent's index) sufficient: if slot `base + c` holds
 //!   label `c`, its parent's base is `base`, hence its parent is this node. Base 0 is never
 //!   given to an inner node, so a lookup from a leaf (`0 + c`) finds a label other than `c`.
-//! - bits 32..64: token id ending at this node, `0` = none (id 0 is end-of-text and has no
-//!   bytes, so it is never in the trie).
+//! - bits 32..41: `check` = `0x100 | label` (the byte on the edge into this node); `0` for a
+//!   free slot and for the root, so neither can ever match a byte.
+//! - bits 41..64: token id ending at this node, `0` = none (id 0 is end-of-text and has no
+//!   bytes, so it is never in the trie). 23 bits: ids below 8 388 608.
 //!
+//! which are then compacted into the `u32` units the loop reads (22-bit base, check,
+//! terminal flag; see `Compact`) and a parallel `ids` array read once per token.
 //! The array is padded so that `base + 255 < units.len()` for every base.
 
 use std::collections::VecDeque;
 
-const CHECK_MASK: u64 = 0x1FF;
+const CHECK_SHIFT: u32 = 32;
+const CHECK_MASK: u64 = 0x1FF << CHECK_SHIFT;
 const CHECK_BIT: u64 = 0x100;
-const BASE_SHIFT: u32 = 9;
-const BASE_MASK: u64 = 0x7F_FFFF;
-/// Largest base a unit can hold (23 bits).
-const MAX_BASE: usize = BASE_MASK as usize;
+const ID_SHIFT: u32 = 41;
+/// Largest token id a unit can hold (23 bits).
+pub(crate) const MAX_ID: u32 = (1 << 23) - 1;
+/// Largest base a unit can hold, with room for `base + 255`.
+const MAX_BASE: usize = u32::MAX as usize - 256;
+
+/// `check` field for an edge labelled `b`, in place.
+#[inline(always)]
+fn check_of(b: u8) -> u64 {
+    (CHECK_BIT | b as u64) << CHECK_SHIFT
+}
 
 /// A built trie. `units[0]` is the root.
 #[derive(Debug, Clone)]
 pub(crate) struct Trie {
-    units: Vec<u64>,
+    /// The compact form the match loop walks (see [`Compact`]): half the bytes of the
+    /// build units, so more of the trie stays in cache.
+    units: Vec<u32>,
+    /// Token id of each slot (read once per token, at the end of its match).
+    ids: Vec<u32>,
     root_base: usize,
+    /// The first two steps of every match in one load: entry `b0 << 8 | b1` holds, laid out
+    /// like a unit, the longest token among `b0` and `b0 b1` (id in the id field, its length
+    /// 1 or 2 in bit [`PAIR_LEN2_BIT`]) and the base of node `b0 b1` to continue from (0 when
+    /// that node is absent or a leaf). 65 536 × 8 bytes = 512 KiB; saves one dependent load
+    /// per token, the most frequent step.
+    pairs: Vec<u64>,
 }
+
+/// The match loop's unit (`u32`): bits 0..22 base, bits 22..31 check (`0x100 | label`),
+/// bit 31 set when a token ends at this node (its id is in `Trie::ids`).
+struct Compact;
+
+impl Compact {
+    const BASE_MASK: u32 = (1 << 22) - 1;
+    const CHECK_SHIFT: u32 = 22;
+    const CHECK_MASK: u32 = 0x1FF << Self::CHECK_SHIFT;
+    const TERMINAL: u32 = 1 << 31;
+
+    #[inline(always)]
+    fn check_of(b: u8) -> u32 {
+        (0x100 | b as u32) << Self::CHECK_SHIFT
+    }
+}
+
+/// In a `pairs` entry: set when the best token so far is 2 bytes long, clear for 1 byte.
+const PAIR_LEN2_BIT: u64 = 1 << CHECK_SHIFT;
 
 impl Trie {
     /// Builds the trie of `keys` (`(bytes, id)`, bytes non-empty, id ≥ 1).
@@ -48,6 +88,9 @@ impl Trie {
             }
             if id == 0 {
                 return Err("token 0 is end-of-text and cannot have bytes".into());
+            }
+            if id > MAX_ID {
+                return Err(format!("token id {id} exceeds the trie's limit {MAX_ID}"));
             }
             sorted.push((k, id));
         }
@@ -69,21 +112,21 @@ impl Trie {
     pub(crate) fn longest_prefix(&self, text: &[u8]) -> Option<(u32, usize)> {
         let units = &self.units[..];
         let mut base = self.root_base;
-        let mut best: Option<(u32, usize)> = None;
+        let mut best: Option<(usize, usize)> = None;
         for (depth, &b) in text.iter().enumerate() {
-            let Some(&unit) = units.get(base + b as usize) else {
+            let slot = base + b as usize;
+            let Some(&unit) = units.get(slot) else {
                 break;
             };
-            if unit & CHECK_MASK != CHECK_BIT | b as u64 {
+            if unit & Compact::CHECK_MASK != Compact::check_of(b) {
                 break;
             }
-            let id = (unit >> 32) as u32;
-            if id != 0 {
-                best = Some((id, depth + 1));
+            if unit & Compact::TERMINAL != 0 {
+                best = Some((slot, depth + 1));
             }
-            base = ((unit >> BASE_SHIFT) & BASE_MASK) as usize;
+            base = (unit & Compact::BASE_MASK) as usize;
         }
-        best
+        best.and_then(|(slot, len)| Some((*self.ids.get(slot)?, len)))
     }
 
     /// Greedy longest-match encoding of `text`, appended to `out`.
@@ -94,57 +137,110 @@ impl Trie {
     /// advances; `Tokenizer` checks at construction that this cannot happen.
     pub(crate) fn encode_into(&self, text: &[u8], out: &mut Vec<u32>) {
         let units = &self.units[..];
-        let root_base = self.root_base;
+        let ids = &self.ids[..];
+        let pairs = &self.pairs[..];
         let n = text.len();
         let mut i = 0;
-        while i < n {
-            let mut base = root_base;
-            let mut best_id = 0u32;
-            let mut best_end = i + 1;
-            let mut j = i;
+        while i + 1 < n {
+            // Two bytes in one step (see `pairs`), then the trie from node `b0 b1`.
+            let pair = (text[i] as usize) << 8 | text[i + 1] as usize;
+            let e = pairs.get(pair).copied().unwrap_or(0);
+            // Slot 0 is the root, never a token: `ids[0] == 0` means "the pair's token".
+            let mut best_slot = 0;
+            let mut best_end = i + 1 + usize::from(e & PAIR_LEN2_BIT != 0);
+            let mut base = e as u32 as usize;
+            let mut j = i + 2;
             while j < n {
                 let b = text[j];
-                let Some(&unit) = units.get(base + b as usize) else {
+                let slot = base + b as usize;
+                let Some(&unit) = units.get(slot) else {
                     break;
                 };
-                if unit & CHECK_MASK != CHECK_BIT | b as u64 {
+                if unit & Compact::CHECK_MASK != Compact::check_of(b) {
                     break;
                 }
                 j += 1;
-                let id = (unit >> 32) as u32;
-                if id != 0 {
-                    best_id = id;
+                if unit & Compact::TERMINAL != 0 {
+                    best_slot = slot;
                     best_end = j;
                 }
-                base = ((unit >> BASE_SHIFT) & BASE_MASK) as usize;
+                base = (unit & Compact::BASE_MASK) as usize;
             }
+            // Without a branch: `walked` is 0 unless the walk went past the pair's token.
+            let walked = ids.get(best_slot).copied().unwrap_or(0);
+            let best_id = if walked != 0 {
+                walked
+            } else {
+                (e >> ID_SHIFT) as u32
+            };
             if best_id != 0 {
                 out.push(best_id);
             }
             i = best_end;
         }
+        if i < n {
+            // One byte left.
+            if let Some((id, _)) = self.longest_prefix(&text[i..]) {
+                out.push(id);
+            }
+        }
     }
 
-    /// Bytes of the unit array (for reports).
+    /// The `pairs` table of a built unit array (see [`Trie::pairs`]).
+    fn build_pairs(units: &[u64], root_base: usize) -> Vec<u64> {
+        let step = |base: usize, b: u8| -> Option<u64> {
+            units
+                .get(base + b as usize)
+                .copied()
+                .filter(|&u| u & CHECK_MASK == check_of(b))
+        };
+        let mut pairs = vec![0u64; 1 << 16];
+        for b0 in 0..=255u8 {
+            let Some(u1) = step(root_base, b0) else {
+                // No token starts with b0: best = nothing, length 1 (the byte is skipped).
+                continue;
+            };
+            let id1 = u1 >> ID_SHIFT;
+            let base1 = u1 as u32 as usize;
+            for b1 in 0..=255u8 {
+                let e = &mut pairs[(b0 as usize) << 8 | b1 as usize];
+                *e = match step(base1, b1).filter(|_| base1 != 0) {
+                    Some(u2) if u2 >> ID_SHIFT != 0 => (u2 & !CHECK_MASK) | PAIR_LEN2_BIT,
+                    Some(u2) => (id1 << ID_SHIFT) | (u2 as u32 as u64),
+                    None => id1 << ID_SHIFT,
+                };
+            }
+        }
+        pairs
+    }
+
+    /// Bytes of the unit array and pair table (for reports).
     pub(crate) fn size_bytes(&self) -> usize {
-        self.units.len() * std::mem::size_of::<u64>()
+        (self.units.len() + self.ids.len()) * std::mem::size_of::<u32>()
+            + self.pairs.len() * std::mem::size_of::<u64>()
     }
 }
 
 /// Double-array construction: breadth-first over the sorted keys; each node's children
 /// are placed at the first base (unused by any other node) whose slots are all free.
-/// Free slots form a doubly linked list so the search skips occupied ones.
+/// Free slots form a doubly linked list so the search skips occupied ones; a free slot
+/// that has been rejected as an anchor [`MAX_REJECTS`] times leaves the list (it stays
+/// free and can still receive a child), which keeps the search from rescanning the same
+/// hard-to-fill holes for every node: construction stays linear in practice.
 struct Builder {
     units: Vec<u64>,
     base_used: Vec<bool>,
-    /// For a free slot: the next / previous free slot (`NIL` at the ends).
+    /// For a listed free slot: the next / previous listed free slot (`NIL` at the ends).
     next_free: Vec<u32>,
     prev_free: Vec<u32>,
+    listed: Vec<bool>,
+    rejects: Vec<u8>,
     head_free: u32,
     tail_free: u32,
 }
 
 const NIL: u32 = u32::MAX;
+const MAX_REJECTS: u8 = 16;
 
 impl Builder {
     fn new(n_keys: usize) -> Self {
@@ -153,13 +249,15 @@ impl Builder {
             base_used: Vec::new(),
             next_free: Vec::new(),
             prev_free: Vec::new(),
+            listed: Vec::new(),
+            rejects: Vec::new(),
             head_free: NIL,
             tail_free: NIL,
         };
         // About 2 slots per key for the World vocabulary; grown on demand.
         b.grow(n_keys.saturating_mul(2).max(1024));
         // Slot 0 is the root; base 0 means "leaf" and is never given to an inner node.
-        b.take(0);
+        b.unlink(0);
         b.base_used[0] = true;
         b
     }
@@ -173,6 +271,8 @@ impl Builder {
         self.base_used.resize(new_len, false);
         self.next_free.resize(new_len, NIL);
         self.prev_free.resize(new_len, NIL);
+        self.listed.resize(new_len, true);
+        self.rejects.resize(new_len, 0);
         for s in old..new_len {
             let s32 = s as u32;
             self.prev_free[s] = self.tail_free;
@@ -185,8 +285,12 @@ impl Builder {
         }
     }
 
-    /// Removes free slot `s` from the free list.
-    fn take(&mut self, s: usize) {
+    /// Removes slot `s` from the free list (no-op if it is not listed).
+    fn unlink(&mut self, s: usize) {
+        if !self.listed[s] {
+            return;
+        }
+        self.listed[s] = false;
         let (p, n) = (self.prev_free[s], self.next_free[s]);
         if p == NIL {
             self.head_free = n;
@@ -198,12 +302,10 @@ impl Builder {
         } else {
             self.prev_free[n as usize] = p;
         }
-        self.next_free[s] = NIL;
-        self.prev_free[s] = NIL;
     }
 
     fn is_free(&self, s: usize) -> bool {
-        self.units.get(s).is_none_or(|&u| u & CHECK_MASK == 0) && s != 0
+        s != 0 && self.units.get(s).is_none_or(|&u| u & CHECK_MASK == 0)
     }
 
     /// First unused base ≥ 1 where `base + l` is free for every label `l` (ascending).
@@ -212,12 +314,13 @@ impl Builder {
         let mut f = self.head_free;
         loop {
             if f == NIL {
-                // Everything is full: grow and continue from the new slots.
+                // No listed free slot: grow and continue from the new slots.
                 let len = self.units.len();
                 self.grow(len + len / 2 + 256);
                 f = len as u32;
             }
             let slot = f as usize;
+            let next = self.next_free[slot];
             if slot > first {
                 let base = slot - first;
                 if base > MAX_BASE {
@@ -227,8 +330,12 @@ impl Builder {
                 if !used && labels[1..].iter().all(|&l| self.is_free(base + l as usize)) {
                     return Ok(base);
                 }
+                self.rejects[slot] = self.rejects[slot].saturating_add(1);
+                if self.rejects[slot] >= MAX_REJECTS {
+                    self.unlink(slot);
+                }
             }
-            f = self.next_free[slot];
+            f = next;
         }
     }
 
@@ -270,8 +377,8 @@ impl Builder {
                 max_base = max_base.max(base);
                 for (&c, &(s, e)) in labels.iter().zip(ranges.iter()) {
                     let child = base + c as usize;
-                    self.take(child);
-                    self.units[child] = CHECK_BIT | c as u64;
+                    self.unlink(child);
+                    self.units[child] = check_of(c);
                     queue.push_back((child, depth + 1, s, e));
                 }
                 base
@@ -280,7 +387,7 @@ impl Builder {
                 root_base = base;
             }
             let check = self.units[slot] & CHECK_MASK;
-            self.units[slot] = check | ((base as u64) << BASE_SHIFT) | ((id as u64) << 32);
+            self.units[slot] = check | base as u64 | ((id as u64) << ID_SHIFT);
         }
         // Trim the free tail, keeping the padding after the largest base.
         let used_end = self
@@ -291,9 +398,35 @@ impl Builder {
         let len = used_end.max(max_base + 256);
         self.units.truncate(len);
         self.units.shrink_to_fit();
+        let pairs = Trie::build_pairs(&self.units, root_base);
+        if self.units.len() > Compact::BASE_MASK as usize {
+            return Err(format!(
+                "the trie needs {} slots, more than {}",
+                self.units.len(),
+                Compact::BASE_MASK
+            ));
+        }
+        let units = self
+            .units
+            .iter()
+            .map(|&u| {
+                // Base < len ≤ BASE_MASK (checked above); check bits move down; id → flag.
+                let base = u as u32 & Compact::BASE_MASK;
+                let check = (((u & CHECK_MASK) >> CHECK_SHIFT) as u32) << Compact::CHECK_SHIFT;
+                let terminal = if u >> ID_SHIFT != 0 {
+                    Compact::TERMINAL
+                } else {
+                    0
+                };
+                base | check | terminal
+            })
+            .collect();
+        let ids = self.units.iter().map(|&u| (u >> ID_SHIFT) as u32).collect();
         Ok(Trie {
-            units: self.units,
+            units,
+            ids,
             root_base,
+            pairs,
         })
     }
 }

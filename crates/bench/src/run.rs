@@ -1,0 +1,354 @@
+//! The benchmark run itself.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use rwkv_engine::{CancelToken, Engine, LoadOptions, Result, Rows, SeqInput, Want};
+
+use crate::quality;
+use crate::report::{BenchReport, Figure, ModelFacts};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub title: String,
+    pub change: String,
+    /// Prompt lengths for prefill tok/s.
+    pub prefill: Vec<usize>,
+    /// Tokens generated for decode tok/s.
+    pub gen: usize,
+    pub repeat: usize,
+    /// Fields of ≈16 tokens for the field-analysis figure.
+    pub fields: usize,
+    pub load: LoadOptions,
+    /// Loads to time (each a full load; big models make this the slow part).
+    pub load_repeat: usize,
+    pub quality: bool,
+    /// Where the quality reference is cached (default: per-user cache).
+    pub reference: Option<std::path::PathBuf>,
+    pub commit: String,
+    pub command: String,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            title: "default".into(),
+            change: String::new(),
+            prefill: vec![212, 512],
+            gen: 128,
+            repeat: 5,
+            fields: 6,
+            load: LoadOptions::default(),
+            load_repeat: 3,
+            quality: true,
+            reference: None,
+            commit: String::new(),
+            command: String::new(),
+        }
+    }
+}
+
+/// Progress of a run, for the CLI's and the app's progress bars.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchProgress {
+    pub step: String,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// Seeded pseudo-random token ids below `vocab` (a prompt whose content does not matter).
+pub fn tokens(seed: u64, n: usize, vocab: usize) -> Vec<u32> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % vocab as u64) as u32
+        })
+        .collect()
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// Drops the file's pages from the page cache where the OS allows (Linux).
+fn drop_page_cache(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let Ok(f) = std::fs::File::open(path) {
+            // SAFETY: plain syscall on a valid fd.
+            let r = unsafe { posix_fadvise(f.as_raw_fd(), 0, 0, 4) };
+            return r == 0;
+        }
+        false
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+#[cfg(target_os = "linux")]
+extern "C" {
+    fn posix_fadvise(fd: i32, offset: i64, len: i64, advice: i32) -> i32;
+}
+
+/// Runs the benchmark on `path`. `progress` sees each step.
+pub fn run(
+    path: &Path,
+    opts: &BenchOptions,
+    progress: &mut dyn FnMut(BenchProgress),
+) -> Result<BenchReport> {
+    let steps = 6 + opts.prefill.len();
+    let mut step = 0;
+    let mut say = |s: &str| {
+        step += 1;
+        progress(BenchProgress {
+            step: s.to_string(),
+            done: step,
+            total: steps,
+        });
+    };
+    let mut figures = BTreeMap::new();
+    // Load: warm (page cache) repeated, then one after dropping the pages.
+    say("load");
+    let mut loads = Vec::new();
+    let mut engine = None;
+    for _ in 0..opts.load_repeat.max(1) {
+        drop(engine.take());
+        let t = Instant::now();
+        engine = Some(Engine::load(path, &opts.load)?);
+        loads.push(ms(t));
+    }
+    let load_cold_ms = if drop_page_cache(path) {
+        drop(engine.take());
+        let t = Instant::now();
+        engine = Some(Engine::load(path, &opts.load)?);
+        Some(ms(t))
+    } else {
+        None
+    };
+    let mut eng = match engine {
+        Some(e) => e,
+        None => Engine::load(path, &opts.load)?,
+    };
+    figures.insert("load_ms".into(), Figure::of(&loads));
+    let vocab = eng.config().vocab_size;
+    let cancel = CancelToken::new();
+    let logits_only = Want {
+        logits: true,
+        embeddings: false,
+    };
+
+    // Prefill tok/s per length (warm-up once per length).
+    let mut prefill_tok_s = BTreeMap::new();
+    for &len in &opts.prefill {
+        say(&format!("prefill {len}"));
+        let toks = tokens(len as u64, len, vocab);
+        let mut v = Vec::new();
+        for r in 0..=opts.repeat {
+            let st = eng.new_state()?;
+            let t = Instant::now();
+            eng.forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: &toks,
+                    rows: Rows::Last,
+                }],
+                logits_only,
+                None,
+            )?;
+            let dt = ms(t);
+            eng.free_state(st)?;
+            if r > 0 {
+                v.push(len as f64 / (dt / 1e3));
+            }
+        }
+        let f = Figure::of(&v);
+        prefill_tok_s.insert(len.to_string(), f.median);
+        figures.insert(format!("prefill_{len}_tok_s"), f);
+    }
+
+    // TTFT (212-token prompt) and decode tok/s.
+    say("decode");
+    let prompt = tokens(7, 212, vocab);
+    let (mut ttft, mut decode) = (Vec::new(), Vec::new());
+    for r in 0..=opts.repeat {
+        let st = eng.new_state()?;
+        let mut greedy = |l: &mut [f32]| -> Result<u32> {
+            Ok(l.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or(0, |(i, _)| i as u32))
+        };
+        let s = eng.generate(
+            st,
+            &prompt,
+            opts.gen.max(2),
+            &mut greedy,
+            &cancel,
+            &mut |_| true,
+        )?;
+        eng.free_state(st)?;
+        if r > 0 {
+            ttft.push(s.ttft_ms);
+            decode.push(s.decode_tok_s);
+        }
+    }
+    figures.insert("ttft_ms".into(), Figure::of(&ttft));
+    figures.insert("decode_tok_s".into(), Figure::of(&decode));
+
+    // Document state: prefill a 212-token document and read the state back.
+    say("doc state");
+    let doc = tokens(11, 212, vocab);
+    let mut state_host = vec![0f32; eng.state_len()];
+    let mut doc_ms = Vec::new();
+    let mut doc_state = None;
+    for r in 0..=opts.repeat {
+        let t = Instant::now();
+        let st = eng.new_state()?;
+        eng.forward(
+            &[SeqInput {
+                state: st,
+                tokens: &doc,
+                rows: Rows::None,
+            }],
+            Want {
+                logits: false,
+                embeddings: false,
+            },
+            None,
+        )?;
+        eng.read_state(st, &mut state_host)?;
+        if r > 0 {
+            doc_ms.push(ms(t));
+        }
+        if let Some(old) = doc_state.replace(st) {
+            eng.free_state(old)?;
+        }
+    }
+    figures.insert("doc_state_ms".into(), Figure::of(&doc_ms));
+
+    // Field analysis: `fields` fields of ≈16 tokens embedded after the document, batched.
+    say("fields");
+    let mut field_ms = Vec::new();
+    if let Some(doc_state) = doc_state {
+        let field_tokens: Vec<Vec<u32>> = (0..opts.fields)
+            .map(|i| tokens(100 + i as u64, 12 + i % 8, vocab))
+            .collect();
+        for r in 0..=opts.repeat {
+            let t = Instant::now();
+            let mut states = Vec::new();
+            for _ in &field_tokens {
+                states.push(eng.fork_state(doc_state)?);
+            }
+            let inputs: Vec<SeqInput> = field_tokens
+                .iter()
+                .zip(&states)
+                .map(|(f, &s)| SeqInput {
+                    state: s,
+                    tokens: f,
+                    rows: Rows::Last,
+                })
+                .collect();
+            eng.forward(
+                &inputs,
+                Want {
+                    logits: false,
+                    embeddings: true,
+                },
+                None,
+            )?;
+            if r > 0 {
+                field_ms.push(ms(t));
+            }
+            for s in states {
+                eng.free_state(s)?;
+            }
+        }
+    }
+    figures.insert("fields_ms".into(), Figure::of(&field_ms));
+
+    // Tokenizer: a ~212-token English document.
+    say("tokenize");
+    let text = "It was a dark and stormy night, and the ship had been driven far from her course. "
+        .repeat(12);
+    let mut tk = Vec::new();
+    for _ in 0..(opts.repeat * 20).max(20) {
+        let t = Instant::now();
+        let ids = eng.tokenizer().encode(&text);
+        tk.push(t.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(ids);
+    }
+    figures.insert("tokenize_us".into(), Figure::of(&tk));
+
+    say("quality");
+    let q = if opts.quality {
+        let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
+        Some(quality::check(&mut eng, &reference)?)
+    } else {
+        None
+    };
+
+    let info = eng.info().clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Ok(BenchReport {
+        title: opts.title.clone(),
+        change: opts.change.clone(),
+        date: format_date(now),
+        model: ModelFacts {
+            path: info.path.clone(),
+            n_layer: info.config.n_layer,
+            n_embd: info.config.n_embd,
+            types: info
+                .gpu_types
+                .iter()
+                .map(|(t, n)| format!("{n}×{t}"))
+                .collect(),
+            file_bytes: info.file_bytes,
+        },
+        adapter: info.adapter.name.clone(),
+        backend: info.adapter.backend.clone(),
+        driver: format!("{} {}", info.adapter.driver, info.adapter.driver_info)
+            .trim()
+            .to_string(),
+        commit: opts.commit.clone(),
+        command: opts.command.clone(),
+        load_ms: figures.get("load_ms").map_or(0.0, |f| f.median),
+        load_cold_ms,
+        ttft_ms: figures.get("ttft_ms").map_or(0.0, |f| f.median),
+        prefill_tok_s,
+        decode_tok_s: figures.get("decode_tok_s").map_or(0.0, |f| f.median),
+        doc_state_ms: figures.get("doc_state_ms").map_or(0.0, |f| f.median),
+        fields_ms: figures.get("fields_ms").map_or(0.0, |f| f.median),
+        tokenize_us: figures.get("tokenize_us").map_or(0.0, |f| f.median),
+        gpu_mem_mib: info.gpu_total_bytes as f64 / 1048576.0,
+        quality: q,
+        figures,
+        peer: BTreeMap::new(),
+    })
+}
+
+/// `YYYY-MM-DD` (UTC) from Unix seconds (civil-from-days, H. Hinnant).
+pub fn format_date(secs: u64) -> String {
+    let z = (secs / 86400) as i64 + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    format!("{:04}-{:02}-{:02}", if m <= 2 { y + 1 } else { y }, m, d)
+}

@@ -1,0 +1,521 @@
+//! Streaming GGUF v3 writer, and the World vocabulary in the form llama.cpp embeds it.
+//!
+//! File layout (GGUF spec; llama.cpp `gguf.cpp`, gguf-py `GGUFWriter`): magic `GGUF`,
+//! `u32` version 3, `u64` tensor count, `u64` key/value count, the key/values, the tensor
+//! infos (name, `u32` n_dims, `u64` ne[..], `u32` ggml type, `u64` offset relative to the
+//! data section), zero padding to the alignment (32), then every tensor's bytes, each
+//! followed by zero padding to the alignment. All integers little-endian.
+//!
+//! [`GgufWriter::new`] writes everything up to the data section from the tensor table
+//! alone; tensors are then streamed in table order with [`GgufWriter::write_tensor_data`]
+//! (possibly in pieces), so no tensor needs to be in memory whole.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{DType, MetaValue};
+use crate::error::{EngineError, Result};
+
+/// GGUF's default data alignment (`general.alignment` absent), bytes.
+pub const GGUF_DEFAULT_ALIGNMENT: usize = 32;
+
+/// One entry of the tensor table to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufTensorSpec {
+    pub name: String,
+    /// GGUF dimension order: `ne[0]` is the fastest-varying (row length).
+    pub ne: Vec<u64>,
+    pub dtype: DType,
+}
+
+impl GgufTensorSpec {
+    /// Elements.
+    pub fn numel(&self) -> u64 {
+        self.ne.iter().product()
+    }
+
+    /// Bytes of tensor data, or `None` when `ne[0]` is not a whole number of blocks.
+    pub fn n_bytes(&self) -> Option<usize> {
+        let row = usize::try_from(*self.ne.first()?).ok()?;
+        let rows: u64 = self.ne[1..].iter().product();
+        self.dtype
+            .bytes_for(row)?
+            .checked_mul(usize::try_from(rows).ok()?)
+    }
+}
+
+/// GGUF value type id of a metadata value (`gguf_type`).
+fn type_id(v: &MetaValue) -> u32 {
+    match v {
+        MetaValue::U8(_) => 0,
+        MetaValue::I8(_) => 1,
+        MetaValue::U16(_) => 2,
+        MetaValue::I16(_) => 3,
+        MetaValue::U32(_) => 4,
+        MetaValue::I32(_) => 5,
+        MetaValue::F32(_) => 6,
+        MetaValue::Bool(_) => 7,
+        MetaValue::String(_) => 8,
+        MetaValue::Array(_) => 9,
+        MetaValue::U64(_) => 10,
+        MetaValue::I64(_) => 11,
+        MetaValue::F64(_) => 12,
+    }
+}
+
+fn put_str(buf: &mut Vec<u8>, s: &str) {
+    buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
+    match v {
+        MetaValue::U8(x) => buf.push(*x),
+        MetaValue::I8(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::U16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I16(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::U32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::F32(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::Bool(x) => buf.push(u8::from(*x)),
+        MetaValue::String(s) => put_str(buf, s),
+        MetaValue::U64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
+        MetaValue::Array(items) => {
+            // An empty array still needs an element type; U8 is as good as any.
+            let elem = items.first().map(type_id).unwrap_or(0);
+            if elem == 9 {
+                return Err(EngineError::invalid(
+                    "GGUF writer: nested arrays are not written",
+                ));
+            }
+            if items.iter().any(|i| type_id(i) != elem) {
+                return Err(EngineError::invalid(
+                    "GGUF writer: array items of different types",
+                ));
+            }
+            buf.extend_from_slice(&elem.to_le_bytes());
+            buf.extend_from_slice(&(items.len() as u64).to_le_bytes());
+            for i in items {
+                put_value(buf, i)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pad_len(pos: usize, align: usize) -> usize {
+    (align - pos % align) % align
+}
+
+/// The bytes of a GGUF v3 header (everything before the data section, padding included)
+/// and each tensor's offset relative to the data section.
+///
+/// Errors: [`EngineError::InvalidInput`] for a tensor whose `ne[0]` is not a whole number
+/// of blocks, or mixed-type / nested metadata arrays.
+pub fn encode_header(
+    metadata: &[(String, MetaValue)],
+    tensors: &[GgufTensorSpec],
+) -> Result<(Vec<u8>, Vec<usize>)> {
+    let mut buf = Vec::new();
+    buf.extend_from_slice(b"GGUF");
+    buf.extend_from_slice(&3u32.to_le_bytes());
+    buf.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    buf.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
+    for (k, v) in metadata {
+        put_str(&mut buf, k);
+        buf.extend_from_slice(&type_id(v).to_le_bytes());
+        put_value(&mut buf, v)?;
+    }
+    let mut offsets = Vec::with_capacity(tensors.len());
+    let mut off = 0usize;
+    for t in tensors {
+        let n = t.n_bytes().ok_or_else(|| {
+            EngineError::invalid(format!(
+                "GGUF writer: tensor `{}` ne {:?} is not a whole number of {} blocks",
+                t.name, t.ne, t.dtype
+            ))
+        })?;
+        put_str(&mut buf, &t.name);
+        buf.extend_from_slice(&(t.ne.len() as u32).to_le_bytes());
+        for d in &t.ne {
+            buf.extend_from_slice(&d.to_le_bytes());
+        }
+        buf.extend_from_slice(&t.dtype.ggml_id().to_le_bytes());
+        buf.extend_from_slice(&(off as u64).to_le_bytes());
+        offsets.push(off);
+        off += n + pad_len(n, GGUF_DEFAULT_ALIGNMENT);
+    }
+    buf.resize(buf.len() + pad_len(buf.len(), GGUF_DEFAULT_ALIGNMENT), 0);
+    Ok((buf, offsets))
+}
+
+/// Writes a GGUF file: header at construction, then tensor data in table order.
+pub struct GgufWriter<W: Write> {
+    out: W,
+    /// Names the destination in errors.
+    path: PathBuf,
+    tensors: Vec<GgufTensorSpec>,
+    /// Index of the tensor being written and bytes of it written so far.
+    current: usize,
+    written: usize,
+    /// Offset of the data section in the file, bytes.
+    data_offset: usize,
+}
+
+impl<W: Write> std::fmt::Debug for GgufWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufWriter")
+            .field("path", &self.path)
+            .field("tensors", &self.tensors.len())
+            .field("current", &self.current)
+            .finish()
+    }
+}
+
+impl GgufWriter<std::io::BufWriter<std::fs::File>> {
+    /// Creates `path` (buffered) and writes the header.
+    ///
+    /// Errors: [`EngineError::Io`] naming `path`; as [`encode_header`].
+    pub fn create(
+        path: impl AsRef<Path>,
+        metadata: &[(String, MetaValue)],
+        tensors: Vec<GgufTensorSpec>,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        let f = std::fs::File::create(path).map_err(|e| EngineError::io(path, e))?;
+        GgufWriter::new(
+            std::io::BufWriter::with_capacity(1 << 22, f),
+            path,
+            metadata,
+            tensors,
+        )
+    }
+}
+
+impl<W: Write> GgufWriter<W> {
+    /// Writes the header to `out`; `path` only names the destination in errors.
+    ///
+    /// Errors: [`EngineError::Io`]; as [`encode_header`].
+    pub fn new(
+        mut out: W,
+        path: impl Into<PathBuf>,
+        metadata: &[(String, MetaValue)],
+        tensors: Vec<GgufTensorSpec>,
+    ) -> Result<Self> {
+        let path = path.into();
+        let (header, _) = encode_header(metadata, &tensors)?;
+        out.write_all(&header)
+            .map_err(|e| EngineError::io(&path, e))?;
+        Ok(GgufWriter {
+            out,
+            path,
+            tensors,
+            current: 0,
+            written: 0,
+            data_offset: header.len(),
+        })
+    }
+
+    /// Offset of the data section from the start of the file, bytes.
+    pub fn data_offset(&self) -> usize {
+        self.data_offset
+    }
+
+    /// The tensor whose bytes are expected next, if any.
+    pub fn next_tensor(&self) -> Option<&GgufTensorSpec> {
+        self.tensors.get(self.current)
+    }
+
+    /// Appends `bytes` to the current tensor; when the tensor is complete, writes its
+    /// alignment padding and moves to the next one. A tensor may arrive in any number of
+    /// pieces, but never spill into the next.
+    ///
+    /// Errors: [`EngineError::InvalidInput`] when more bytes arrive than the tensor (or the
+    /// table) holds; [`EngineError::Io`].
+    pub fn write_tensor_data(&mut self, bytes: &[u8]) -> Result<()> {
+        let t = self.tensors.get(self.current).ok_or_else(|| {
+            EngineError::invalid(format!(
+                "GGUF writer: {} bytes past the last tensor",
+                bytes.len()
+            ))
+        })?;
+        let need = t.n_bytes().unwrap_or(0);
+        if self.written + bytes.len() > need {
+            return Err(EngineError::invalid(format!(
+                "GGUF writer: tensor `{}` holds {need} bytes, got {}",
+                t.name,
+                self.written + bytes.len()
+            )));
+        }
+        self.out
+            .write_all(bytes)
+            .map_err(|e| EngineError::io(&self.path, e))?;
+        self.written += bytes.len();
+        if self.written == need {
+            let pad = [0u8; GGUF_DEFAULT_ALIGNMENT];
+            self.out
+                .write_all(&pad[..pad_len(need, GGUF_DEFAULT_ALIGNMENT)])
+                .map_err(|e| EngineError::io(&self.path, e))?;
+            self.current += 1;
+            self.written = 0;
+        }
+        Ok(())
+    }
+
+    /// Checks that every tensor was written, flushes, and returns the sink.
+    ///
+    /// Errors: [`EngineError::InvalidInput`] naming the first tensor not (fully) written;
+    /// [`EngineError::Io`].
+    pub fn finish(mut self) -> Result<W> {
+        if let Some(t) = self.tensors.get(self.current) {
+            return Err(EngineError::invalid(format!(
+                "GGUF writer: tensor `{}` ({} of {} left) was not written",
+                t.name,
+                self.current,
+                self.tensors.len()
+            )));
+        }
+        self.out
+            .flush()
+            .map_err(|e| EngineError::io(&self.path, e))?;
+        Ok(self.out)
+    }
+}
+
+/// The World vocabulary file (`rwkv_vocab_v20230424.txt`, from BlinkDL's `rwkv` package):
+/// one token a line, `id literal byte_len`, the literal in Python syntax (`'…'`, `"…"`,
+/// `b'…'`).
+pub const WORLD_VOCAB: &str = include_str!("../../assets/rwkv_vocab_v20230424.txt");
+
+/// The World vocabulary as `(id, bytes)` pairs, in file order (ids 1..=65529).
+///
+/// Errors: [`EngineError::Tokenizer`] naming the line for an unparsable literal or a byte
+/// length that disagrees with the line's count.
+pub fn world_vocab_tokens() -> Result<Vec<(u32, Vec<u8>)>> {
+    let mut out = Vec::with_capacity(65536);
+    for (n, line) in WORLD_VOCAB.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |what: &str| EngineError::Tokenizer {
+            what: format!("vocabulary line {}: {what}: {line:?}", n + 1),
+        };
+        let (id, rest) = line.split_once(' ').ok_or_else(|| bad("no id"))?;
+        let (lit, len) = rest.rsplit_once(' ').ok_or_else(|| bad("no length"))?;
+        let id: u32 = id.parse().map_err(|_| bad("bad id"))?;
+        let len: usize = len.parse().map_err(|_| bad("bad length"))?;
+        let bytes = parse_python_literal(lit).ok_or_else(|| bad("bad literal"))?;
+        if bytes.len() != len {
+            return Err(bad(&format!(
+                "literal is {} bytes, line says {len}",
+                bytes.len()
+            )));
+        }
+        out.push((id, bytes));
+    }
+    Ok(out)
+}
+
+/// A Python `str` (`'…'`, `"…"`: UTF-8 of the code points) or `bytes` (`b'…'`) literal →
+/// bytes. Escapes: `\\ \' \" \n \t \r \xHH \uXXXX` (`\u` in str only).
+fn parse_python_literal(lit: &str) -> Option<Vec<u8>> {
+    let (is_bytes, body) = match lit.strip_prefix('b') {
+        Some(b) => (true, b),
+        None => (false, lit),
+    };
+    let q = body.chars().next()?;
+    if q != '\'' && q != '"' {
+        return None;
+    }
+    let inner = body.strip_prefix(q)?.strip_suffix(q)?;
+    let mut out = Vec::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    let push_cp = |out: &mut Vec<u8>, cp: u32| -> Option<()> {
+        if is_bytes {
+            out.push(u8::try_from(cp).ok()?);
+        } else {
+            let c = char::from_u32(cp)?;
+            out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+        }
+        Some(())
+    };
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+            continue;
+        }
+        match chars.next()? {
+            '\\' => out.push(b'\\'),
+            '\'' => out.push(b'\''),
+            '"' => out.push(b'"'),
+            'n' => out.push(b'\n'),
+            't' => out.push(b'\t'),
+            'r' => out.push(b'\r'),
+            'x' => {
+                let h: String = chars.by_ref().take(2).collect();
+                push_cp(&mut out, u32::from_str_radix(&h, 16).ok()?)?;
+            }
+            'u' if !is_bytes => {
+                let h: String = chars.by_ref().take(4).collect();
+                push_cp(&mut out, u32::from_str_radix(&h, 16).ok()?)?;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// A token's bytes as llama.cpp's converter stores them in `tokenizer.ggml.tokens` for the
+/// RWKV World vocabulary: Python's `repr(bytes)[2:-1]` (`_set_vocab_rwkv_world`), i.e.
+/// `\\`, `\t`, `\n`, `\r`, `\xhh` for other bytes outside 0x20..0x7e, and the quote that
+/// `repr` chose escaped (`'`, unless the token has `'` and no `"`, then `"`).
+pub fn llama_escape_token(bytes: &[u8]) -> String {
+    let has_single = bytes.contains(&b'\'');
+    let has_double = bytes.contains(&b'"');
+    let quote = if has_single && !has_double {
+        b'"'
+    } else {
+        b'\''
+    };
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'\t' => s.push_str("\\t"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            _ if b == quote => {
+                s.push('\\');
+                s.push(char::from(b));
+            }
+            0x20..=0x7e => s.push(char::from(b)),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
+/// llama.cpp token types (`llama_token_type` / gguf-py `TokenType`).
+pub const TOKEN_TYPE_NORMAL: i32 = 1;
+pub const TOKEN_TYPE_CONTROL: i32 = 3;
+pub const TOKEN_TYPE_UNUSED: i32 = 5;
+
+/// `tokenizer.ggml.tokens` and `tokenizer.ggml.token_type` for a World model of `vocab`
+/// tokens exactly as `convert_hf_to_gguf.py` writes them: id 0 `<s>` (control), the
+/// vocabulary file's tokens escaped by [`llama_escape_token`] (normal), then `[PAD{i}]`
+/// (unused) up to `vocab`. A `vocab` below the file's 65530 entries truncates the list
+/// (llama.cpp's converter would refuse; the synthetic models of tiny vocabularies need it).
+///
+/// Errors: as [`world_vocab_tokens`].
+pub fn world_gguf_tokens(vocab: usize) -> Result<(Vec<String>, Vec<i32>)> {
+    let mut tokens = vec!["<s>".to_string()];
+    let mut types = vec![TOKEN_TYPE_CONTROL];
+    for (id, bytes) in world_vocab_tokens()? {
+        if id as usize != tokens.len() {
+            return Err(EngineError::Tokenizer {
+                what: format!("vocabulary ids not consecutive at {id}"),
+            });
+        }
+        tokens.push(llama_escape_token(&bytes));
+        types.push(TOKEN_TYPE_NORMAL);
+    }
+    tokens.truncate(vocab);
+    types.truncate(vocab);
+    for i in tokens.len()..vocab {
+        tokens.push(format!("[PAD{i}]"));
+        types.push(TOKEN_TYPE_UNUSED);
+    }
+    Ok((tokens, types))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_literals() {
+        assert_eq!(parse_python_literal(r"'\x00'"), Some(vec![0]));
+        assert_eq!(parse_python_literal(r"b'\xe4\xb8'"), Some(vec![0xe4, 0xb8]));
+        // In a str literal \x80 is U+0080, two bytes of UTF-8.
+        assert_eq!(parse_python_literal(r"'\x80'"), Some(vec![0xc2, 0x80]));
+        assert_eq!(parse_python_literal(r#""'s""#), Some(b"'s".to_vec()));
+        assert_eq!(
+            parse_python_literal(r"'\u4e00'"),
+            Some("一".as_bytes().to_vec())
+        );
+        assert_eq!(parse_python_literal("'一'"), Some("一".as_bytes().to_vec()));
+        assert_eq!(parse_python_literal(r"'a\\b\n'"), Some(b"a\\b\n".to_vec()));
+        assert_eq!(parse_python_literal("'open"), None);
+    }
+
+    #[test]
+    fn escape_matches_python_repr() {
+        // Expected strings are what CPython prints for repr(b)[2:-1].
+        assert_eq!(llama_escape_token(b"\x00"), r"\x00");
+        assert_eq!(llama_escape_token(b"\n\n"), r"\n\n");
+        assert_eq!(llama_escape_token(b"'"), "'");
+        assert_eq!(llama_escape_token(b"\""), "\"");
+        assert_eq!(llama_escape_token(b"'\""), r#"\'""#);
+        assert_eq!(llama_escape_token(b"a\\"), r"a\\");
+        assert_eq!(llama_escape_token("é".as_bytes()), r"\xc3\xa9");
+        assert_eq!(llama_escape_token(b"\x7f~"), r"\x7f~");
+    }
+
+    #[test]
+    fn world_tokens_have_llama_shape() -> Result<()> {
+        let (tokens, types) = world_gguf_tokens(65536)?;
+        assert_eq!(tokens.len(), 65536);
+        assert_eq!(&tokens[..3], &["<s>", r"\x00", r"\x01"]);
+        assert_eq!(tokens[65535], "[PAD65535]");
+        assert_eq!(types[0], TOKEN_TYPE_CONTROL);
+        assert_eq!(types[1], TOKEN_TYPE_NORMAL);
+        assert_eq!(types[65535], TOKEN_TYPE_UNUSED);
+        assert_eq!(types.iter().filter(|&&t| t == TOKEN_TYPE_UNUSED).count(), 6);
+        assert!(tokens.iter().all(|t| t.is_ascii()));
+        Ok(())
+    }
+
+    #[test]
+    fn header_offsets_are_aligned_and_writer_checks_sizes() -> Result<()> {
+        let tensors = vec![
+            GgufTensorSpec {
+                name: "a".into(),
+                ne: vec![3],
+                dtype: DType::F32,
+            },
+            GgufTensorSpec {
+                name: "b".into(),
+                ne: vec![32, 2],
+                dtype: DType::Q8_0,
+            },
+        ];
+        let meta = vec![(
+            "general.architecture".to_string(),
+            MetaValue::String("x".into()),
+        )];
+        let (header, offsets) = encode_header(&meta, &tensors)?;
+        assert_eq!(header.len() % 32, 0);
+        // 12 bytes of F32 padded to 32.
+        assert_eq!(offsets, vec![0, 32]);
+        let mut w = GgufWriter::new(Vec::new(), "mem", &meta, tensors)?;
+        w.write_tensor_data(&[0u8; 12])?;
+        assert!(w.write_tensor_data(&[0u8; 69]).is_err());
+        w.write_tensor_data(&[1u8; 34])?;
+        w.write_tensor_data(&[1u8; 34])?;
+        assert!(w.write_tensor_data(&[0u8; 1]).is_err());
+        let bytes = w.finish()?;
+        assert_eq!(bytes.len(), header.len() + 32 + 96);
+        assert_eq!(&bytes[..4], b"GGUF");
+        // A writer with a tensor left unwritten refuses to finish.
+        let t = vec![GgufTensorSpec {
+            name: "c".into(),
+            ne: vec![4],
+            dtype: DType::F32,
+        }];
+        let w = GgufWriter::new(Vec::new(), "mem", &meta, t)?;
+        assert!(w.finish().is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! GGUF header reader, then the RWKV-7 mapping and `to_f32` of every vector, on arbitrary
+//! bytes: any input must give `Ok` or an error, never a panic, and what parses lies inside
+//! the input.
+#![no_main]
+
+use std::path::Path;
+
+use libfuzzer_sys::fuzz_target;
+use rwkv_engine::format::gguf;
+use rwkv_engine::{ModelFile, Rwkv7Weights};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(p) = gguf::parse(Path::new("fuzz.gguf"), data) {
+        for t in &p.tensors {
+            assert!(t.offset.checked_add(t.len).is_some_and(|e| e <= data.len()));
+            assert_eq!(Some(t.len), t.dtype.bytes_for(t.numel()));
+        }
+        rwkv_common::exercise(data);
+    }
+});
+
+mod rwkv_common {
+    use super::*;
+
+    /// Opens the bytes as a model and maps it; decodes the small tensors.
+    pub fn exercise(data: &[u8]) {
+        let Ok(file) = ModelFile::from_bytes("fuzz.gguf", data) else { return };
+        let Ok(w) = Rwkv7Weights::from_file(&file) else { return };
+        let _ = w.ln0.weight.to_f32();
+        for b in &w.blocks {
+            let _ = b.att.x_g.to_f32();
+            let _ = b.att.r_k.to_f32();
+            let _ = b.att.w1.to_f32_out_in();
+        }
+    }
+}
