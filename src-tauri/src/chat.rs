@@ -4,19 +4,20 @@
 //! Template (as `rwkv chat`): `User: {text}\n\nAssistant:`; a reply ends at the blank line
 //! (stop string `\n\n`, not fed to the state), so every later turn starts with `\n\n`.
 //!
-//! After each reply the state is read back and stored next to the chat
-//! (`chats/<chat>/<message>.state`). Sending, regenerating and editing all mean "keep the
+//! After each reply the state is saved next to the chat as an engine state file
+//! (`chats/<chat>/<message>.rwkvstate`, docs/state-format.md). Sending, regenerating and editing all mean "keep the
 //! first `keep` messages, add a user message, reply": the reply starts from the snapshot
 //! after message `keep - 1`, so the history is never prefilled again. Only when that
 //! snapshot is missing or belongs to another model is the transcript prefilled instead
 //! (the reply's stats say which: `resumed`).
 
-use rwkv_engine::{Engine, Rows, SeqInput, StateId, StopReason, TextEvent, Want};
+use std::path::Path;
+
+use rwkv_engine::{Engine, StateId, StopReason, TextEvent};
 use serde::Serialize;
 use tauri::ipc::Channel;
 
 use crate::error::{AppError, AppResult};
-use crate::snapshot::{self, ModelFingerprint, SnapshotHeader};
 use crate::store::{self, now_ms, Chat, Message, ReplyStats, Role, Store};
 use crate::worker::EngineHandle;
 
@@ -48,6 +49,14 @@ pub fn transcript(document: Option<&str>, messages: &[Message]) -> String {
     out
 }
 
+/// The loaded model's file name (recorded with replies and documents).
+pub fn model_file_name(eng: &Engine) -> String {
+    Path::new(&eng.info().path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// A chat title from its first message.
 pub fn title_from(text: &str) -> String {
     let t: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -58,43 +67,25 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
-/// Loads `snapshot` into a new state, or prefills `text` into it when there is none.
-/// Returns the state and whether it was ready without a prefill (snapshot used, or no
-/// text before this point).
+/// A new state for a turn: the state file at `snapshot` if it is there and belongs to this
+/// model (the engine checks the fingerprint and checksum), else `text` prefilled from the
+/// zero state. Returns the state and whether it was ready without a prefill (state file
+/// used, or no text before this point).
 pub fn start_state(
     eng: &mut Engine,
-    snapshot: Option<Vec<f32>>,
+    snapshot: Option<&Path>,
     text: &str,
 ) -> AppResult<(StateId, bool)> {
-    let st = eng.new_state()?;
-    let r = (|| -> AppResult<bool> {
-        if let Some(s) = snapshot {
-            eng.write_state(st, &s)?;
-            return Ok(true);
-        }
-        let ids = eng.tokenizer().encode(text);
-        if ids.is_empty() {
-            return Ok(true); // nothing before this turn: nothing to prefill
-        }
-        let seq = SeqInput {
-            state: st,
-            tokens: &ids,
-            rows: Rows::None,
-        };
-        let want = Want {
-            logits: false,
-            embeddings: false,
-        };
-        eng.forward(&[seq], want, None)?;
-        Ok(false)
-    })();
-    match r {
-        Ok(resumed) => Ok((st, resumed)),
-        Err(e) => {
-            let _ = eng.free_state(st);
-            Err(e)
+    if let Some(p) = snapshot.filter(|p| p.exists()) {
+        match eng.load_state(p) {
+            Ok(st) => return Ok((st, true)),
+            // Another model's state, or a damaged file: rebuild it from the text.
+            Err(e) => log::warn!("{e}; prefilling instead"),
         }
     }
+    let ids = eng.tokenizer().encode(text);
+    let st = eng.prefill(&ids)?;
+    Ok((st, ids.is_empty()))
 }
 
 /// Keeps the first `keep` messages of chat `chat_id`, appends the user message `text`, and
@@ -159,14 +150,15 @@ pub async fn reply(
     let ticket = handle.begin(chat_id);
     let cancel = ticket.token.clone();
     let state_out = store.chat_state_path(&chat.id, &assistant_id)?;
-    let label = chat.id.clone();
+    if let Some(dir) = state_out.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+    }
 
     let result = handle
         .run(move |w| {
             let eng = w.engine()?;
-            let fp = ModelFingerprint::of(eng);
-            let snap = snap_path.and_then(|p| store::load_matching_snapshot(&p, &fp));
-            let (st, resumed) = start_state(eng, snap, &history)?;
+            let model = model_file_name(eng);
+            let (st, resumed) = start_state(eng, snap_path.as_deref(), &history)?;
             let mut out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
                 let TextEvent::Text { text, tokens } = ev;
                 events.send(ChatEvent::Text { text, tokens }).is_ok()
@@ -183,38 +175,20 @@ pub async fn reply(
                 _ => None,
             };
             if let Some(last) = unfed {
-                let seq = SeqInput {
-                    state: st,
-                    tokens: &[last],
-                    rows: Rows::None,
-                };
-                let want = Want {
-                    logits: false,
-                    embeddings: false,
-                };
-                if let Err(e) = eng.forward(&[seq], want, None) {
+                if let Err(e) = eng.feed(st, &[last]) {
                     out = Err(e);
                 }
             }
             if let Ok(o) = &out {
-                let mut buf = vec![0f32; eng.state_len()];
-                let header = SnapshotHeader {
-                    model: fp.clone(),
-                    tokens: o.stats.prompt_tokens + o.tokens.len(),
-                    label,
-                };
-                let saved = eng
-                    .read_state(st, &mut buf)
-                    .map_err(AppError::from)
-                    .and_then(|_| snapshot::write(&state_out, &header, &buf));
-                if let Err(e) = saved {
+                let tokens = (o.stats.prompt_tokens + o.tokens.len()) as u64;
+                if let Err(e) = eng.save_state(st, tokens, &state_out) {
                     // The reply stands; the next turn prefills the history instead.
-                    log::warn!("state snapshot not saved: {e}");
+                    log::warn!("state not saved: {e}");
                 }
             }
             let _ = eng.free_state(st);
             let out = out?;
-            Ok((out, resumed, fp.file_name))
+            Ok((out, resumed, model))
         })
         .await;
     handle.end(chat_id, &ticket);

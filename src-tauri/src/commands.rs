@@ -14,14 +14,14 @@ use serde::Serialize;
 use tauri::ipc::{Channel, Response};
 use tauri::{AppHandle, Runtime, State};
 
-use crate::bench::{self, BenchEvent, BenchOptions};
+use crate::bench::{self, BenchOptions, Dashboard};
 use crate::chat::{self, ChatEvent};
 use crate::documents::{self, FieldInput};
 use crate::error::{AppError, AppResult};
 use crate::scope::{self, FileKind, UserFiles};
-use crate::snapshot::{self, ModelFingerprint, SnapshotHeader};
-use crate::store::{self, BenchRun, Chat, ChatSummary, DocRef, Document, Message, Store};
+use crate::store::{self, Chat, ChatSummary, DocRef, Document, Message, Store};
 use crate::worker::EngineHandle;
+use rwkv_bench::BenchProgress;
 
 /// Where the app finds its files (managed state, set up once).
 pub struct AppPaths {
@@ -86,7 +86,7 @@ pub async fn write_text_file(
     contents: String,
 ) -> AppResult<()> {
     let p = files.check(&path)?;
-    snapshot::write_atomic(&p, contents.as_bytes())
+    store::write_atomic(&p, contents.as_bytes())
 }
 
 // ---------- model ----------
@@ -305,7 +305,8 @@ pub async fn doc_chat(store: State<'_, Store>, id: String) -> AppResult<Chat> {
     }))
 }
 
-/// Writes the document's state to a file the user chose.
+/// Copies the document's state file (`.rwkvstate`, docs/state-format.md) to a file the
+/// user chose.
 #[tauri::command]
 pub async fn doc_export(
     store: State<'_, Store>,
@@ -316,12 +317,13 @@ pub async fn doc_export(
     let dest = files.check(&path)?;
     store.load_document(&id)?;
     let src = store.doc_state_path(&id)?;
-    let (header, state) = snapshot::read(&src)?;
-    snapshot::write(&dest, &header, &state)
+    std::fs::copy(&src, &dest).map_err(|e| AppError::io(&dest, e))?;
+    Ok(())
 }
 
-/// Imports a state file as a document (its text is unknown: the state is the document).
-/// The state must belong to the loaded model.
+/// Imports a `.rwkvstate` file as a document (its text is unknown: the state is the
+/// document). The engine checks the file (checksum, values) and that it belongs to the
+/// loaded model.
 #[tauri::command]
 pub async fn doc_import(
     engine: State<'_, EngineHandle>,
@@ -330,46 +332,37 @@ pub async fn doc_import(
     path: String,
 ) -> AppResult<Document> {
     let src = files.check(&path)?;
-    let (header, state) = snapshot::read(&src)?;
-    let model: ModelFingerprint = engine
-        .run(|w| Ok(ModelFingerprint::of(w.engine()?)))
-        .await?;
-    if header.model != model {
-        return Err(AppError::new(
-            "state_model_mismatch",
-            format!(
-                "{path}: this state belongs to {} ({} layers × {}), not to the loaded {}",
-                header.model.file_name, header.model.n_layer, header.model.n_embd, model.file_name
-            ),
-        ));
+    let id = store::new_id();
+    let dest = store.doc_state_path(&id)?;
+    if let Some(dir) = dest.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
     }
-    let name = if header.label.trim().is_empty() {
-        src.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "imported".into())
-    } else {
-        header.label.clone()
-    };
+    let src2 = src.clone();
+    let (tokens, model) = engine
+        .run(move |w| {
+            let eng = w.engine()?;
+            // Loading checks header, fingerprint, layout and checksum: a foreign or
+            // damaged file fails here, with the engine's message.
+            let (st, header) = eng.load_state_with_header(&src2)?;
+            let _ = eng.free_state(st);
+            Ok((header.tokens as usize, chat::model_file_name(eng)))
+        })
+        .await?;
+    std::fs::copy(&src, &dest).map_err(|e| AppError::io(&dest, e))?;
     let doc = Document {
-        id: store::new_id(),
-        name,
+        id,
+        name: src
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "imported".into()),
         chars: 0,
-        tokens: header.tokens,
+        tokens,
         prefill_ms: 0.0,
         tok_s: 0.0,
-        model: model.file_name.clone(),
+        model,
         created_ms: store::now_ms(),
         preview: format!("(state imported from {path})"),
     };
-    let out = store.doc_state_path(&doc.id)?;
-    snapshot::write(
-        &out,
-        &SnapshotHeader {
-            label: doc.name.clone(),
-            ..header
-        },
-        &state,
-    )?;
     store.save_document(&doc, "")?;
     Ok(doc)
 }
@@ -392,24 +385,21 @@ pub async fn fields_run(
 
 // ---------- benchmarks ----------
 
+/// Runs `rwkv-bench` on the loaded model (reloading it), profiles one pass, and returns the
+/// dashboard with the updated charts.
 #[tauri::command]
 pub async fn bench_run(
     engine: State<'_, EngineHandle>,
     store: State<'_, Store>,
     options: BenchOptions,
-    on_progress: Channel<BenchEvent>,
-) -> AppResult<BenchRun> {
+    on_progress: Channel<BenchProgress>,
+) -> AppResult<Dashboard> {
     bench::run(&engine, &store, options, on_progress).await
 }
 
 #[tauri::command]
-pub fn bench_stop(engine: State<'_, EngineHandle>) -> bool {
-    engine.cancel("bench")
-}
-
-#[tauri::command]
-pub async fn bench_history(store: State<'_, Store>) -> AppResult<Vec<BenchRun>> {
-    store.bench_history()
+pub async fn bench_dashboard(store: State<'_, Store>) -> AppResult<Dashboard> {
+    bench::dashboard(&store)
 }
 
 #[tauri::command]

@@ -1,18 +1,14 @@
-//! Documents (a text prefilled once into a named state) and field analysis (many short
-//! texts embedded against a document's state in one batched pass).
-//!
-//! Both run on what the engine has today: `forward` over states, `fork_state`,
-//! `read_state` / `write_state`. When the engine's `analysis` module lands on main (state
-//! file format, field analysis with similarities), these jobs call it instead.
+//! Documents (a text prefilled once into a named state, kept as an engine state file) and
+//! field analysis (the engine's `analyze_fields`: many short texts embedded against a
+//! document's state in one batched pass, norms and cosine similarities).
 
 use std::time::Instant;
 
-use rwkv_engine::{Rows, SeqInput, StateId, Want};
+use rwkv_engine::{Field, FieldAnalysis, FieldOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::chat::start_state;
+use crate::chat::{model_file_name, start_state};
 use crate::error::{AppError, AppResult};
-use crate::snapshot::{self, ModelFingerprint, SnapshotHeader};
 use crate::store::{self, now_ms, Document, Store};
 use crate::worker::EngineHandle;
 
@@ -41,28 +37,22 @@ pub async fn create(
     }
     let id = store::new_id();
     let state_path = store.doc_state_path(&id)?;
-    let label = name.to_string();
+    if let Some(dir) = state_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+    }
     let job_text = text.clone();
     let (tokens, ms, model) = h
         .run(move |w| {
             let eng = w.engine()?;
-            let fp = ModelFingerprint::of(eng);
             let t0 = Instant::now();
-            let tokens = eng.tokenizer().encode(&job_text).len();
-            let (st, _) = start_state(eng, None, &job_text)?;
-            let mut buf = vec![0f32; eng.state_len()];
-            // Reading the state back waits for the GPU: the time is time-to-ready.
-            let r = eng.read_state(st, &mut buf);
+            let ids = eng.tokenizer().encode(&job_text);
+            let st = eng.prefill(&ids)?;
+            // Saving reads the state back, which waits for the GPU: time-to-ready.
+            let saved = eng.save_state(st, ids.len() as u64, &state_path);
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             let _ = eng.free_state(st);
-            r?;
-            let header = SnapshotHeader {
-                model: fp.clone(),
-                tokens,
-                label,
-            };
-            snapshot::write(&state_path, &header, &buf)?;
-            Ok((tokens, ms, fp.file_name))
+            saved?;
+            Ok((ids.len(), ms, model_file_name(eng)))
         })
         .await?;
     let doc = Document {
@@ -87,26 +77,20 @@ pub struct FieldInput {
     pub text: String,
 }
 
-/// What a field analysis returns besides the vectors (`FieldsMeta` in `src/lib/api.ts`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a field analysis returns besides the vectors (`FieldsMeta` in `src/lib/api.ts`):
+/// the engine's `FieldAnalysis` with its embeddings moved to the bytes that follow.
+#[derive(Debug, Clone, Serialize)]
 pub struct FieldsMeta {
-    pub labels: Vec<String>,
-    /// Tokens per field.
-    pub tokens: Vec<usize>,
-    /// Width of each vector (the model's C).
-    pub dim: usize,
+    #[serde(flatten)]
+    pub analysis: FieldAnalysis,
     pub document: Option<String>,
-    /// Loading (or prefilling) the document state and forking it per field, ms.
+    /// Loading (or prefilling again) the document's state, ms.
     pub setup_ms: f64,
-    /// The one batched forward pass, embeddings read back, ms.
-    pub embed_ms: f64,
     /// Whether the document's stored state was used (`false`: prefilled again).
     pub resumed: bool,
-    pub model: String,
 }
 
-/// Embeds every field (the last token's hidden state after `ln_out`, as llama.cpp's
-/// `t_embd`) from the document's state, or from the zero state, in one batched pass.
+/// Runs the engine's field analysis from the document's state (or the zero state).
 /// Returns the meta and the vectors, `[fields, dim]` f32 row-major.
 pub async fn run_fields(
     h: &EngineHandle,
@@ -114,19 +98,6 @@ pub async fn run_fields(
     document: Option<String>,
     fields: Vec<FieldInput>,
 ) -> AppResult<(FieldsMeta, Vec<f32>)> {
-    if fields.is_empty() {
-        return Err(AppError::bad_request("add at least one field"));
-    }
-    if fields.len() > 256 {
-        return Err(AppError::bad_request("at most 256 fields per analysis"));
-    }
-    if let Some(i) = fields.iter().position(|f| f.text.trim().is_empty()) {
-        return Err(AppError::bad_request(format!(
-            "field {} ({}) has no text",
-            i + 1,
-            fields[i].label
-        )));
-    }
     let doc = match &document {
         Some(id) => Some((
             store.load_document(id)?,
@@ -135,79 +106,33 @@ pub async fn run_fields(
         )),
         None => None,
     };
+    let fields: Vec<Field> = fields
+        .into_iter()
+        .map(|f| Field::new(f.label, f.text))
+        .collect();
     h.run(move |w| {
         let eng = w.engine()?;
-        let fp = ModelFingerprint::of(eng);
         let t0 = Instant::now();
-        let base: Option<(StateId, bool)> = match &doc {
-            Some((_, path, text)) => {
-                let snap = store::load_matching_snapshot(path, &fp);
-                Some(start_state(eng, snap, text)?)
-            }
+        let base = match &doc {
+            Some((_, path, text)) => Some(start_state(eng, Some(path), text)?),
             None => None,
         };
-        let ids: Vec<Vec<u32>> = fields
-            .iter()
-            .map(|f| eng.tokenizer().encode(&f.text))
-            .collect();
-        let mut states = Vec::with_capacity(fields.len());
-        let mut fork_all = || -> AppResult<()> {
-            for _ in &fields {
-                states.push(match base {
-                    Some((b, _)) => eng.fork_state(b)?,
-                    None => eng.new_state()?,
-                });
-            }
-            Ok(())
-        };
-        let forked = fork_all();
         let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
-        let out = forked.and_then(|_| {
-            let seqs: Vec<SeqInput> = states
-                .iter()
-                .zip(&ids)
-                .map(|(&state, toks)| SeqInput {
-                    state,
-                    tokens: toks,
-                    rows: Rows::Last,
-                })
-                .collect();
-            let want = Want {
-                logits: false,
-                embeddings: true,
-            };
-            eng.forward(&seqs, want, None).map_err(AppError::from)
-        });
-        let embed_ms = t1.elapsed().as_secs_f64() * 1e3;
-        for s in states.into_iter().chain(base.map(|b| b.0)) {
-            let _ = eng.free_state(s);
+        let analysis =
+            eng.analyze_fields(&fields, base.map(|b| b.0), &FieldOptions::default(), None);
+        if let Some((st, _)) = base {
+            let _ = eng.free_state(st);
         }
-        let out = out?;
-        let dim = eng.config().n_embd;
-        let mut flat = Vec::with_capacity(fields.len() * dim);
-        for (i, e) in out.embeddings.iter().enumerate() {
-            if e.len() != dim {
-                return Err(AppError::new(
-                    "op",
-                    format!(
-                        "field {}: embedding of {} values, expected {dim}",
-                        i + 1,
-                        e.len()
-                    ),
-                ));
-            }
-            flat.extend_from_slice(e);
+        let mut analysis = analysis?;
+        let mut flat = Vec::with_capacity(analysis.fields.len() * analysis.dim);
+        for f in &mut analysis.fields {
+            flat.append(&mut f.embedding);
         }
         let meta = FieldsMeta {
-            labels: fields.iter().map(|f| f.label.clone()).collect(),
-            tokens: ids.iter().map(Vec::len).collect(),
-            dim,
+            analysis,
             document: doc.as_ref().map(|d| d.0.name.clone()),
             setup_ms,
-            embed_ms,
             resumed: base.is_none_or(|b| b.1),
-            model: fp.file_name,
         };
         Ok((meta, flat))
     })

@@ -5,7 +5,7 @@
 //! - [`commands`]: thin commands (parse → engine → `{ code, message, details }`).
 //! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
 //!   more than one call.
-//! - [`store`], [`snapshot`]: chats, documents, states and benchmark history on disk.
+//! - [`store`]: chats, documents, state files and benchmark history on disk.
 //! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped.
 
 pub mod bench;
@@ -14,7 +14,6 @@ pub mod commands;
 pub mod documents;
 pub mod error;
 pub mod scope;
-pub mod snapshot;
 pub mod store;
 pub mod worker;
 
@@ -60,8 +59,7 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::doc_import,
         commands::fields_run,
         commands::bench_run,
-        commands::bench_stop,
-        commands::bench_history,
+        commands::bench_dashboard,
         commands::bench_clear,
     ])
 }

@@ -2,10 +2,10 @@
 //!
 //! ```text
 //! chats/<chat>.json              a chat: settings, messages, stats
-//! chats/<chat>/<message>.state   state after that assistant message (snapshot.rs)
+//! chats/<chat>/<message>.rwkvstate  state after that assistant message (engine state file)
 //! documents/<doc>.json           a document: name, sizes, prefill timings
 //! documents/<doc>.txt            its text (to prefill again for another model)
-//! documents/<doc>.state          its prefilled state
+//! documents/<doc>.rwkvstate      its prefilled state (docs/state-format.md)
 //! bench/history.json             benchmark runs
 //! ```
 //!
@@ -14,11 +14,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rwkv_bench::BenchReport;
 use rwkv_engine::GenerateOptions;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::error::{AppError, AppResult};
-use crate::snapshot::{self, write_atomic};
 
 /// The root of the app's data (cheap to clone into engine jobs).
 #[derive(Debug, Clone)]
@@ -105,26 +105,6 @@ pub struct Document {
     pub created_ms: u64,
     /// The first characters, for the list.
     pub preview: String,
-}
-
-/// One benchmark run (`bench/history.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchRun {
-    pub id: String,
-    pub title: String,
-    pub created_ms: u64,
-    pub model: String,
-    pub format: String,
-    pub adapter: String,
-    pub backend: String,
-    pub load_ms: f64,
-    pub prompt_tokens: usize,
-    pub prefill_ms: f64,
-    pub prefill_tok_s: f64,
-    pub decode_tokens: usize,
-    pub decode_ms: f64,
-    pub decode_tok_s: f64,
-    pub ttft_ms: f64,
 }
 
 pub fn now_ms() -> u64 {
@@ -222,7 +202,7 @@ impl Store {
             .root
             .join("chats")
             .join(check_id(chat)?)
-            .join(format!("{}.state", check_id(msg)?)))
+            .join(format!("{}.rwkvstate", check_id(msg)?)))
     }
 
     pub fn list_chats(&self) -> Vec<ChatSummary> {
@@ -305,7 +285,7 @@ impl Store {
     }
 
     pub fn doc_state_path(&self, id: &str) -> AppResult<PathBuf> {
-        self.doc_file(id, "state")
+        self.doc_file(id, "rwkvstate")
     }
 
     pub fn list_documents(&self) -> Vec<Document> {
@@ -334,7 +314,7 @@ impl Store {
 
     pub fn delete_document(&self, id: &str) -> AppResult<()> {
         self.load_document(id)?;
-        for ext in ["json", "txt", "state"] {
+        for ext in ["json", "txt", "rwkvstate"] {
             let p = self.doc_file(id, ext)?;
             if p.exists() {
                 std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
@@ -349,7 +329,8 @@ impl Store {
         self.root.join("bench").join("history.json")
     }
 
-    pub fn bench_history(&self) -> AppResult<Vec<BenchRun>> {
+    /// Every stored `rwkv bench` report, oldest first.
+    pub fn bench_history(&self) -> AppResult<Vec<BenchReport>> {
         let p = self.bench_path();
         if !p.exists() {
             return Ok(Vec::new());
@@ -357,34 +338,49 @@ impl Store {
         read_json(&p)
     }
 
-    pub fn add_bench_run(&self, run: &BenchRun) -> AppResult<()> {
+    pub fn add_bench_run(&self, run: &BenchReport) -> AppResult<()> {
         let mut runs = self.bench_history()?;
         runs.push(run.clone());
         write_json(&self.bench_path(), &runs)
     }
 
+    /// The last profile: its SVG chart and its time by op (JSON), if any.
+    pub fn bench_profile(&self) -> (Option<String>, serde_json::Value) {
+        let dir = self.root.join("bench");
+        let svg = std::fs::read_to_string(dir.join("profile.svg")).ok();
+        let by_op = read_json(&dir.join("profile-by-op.json")).unwrap_or(serde_json::Value::Null);
+        (svg, by_op)
+    }
+
+    pub fn save_bench_profile<T: Serialize>(&self, svg: &str, by_op: &T) -> AppResult<()> {
+        let dir = self.root.join("bench");
+        write_atomic(&dir.join("profile.svg"), svg.as_bytes())?;
+        write_json(&dir.join("profile-by-op.json"), by_op)
+    }
+
     pub fn clear_bench_history(&self) -> AppResult<()> {
-        let p = self.bench_path();
-        if p.exists() {
-            std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+        let dir = self.root.join("bench");
+        for name in ["history.json", "profile.svg", "profile-by-op.json"] {
+            let p = dir.join(name);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+            }
         }
         Ok(())
     }
 }
 
-/// Reads a snapshot if it belongs to `model`; `None` when it is missing or another model's.
-pub fn load_matching_snapshot(path: &Path, model: &snapshot::ModelFingerprint) -> Option<Vec<f32>> {
-    if !path.exists() {
-        return None;
+/// Writes through a temporary file and a rename, so a crash never leaves half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> AppResult<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
     }
-    match snapshot::read(path) {
-        Ok((h, s)) if &h.model == model => Some(s),
-        Ok(_) => None,
-        Err(e) => {
-            log::warn!("{e}");
-            None
-        }
-    }
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(|e| AppError::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| AppError::io(&tmp, e))?;
+    f.sync_all().map_err(|e| AppError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| AppError::io(path, e))
 }
 
 #[cfg(test)]
@@ -447,34 +443,5 @@ mod tests {
         let o = default_chat_settings();
         assert_eq!(o.sampler.stop_strings, vec!["\n\n".to_string()]);
         assert!(o.sampler.validate().is_ok());
-    }
-
-    #[test]
-    fn bench_history_appends() {
-        let s = temp_store("bench");
-        assert!(s.bench_history().unwrap().is_empty());
-        let run = BenchRun {
-            id: new_id(),
-            title: "t".into(),
-            created_ms: 1,
-            model: "m".into(),
-            format: "GGUF".into(),
-            adapter: "a".into(),
-            backend: "Vulkan".into(),
-            load_ms: 1.0,
-            prompt_tokens: 2,
-            prefill_ms: 3.0,
-            prefill_tok_s: 4.0,
-            decode_tokens: 5,
-            decode_ms: 6.0,
-            decode_tok_s: 7.0,
-            ttft_ms: 8.0,
-        };
-        s.add_bench_run(&run).unwrap();
-        s.add_bench_run(&run).unwrap();
-        assert_eq!(s.bench_history().unwrap().len(), 2);
-        s.clear_bench_history().unwrap();
-        assert!(s.bench_history().unwrap().is_empty());
-        std::fs::remove_dir_all(s.root()).ok();
     }
 }

@@ -328,8 +328,23 @@ fn documents_feed_fields_and_export_their_state() {
     let h = u32::from_le_bytes(bytes[..4].try_into().expect("len")) as usize;
     let meta: Value = serde_json::from_slice(&bytes[4..4 + h]).expect("meta");
     assert_eq!(meta["dim"], 256);
-    assert_eq!(meta["labels"], json!(["Title", "Place", "Mood"]));
-    assert_eq!(meta["resumed"], true);
+    let labels: Vec<&str> = meta["fields"]
+        .as_array()
+        .expect("fields")
+        .iter()
+        .map(|f| f["label"].as_str().expect("label"))
+        .collect();
+    assert_eq!(labels, ["Title", "Place", "Mood"]);
+    assert_eq!(meta["resumed"], true, "the document's state file was used");
+    assert_eq!(meta["with_document"], true);
+    assert_eq!(
+        meta["fields"][0]["embedding"],
+        json!([]),
+        "vectors travel as bytes"
+    );
+    let sim = &meta["similarity"];
+    assert!((sim[0][0].as_f64().expect("f") - 1.0).abs() < 1e-4);
+    assert_eq!(sim[0][1], sim[1][0]);
     let start = (4 + h).div_ceil(4) * 4;
     let v: Vec<f32> = bytes[start..]
         .chunks_exact(4)
@@ -344,7 +359,7 @@ fn documents_feed_fields_and_export_their_state() {
     t.allow(&out);
     t.ok("doc_export", json!({ "id": id, "path": out }));
     let imported = t.ok("doc_import", json!({ "path": out }));
-    assert_eq!(imported["name"], "Letter");
+    assert_eq!(imported["name"], "letter", "named after the file");
     assert_eq!(imported["tokens"], doc["tokens"]);
     // A chat about the document starts from its state.
     let chat = t.ok("doc_chat", json!({ "id": id }));
@@ -357,22 +372,32 @@ fn documents_feed_fields_and_export_their_state() {
 }
 
 #[test]
-fn a_benchmark_run_is_measured_and_kept() {
+fn a_benchmark_run_is_measured_charted_and_kept() {
     let t = test_app("bench");
     t.load_default();
-    let run = t.ok(
+    let dash = t.ok(
         "bench_run",
         json!({ "options": { "title": "ci", "prompt_tokens": 32, "decode_tokens": 4 }, "onProgress": "__CHANNEL__:7" }),
     );
+    let run = &dash["runs"][0];
     assert_eq!(run["title"], "ci");
     assert!(run["load_ms"].as_f64().is_some_and(|x| x > 0.0));
-    assert!(run["prefill_tok_s"].as_f64().is_some_and(|x| x > 0.0));
-    assert!(run["decode_tok_s"].as_f64().is_some_and(|x| x > 0.0));
-    assert_eq!(run["decode_tokens"], 4);
-    assert_eq!(
-        t.ok("bench_history", json!({})).as_array().map(Vec::len),
-        Some(1)
+    assert!(
+        run["prefill_tok_s"]["32"].as_f64().is_some_and(|x| x > 0.0),
+        "{run}"
     );
+    assert!(run["decode_tok_s"].as_f64().is_some_and(|x| x > 0.0));
+    // The CLI's charts: SVG from rwkv_bench::charts.
+    assert!(dash["history_svg"]
+        .as_str()
+        .is_some_and(|s| s.contains("<svg")));
+    assert!(dash["profile_svg"]
+        .as_str()
+        .is_some_and(|s| s.contains("<svg")));
+    // The model is back after the run.
+    assert!(t.ok("model_info", json!({}))["path"].is_string());
+    let again = t.ok("bench_dashboard", json!({}));
+    assert_eq!(again["runs"].as_array().map(Vec::len), Some(1));
     let e = t.err(
         "bench_run",
         json!({ "options": { "title": "x", "prompt_tokens": 0, "decode_tokens": 4 }, "onProgress": "__CHANNEL__:8" }),

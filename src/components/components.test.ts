@@ -3,7 +3,6 @@ import { fireEvent, render, screen } from '@testing-library/svelte';
 import MessageItem from './MessageItem.svelte';
 import Heatmap from './Heatmap.svelte';
 import ErrorBox from './ErrorBox.svelte';
-import LineChart from './LineChart.svelte';
 import SamplingSettings from './SamplingSettings.svelte';
 import type { GenerateOptions, Message } from '../lib/api';
 
@@ -70,18 +69,6 @@ describe('ErrorBox', () => {
   it('renders nothing without an error', () => {
     const { container } = render(ErrorBox, { error: null });
     expect(container.querySelector('[role=alert]')).toBeNull();
-  });
-});
-
-describe('LineChart', () => {
-  it('plots one point per run', () => {
-    const { container } = render(LineChart, {
-      title: 'Decode', unit: 'tok/s',
-      points: [{ label: 'r1', value: 10 }, { label: 'r2', value: 20 }, { label: 'r3', value: 15 }],
-    });
-    expect(container.querySelectorAll('circle')).toHaveLength(3);
-    expect(container.querySelector('path')?.getAttribute('d')?.startsWith('M')).toBe(true);
-    expect(screen.getByText('Decode')).toBeInTheDocument();
   });
 });
 

@@ -34,7 +34,11 @@ describe('api', () => {
   });
 
   it('runFields splits the vectors by dim', async () => {
-    const meta = { labels: ['a', 'b'], tokens: [1, 2], dim: 3, document: null, setup_ms: 0, embed_ms: 0, resumed: true, model: 'm' };
+    const f = (label: string) => ({ label, tokens: 1, norm: 1, embedding: [], cached: false, time_share: 0.5, time_ms: 1 });
+    const meta = {
+      model: 'ab', pooling: 'last', with_document: false, dim: 3, fields: [f('a'), f('b')], similarity: [[1, 0], [0, 1]],
+      timing: { total_ms: 1, tokenize_ms: 0, forward_ms: 1, similarity_ms: 0 }, document: null, setup_ms: 0, resumed: true,
+    };
     invoke.mockResolvedValueOnce(pack(meta, [1, 2, 3, 4, 5, 6]));
     const r = await api.runFields(null, [{ label: 'a', text: 'x' }, { label: 'b', text: 'y' }]);
     expect(invoke).toHaveBeenCalledWith('fields_run', { document: null, fields: [{ label: 'a', text: 'x' }, { label: 'b', text: 'y' }] });

@@ -226,15 +226,39 @@ export interface FieldInput {
   text: string;
 }
 
+/** One field of the engine's `FieldAnalysis` (its embedding arrives as bytes). */
+export interface FieldResult {
+  label: string;
+  tokens: number;
+  norm: number;
+  embedding: number[];
+  cached: boolean;
+  time_share: number;
+  time_ms: number;
+}
+
+export interface FieldTiming {
+  total_ms: number;
+  tokenize_ms: number;
+  forward_ms: number;
+  similarity_ms: number;
+}
+
+/** The engine's `FieldAnalysis` plus the app's document facts (`documents.rs` `FieldsMeta`). */
 export interface FieldsMeta {
-  labels: string[];
-  tokens: number[];
-  dim: number;
-  document: string | null;
-  setup_ms: number;
-  embed_ms: number;
-  resumed: boolean;
+  /** Model fingerprint (hex). */
   model: string;
+  pooling: string;
+  with_document: boolean;
+  dim: number;
+  fields: FieldResult[];
+  /** `[F][F]` cosine similarities, computed by the engine. */
+  similarity: number[][];
+  timing: FieldTiming;
+  document: string | null;
+  /** Loading (or prefilling again) the document's state, ms. */
+  setup_ms: number;
+  resumed: boolean;
 }
 
 export interface FieldsResult {
@@ -249,28 +273,58 @@ export interface BenchOptions {
   decode_tokens: number;
 }
 
-export type BenchEvent =
-  | { step: 'load' }
-  | { step: 'prefill'; tokens: number }
-  | { step: 'decode'; tokens: number }
-  | { step: 'done' };
+/** `rwkv_bench::BenchProgress`. */
+export interface BenchProgress {
+  step: string;
+  done: number;
+  total: number;
+}
 
-export interface BenchRun {
-  id: string;
+export interface Figure {
+  median: number;
+  min: number;
+  max: number;
+  n: number;
+}
+
+/** `rwkv_bench::BenchReport`: one run, the keys `rwkv bench --json` prints. */
+export interface BenchReport {
   title: string;
-  created_ms: number;
-  model: string;
-  format: string;
+  change: string;
+  date: string;
+  model: { path: string; n_layer: number; n_embd: number; types: string[]; file_bytes: number };
   adapter: string;
   backend: string;
+  driver: string;
+  commit: string;
+  command: string;
   load_ms: number;
-  prompt_tokens: number;
-  prefill_ms: number;
-  prefill_tok_s: number;
-  decode_tokens: number;
-  decode_ms: number;
-  decode_tok_s: number;
+  load_cold_ms: number | null;
   ttft_ms: number;
+  /** Prompt length → tok/s. */
+  prefill_tok_s: Record<string, number>;
+  decode_tok_s: number;
+  doc_state_ms: number;
+  fields_ms: number;
+  tokenize_us: number;
+  gpu_mem_mib: number;
+  figures: Record<string, Figure>;
+}
+
+/** `rwkv_engine::profile::Total`. */
+export interface ProfileTotal {
+  name: string;
+  ns: number;
+  percent: number;
+  dispatches: number;
+}
+
+/** `bench.rs` `Dashboard`: runs and the CLI's SVG charts (`rwkv_bench::charts`). */
+export interface Dashboard {
+  runs: BenchReport[];
+  history_svg: string;
+  profile_svg: string | null;
+  profile_by_op: ProfileTotal[] | null;
 }
 
 // ---------- bytes ----------
@@ -344,15 +398,14 @@ export const api = {
   runFields: async (document: string | null, fields: FieldInput[]): Promise<FieldsResult> => {
     const buf = await call<ArrayBuffer>('fields_run', { document, fields });
     const { meta, data } = unpackFloats<FieldsMeta>(buf);
-    const vectors = meta.labels.map((_, i) => data.subarray(i * meta.dim, (i + 1) * meta.dim));
+    const vectors = meta.fields.map((_, i) => data.subarray(i * meta.dim, (i + 1) * meta.dim));
     return { meta, vectors };
   },
 
   // benchmarks
-  runBench: (options: BenchOptions, onProgress: (e: BenchEvent) => void) =>
-    call<BenchRun>('bench_run', { options, onProgress: channel(onProgress) }),
-  stopBench: () => call<boolean>('bench_stop'),
-  benchHistory: () => call<BenchRun[]>('bench_history'),
+  runBench: (options: BenchOptions, onProgress: (e: BenchProgress) => void) =>
+    call<Dashboard>('bench_run', { options, onProgress: channel(onProgress) }),
+  benchDashboard: () => call<Dashboard>('bench_dashboard'),
   clearBench: () => call<void>('bench_clear'),
 };
 
@@ -368,4 +421,9 @@ export async function onFileDrop(
     if (e.payload.type === 'drop') cb(e.payload.paths);
     hover?.(e.payload.type === 'enter' || e.payload.type === 'over');
   });
+}
+
+/** An SVG document (the engine's charts) as an `<img>` source (CSP allows `img-src data:`). */
+export function svgDataUrl(svg: string): string {
+  return `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`;
 }

@@ -273,10 +273,14 @@ async function main() {
     await setValue('[data-testid=bench-prompt]', '64');
     await setValue('[data-testid=bench-decode]', '16');
     await click('[data-testid=bench-run]');
-    await waitFor('a chart', async () => {
-      const n = await exec(`return document.querySelectorAll('[data-testid=chart] circle').length`);
-      return n >= 3;
-    }, 600_000, 300);
+    // The engine's own plotters charts (rwkv_bench::charts), shown as SVG images.
+    const size = await waitFor('the history chart', () => exec(
+      `const img = document.querySelector('[data-testid=chart]');
+       return img && img.complete && img.naturalWidth > 0 ? [img.naturalWidth, img.naturalHeight] : null;`,
+    ), 900_000, 300);
+    log(`history chart ${size[0]}×${size[1]}`);
+    const profile = await exec(`const img = document.querySelector('[data-testid=profile-chart]'); return !!img && img.naturalWidth > 0;`);
+    assert(profile, 'the per-op GPU profile chart is shown');
     const table = await text('[data-testid=bench-table]');
     assert(/tok\/s/.test(table), 'the run is listed with speeds');
     // The reloaded model is ready again.
