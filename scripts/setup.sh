@@ -27,8 +27,8 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust from https://rustup.rs" >&2; exit 1; }
 command -v npm >/dev/null || { echo "setup: npm not found; install Node.js 20 or newer" >&2; exit 1; }
 
-# npm packages, exactly as locked (skipped when node_modules matches the lock file).
-if [ ! -f node_modules/.package-lock.json ] || ! cmp -s <(sed 1,3d package-lock.json) <(sed 1,3d node_modules/.package-lock.json 2>/dev/null); then
+# npm packages, exactly as locked (skipped when node_modules is newer than the lock file).
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 else
   echo "setup: node_modules up to date"
