@@ -191,9 +191,10 @@ async function main() {
     const before = (await replies()).length;
     await type('[data-testid=chat-input]', 'Tell me the whole story of the voyage, chapter by chapter.');
     await click('[data-testid=send]');
-    await waitFor('streaming to start', async () => {
+    // Let it run for a while (several tokens streamed), then stop it.
+    await waitFor('a few streamed tokens', async () => {
       const r = await replies();
-      return r.length > before && r[r.length - 1].text.trim().length > 0;
+      return r.length > before && r[r.length - 1].streaming && r[r.length - 1].text.trim().length > 30;
     }, 300_000, 50);
     const tStop = Date.now();
     await click('[data-testid=stop]');
@@ -201,10 +202,15 @@ async function main() {
       const r = await replies();
       return r.length > before && r[r.length - 1].stats;
     }, 60_000, 50);
-    log(`stopped after ${Date.now() - tStop} ms: ${stats}`);
+    const stopMs = Date.now() - tStop;
+    log(`stopped after ${stopMs} ms: ${stats}`);
     assert(/stopped/.test(stats), 'the reply says it was stopped');
+    assert(stopMs < 5_000, `Stop takes effect at once (${stopMs} ms)`);
     const n = Number(stats.match(/^(\d+) tok/)?.[1]);
-    assert(n > 0 && n < 4000, `stopped well before max tokens (${n})`);
+    assert(n > 1 && n < 4000, `stopped well before max tokens (${n})`);
+    const text = (await replies()).at(-1).text;
+    await sleep(1_000);
+    assert((await replies()).at(-1).text === text, 'no text arrives after the stop');
   });
 
   await step('chat: regenerate replaces the last reply', async () => {
