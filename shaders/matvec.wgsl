@@ -1,8 +1,9 @@
 // Matrix × vector for few tokens (decode): y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k]
-// + bias). 8 rows × 32 lanes per workgroup, up to 4 tokens per workgroup (grid y, the 4
-// tokens' sums in one vec4); each lane decodes 8 weights at a time (`dec8`), lanes of a
-// row read consecutive groups (coalesced), and are reduced through workgroup memory.
-// Same Params and bindings as `matmul`.
+// + bias). LANES lanes per row, 256 / LANES rows per workgroup, up to 4 tokens per
+// workgroup (grid y). Each lane takes steps of MV_STEP weights (`mv_step`, from the
+// encoding's snippet in shaders/matvec/: 16-byte weight loads, x read as vec4s) and the
+// lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
+// Same Params as `matmul`; `act` is seen as vec4s, the weights also as `w4`.
 
 struct Params {
     k: u32,
@@ -21,12 +22,12 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> w: array<u32>;          // [N, K] encoded
-@group(0) @binding(3) var<storage, read> vecs: array<f32>;       // bias vectors
-@group(0) @binding(4) var<storage, read_write> act: array<f32>;  // activations
+@group(0) @binding(2) var<storage, read> w: array<u32>;             // [N, K] encoded
+@group(0) @binding(3) var<storage, read> vecs: array<f32>;          // bias vectors
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
+@group(0) @binding(5) var<storage, read> w4: array<vec4<u32>>;      // the same weights
 
-const ROWS: u32 = 8u;
-var<workgroup> red: array<vec4<f32>, 256>; // [ROWS, 32 lanes], one vec4 = 4 tokens
+const ROWS: u32 = 256u / LANES;
 
 fn finish(v: f32, r: u32) -> f32 {
     var y = v;
@@ -42,57 +43,37 @@ fn finish(v: f32, r: u32) -> f32 {
     return y;
 }
 
-fn xdot(t: u32, t_count: u32, k: u32, wv: W8) -> f32 {
-    if (t >= t_count) {
-        return 0.0;
-    }
-    let o = p.x_off + t * p.x_stride + k;
-    let xa = vec4<f32>(act[o], act[o + 1u], act[o + 2u], act[o + 3u]);
-    let xb = vec4<f32>(act[o + 4u], act[o + 5u], act[o + 6u], act[o + 7u]);
-    return dot(wv.a, xa) + dot(wv.b, xb);
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    // Both views of the weights stay in the layout whichever one the encoding reads.
+    _ = arrayLength(&w);
+    _ = arrayLength(&w4);
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
-    let lane = li & 31u;
-    let rl = li >> 5u;
-    let r = wid.x * ROWS + rl;
+    let lane = li % LANES;
+    let r = wid.x * ROWS + li / LANES;
     let t0 = wid.y * 4u;
+    let nt = min(t_count - min(t0, t_count), 4u);
+    // x rows of the (up to) 4 tokens, in vec4 units (offsets and strides are multiples of 4).
+    let xs = p.x_stride >> 2u;
+    let x0 = (p.x_off >> 2u) + t0 * xs;
+    let xb = vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
         let rb = r * p.row_bytes;
-        let groups = p.k / 8u;
-        for (var g = lane; g < groups; g += 32u) {
-            let wv = dec8(rb, g * 8u);
-            acc += vec4<f32>(
-                xdot(t0, t_count, g * 8u, wv),
-                xdot(t0 + 1u, t_count, g * 8u, wv),
-                xdot(t0 + 2u, t_count, g * 8u, wv),
-                xdot(t0 + 3u, t_count, g * 8u, wv),
-            );
+        let steps = p.k / MV_STEP;
+        for (var g = lane; g < steps; g += LANES) {
+            acc += mv_step(rb, g, xb, nt);
         }
     }
-    red[li] = acc;
-    workgroupBarrier();
-    for (var s = 16u; s > 0u; s >>= 1u) {
-        if (lane < s) {
-            red[li] += red[li + s];
-        }
-        workgroupBarrier();
-    }
+    let sum = row_sum(acc, li);
     if (lane == 0u && r < p.n) {
-        let sum = red[li];
-        for (var j = 0u; j < 4u; j++) {
-            let t = t0 + j;
-            if (t < t_count) {
-                let idx = p.y_off + t * p.y_stride + p.row0 + r;
-                var v = finish(sum[j], r);
-                if (p.accumulate == 1u) {
-                    v += y_load(idx);
-                }
-                y_store(idx, v);
+        for (var j = 0u; j < nt; j++) {
+            let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;
+            var v = finish(sum[j], r);
+            if (p.accumulate == 1u) {
+                v += y_load(idx);
             }
+            y_store(idx, v);
         }
     }
 }

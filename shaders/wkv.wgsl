@@ -1,7 +1,11 @@
 // The WKV-7 recurrence, token by token for each (head, sequence):
 //   S = S * diag(w) + (S (-kk)) (kk * a)^T + v k^T,   y = S r
 // S[i][j] pairs value index i with key index j (RWKV_x070 RNN mode; fixtures' layout).
-// One workgroup of 64 per (head, sequence); thread i keeps row i of S in registers.
+// Rows of S are independent: one workgroup of 64 × TPR per (head, sequence), TPR
+// threads per row i, each keeping NV = 16 / TPR vec4s of the row in registers and
+// summing its partial dot products with the row's other threads through subgroup
+// shuffles (TPR > 1). No workgroup memory, no barriers; the next token's vectors are
+// loaded before the current token's update.
 
 struct Params {
     c: u32,
@@ -20,55 +24,85 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> tmeta: array<u32>;        // sequences
-@group(0) @binding(3) var<storage, read_write> state: array<f32>;  // [slots, slot_len]
-@group(0) @binding(4) var<storage, read_write> act: array<f32>;    // activations
+@group(0) @binding(2) var<storage, read> tmeta: array<u32>;              // sequences
+@group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
 
-var<workgroup> sr: array<f32, 64>;
-var<workgroup> sw: array<f32, 64>;
-var<workgroup> sk: array<f32, 64>;
-var<workgroup> skk: array<f32, 64>;
-var<workgroup> ska: array<f32, 64>;
+const NV: u32 = 16u / TPR;
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) i: u32) {
+// One token's vectors as this thread sees them: its NV vec4s of r, w, k, kk and kk·a,
+// and v of its row.
+struct Tok {
+    r: array<vec4<f32>, NV>,
+    w: array<vec4<f32>, NV>,
+    k: array<vec4<f32>, NV>,
+    kk: array<vec4<f32>, NV>,
+    ka: array<vec4<f32>, NV>,
+    v: f32,
+}
+
+fn load_tok(e: u32, row: u32) -> Tok {
+    var t: Tok;
+    for (var j = 0u; j < NV; j++) {
+        t.r[j] = act[(p.r_off >> 2u) + e + j];
+        t.w[j] = act[(p.w_off >> 2u) + e + j];
+        t.k[j] = act[(p.k_off >> 2u) + e + j];
+        let kk = act[(p.kk_off >> 2u) + e + j];
+        t.kk[j] = kk;
+        t.ka[j] = kk * act[(p.a_off >> 2u) + e + j];
+    }
+    let vi = p.v_off + row;
+    t.v = act[vi >> 2u][vi & 3u];
+    return t;
+}
+
+@compute @workgroup_size(64u * TPR)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let h = wid.x;
     let b = wid.y;
     if (b >= d.n_seqs) {
-        return;
+        return; // uniform per workgroup
     }
     let start = tmeta[d.off_seqs + 4u * b];
     let len = tmeta[d.off_seqs + 4u * b + 1u];
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
-    let base = slot * p.slot_len + p.state_off + (h * 64u + i) * 64u;
-    var s: array<f32, 64>;
-    for (var j = 0u; j < 64u; j++) {
-        s[j] = state[base + j];
+    let i = li / TPR;       // row of S (value index) within the head
+    let q = li % TPR;       // which NV vec4s of the row
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
+    var s: array<vec4<f32>, NV>;
+    for (var j = 0u; j < NV; j++) {
+        s[j] = state[sb + j];
+    }
+    let c4 = p.c >> 2u;
+    let col = h * 16u + q * NV; // vec4 column of this thread's keys in a token row
+    var cur: Tok;
+    if (len > 0u) {
+        cur = load_tok(start * c4 + col, start * p.c + h * 64u + i);
     }
     for (var n = 0u; n < len; n++) {
-        let idx = (start + n) * p.c + h * 64u + i;
-        sr[i] = act[p.r_off + idx];
-        sw[i] = act[p.w_off + idx];
-        sk[i] = act[p.k_off + idx];
-        let kk = act[p.kk_off + idx];
-        skk[i] = kk;
-        ska[i] = kk * act[p.a_off + idx];
-        let v = act[p.v_off + idx];
-        workgroupBarrier();
+        let t = start + n;
+        var next: Tok;
+        if (n + 1u < len) {
+            next = load_tok((t + 1u) * c4 + col, (t + 1u) * p.c + h * 64u + i);
+        }
         var sa = 0.0;
-        for (var j = 0u; j < 64u; j++) {
-            sa -= s[j] * skk[j];
+        for (var j = 0u; j < NV; j++) {
+            sa -= dot(s[j], cur.kk[j]);
         }
+        sa = tpr_sum(sa);
         var y = 0.0;
-        for (var j = 0u; j < 64u; j++) {
-            let e = s[j] * sw[j] + sa * ska[j] + v * sk[j];
-            s[j] = e;
-            y += e * sr[j];
+        for (var j = 0u; j < NV; j++) {
+            s[j] = s[j] * cur.w[j] + sa * cur.ka[j] + cur.v * cur.k[j];
+            y += dot(s[j], cur.r[j]);
         }
-        act[p.y_off + idx] = y;
-        workgroupBarrier();
+        y = tpr_sum(y);
+        if (q == 0u) {
+            let yi = p.y_off + t * p.c + h * 64u + i;
+            act[yi >> 2u][yi & 3u] = y;
+        }
+        cur = next;
     }
-    for (var j = 0u; j < 64u; j++) {
-        state[base + j] = s[j];
+    for (var j = 0u; j < NV; j++) {
+        state[sb + j] = s[j];
     }
 }

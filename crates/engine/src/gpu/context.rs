@@ -13,6 +13,8 @@ pub struct GpuFeatures {
     pub shader_f16: bool,
     /// `SUBGROUP`: subgroup operations (`subgroupAdd`, …).
     pub subgroup: bool,
+    /// Smallest subgroup size the adapter may run a shader with (0 when unknown).
+    pub subgroup_min_size: u32,
     /// `TIMESTAMP_QUERY`: GPU timestamps at pass boundaries.
     pub timestamp: bool,
     /// `TIMESTAMP_QUERY_INSIDE_PASSES`: timestamps between dispatches of one pass.
@@ -44,6 +46,7 @@ pub enum AdapterChoice {
 }
 
 /// The device the engine runs on, with its queue, limits and features.
+#[derive(Clone)]
 pub struct GpuContext {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
@@ -195,7 +198,9 @@ impl GpuContext {
         }));
         let features = GpuFeatures {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
-            subgroup: required.contains(wgpu::Features::SUBGROUP),
+            subgroup: required.contains(wgpu::Features::SUBGROUP)
+                && std::env::var_os("RWKV_NO_SUBGROUPS").is_none(),
+            subgroup_min_size: adapter.get_info().subgroup_min_size,
             timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_inside_passes: required
                 .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),

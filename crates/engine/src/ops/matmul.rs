@@ -118,20 +118,45 @@ pub fn matmul(
             per_y: 64,
         },
     )?;
+    // matvec: LANES lanes per row, each taking steps of `matvec_step(dtype)` weights.
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: x offset/stride not multiples of 4", m.name),
+        ));
+    }
+    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+    let lanes = steps.next_power_of_two().clamp(4, 32);
+    let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
+    let mut mv_buffers = buffers.clone();
+    mv_buffers.insert(3, &m.buffer);
     let small = cx.node(
         op,
         layer,
-        &key("matvec"),
+        &PipelineKey {
+            op: "matvec",
+            dtype: Some(m.dtype),
+            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
+        },
         &p,
-        &buffers,
+        &mv_buffers,
         Grid::Tiles {
-            x: n_out.div_ceil(8),
+            x: n_out.div_ceil(256 / lanes),
             count: a.rows,
             per_y: 4,
         },
     )?;
     node.small = Some((SMALL_T, Box::new(small)));
     Ok(node)
+}
+
+/// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
+/// shaders/matvec/).
+fn matvec_step(dtype: crate::DType) -> usize {
+    match dtype {
+        crate::DType::Q4_K | crate::DType::Q6_K => 64,
+        _ => 32,
+    }
 }
 
 /// CPU reference: `y[t, r] = act(Σ_k W[r, k] x[t, k] + bias[r])` with `W` decoded to f32
@@ -184,10 +209,28 @@ mod tests {
         act: Act,
         accumulate: bool,
     ) {
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            ..Default::default()
-        });
+        check_on(gpu(), dtype, bytes, w, n, k, t, act, accumulate);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_on(
+        gpu: std::sync::Arc<crate::gpu::GpuContext>,
+        dtype: DType,
+        bytes: &[u8],
+        w: &[f32],
+        n: usize,
+        k: usize,
+        t: usize,
+        act: Act,
+        accumulate: bool,
+    ) {
+        let h = Harness::with_gpu(
+            Dims {
+                n_tokens: t as u32,
+                ..Default::default()
+            },
+            gpu,
+        );
         let x = rand_vec(11 + t as u64, t * k, 1.0);
         let y0 = rand_vec(12, t * n, 1.0);
         let bias = rand_vec(13, n, 0.5);
@@ -248,7 +291,7 @@ mod tests {
                 "quant/{ty}.blk.0.time_mix_key.weight.f32.npy"
             )));
             let dtype = DType::ALL.into_iter().find(|d| d.name() == ty).unwrap();
-            for t in [1, 3, 70] {
+            for t in [1, 3, 5, 8, 70] {
                 check(dtype, &bin, &w, 256, 256, t, Act::None, false);
             }
         }
@@ -291,6 +334,34 @@ mod tests {
                 Act::ReluSq,
                 true,
             );
+        }
+    }
+
+    /// The matrix × vector kernel with a long K (32 lanes per row, several steps each),
+    /// rows not filling the last workgroup, 1–8 tokens, with subgroup sums and without.
+    #[test]
+    fn matvec_long_rows_with_and_without_subgroups() {
+        let (n, k) = (40, 2560);
+        let w = rand_vec(31, n * k, 0.05);
+        let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+        let mut plain = (*gpu()).clone();
+        plain.features.subgroup = false;
+        let plain = std::sync::Arc::new(plain);
+        for g in [gpu(), plain] {
+            for t in [1, 2, 4, 5, 8] {
+                check_on(
+                    g.clone(),
+                    DType::F16,
+                    bytemuck::cast_slice(&w16),
+                    &w16f,
+                    n,
+                    k,
+                    t,
+                    Act::None,
+                    t % 2 == 0,
+                );
+            }
         }
     }
 }

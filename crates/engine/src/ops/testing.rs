@@ -28,7 +28,11 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(dims: Dims) -> Self {
-        let gpu = gpu();
+        Self::with_gpu(dims, gpu())
+    }
+
+    /// A harness on a given context (e.g. the test device with a feature turned off).
+    pub fn with_gpu(dims: Dims, gpu: Arc<GpuContext>) -> Self {
         let dims_buf = buffer::uniform(&gpu, "dims", &dims);
         Harness {
             gpu,

@@ -38,10 +38,33 @@ pub fn wkv(
             format!("C = {} is not a multiple of the head size 64", a.c),
         ));
     }
+    // Four threads per row of S where subgroup shuffles can sum them, else one.
+    let tpr = if cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
+        4
+    } else {
+        1
+    };
+    let offsets = [
+        a.r_off,
+        a.w_off,
+        a.k_off,
+        a.v_off,
+        a.kk_off,
+        a.a_off,
+        a.y_off,
+        a.state_off,
+        a.slot_len,
+    ];
+    if offsets.iter().any(|o| o % 4 != 0) {
+        return Err(op_err(
+            "wkv",
+            "offsets must be multiples of 4 (vec4 access)",
+        ));
+    }
     let key = PipelineKey {
         op: "wkv",
         dtype: None,
-        spec: vec![],
+        spec: vec![("TPR", tpr)],
     };
     cx.node(
         "wkv",
@@ -84,18 +107,29 @@ mod tests {
     use crate::ops::testing::*;
     use crate::ops::Dims;
 
-    /// Two sequences (lengths 4 and 1) in slots 1 and 0, two heads, random initial state.
+    /// Two sequences (lengths 4 and 1) in slots 1 and 0, two heads, random initial state;
+    /// with subgroups (4 threads per row of S) and without (1).
     #[test]
     fn matches_cpu_reference() {
+        let mut plain = (*gpu()).clone();
+        plain.features.subgroup = false;
+        check_on(gpu());
+        check_on(std::sync::Arc::new(plain));
+    }
+
+    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>) {
         let (c, t) = (128usize, 5usize);
         let n = t * c;
         let meta = [0u32, 4, 1, 0, 4, 1, 0, 0];
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            n_seqs: 2,
-            off_seqs: 0,
-            ..Default::default()
-        });
+        let h = Harness::with_gpu(
+            Dims {
+                n_tokens: t as u32,
+                n_seqs: 2,
+                off_seqs: 0,
+                ..Default::default()
+            },
+            gpu,
+        );
         let r = rand_vec(60, n, 1.0);
         let w: Vec<f32> = rand_vec(61, n, 1.0)
             .iter()
