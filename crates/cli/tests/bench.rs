@@ -151,7 +151,7 @@ fn profile_names_every_op_and_layer() {
         "wkv_prep",
         "wkv_out",
         "layer_norm",
-        "token_shift",
+        "ln_shift",
         "att.key",
         "ffn.value",
         "head",

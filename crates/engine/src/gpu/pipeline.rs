@@ -37,14 +37,121 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
+/// `matvec` sees the activations as vec4s: scalar access to the outputs.
+const MV_OUT_ACT: &str = "
+fn y_load(i: u32) -> f32 { return act[i >> 2u][i & 3u]; }
+fn y_store(i: u32, v: f32) { act[i >> 2u][i & 3u] = v; }
+";
+
+const MV_OUT_SEP: &str = "
+@group(0) @binding(6) var<storage, read_write> out: array<f32>; // [R, vocab] logits
+fn y_load(i: u32) -> f32 { return out[i]; }
+fn y_store(i: u32, v: f32) { out[i] = v; }
+";
+
+/// Sum over the LANES lanes of a row (consecutive invocations) for `matvec`: subgroup
+/// shuffles when a subgroup is known to hold whole rows (SG = 1)…
+const ROW_SUM_SG: &str = "
+fn row_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
+    var s = v;
+    for (var o = LANES / 2u; o > 0u; o >>= 1u) {
+        s += subgroupShuffleXor(s, o);
+    }
+    return s;
+}
+";
+
+/// …or a tree in workgroup memory.
+const ROW_SUM_WG: &str = "
+var<workgroup> red: array<vec4<f32>, 256>;
+fn row_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
+    red[li] = v;
+    workgroupBarrier();
+    for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+        if ((li % LANES) < s) {
+            red[li] += red[li + s];
+        }
+        workgroupBarrier();
+    }
+    return red[li];
+}
+";
+
+/// Sum over a workgroup of WG invocations (`ln_shift`): subgroup sums, then the
+/// subgroups' partial sums through workgroup memory…
+const WG_SUM_SG: &str = "
+var<workgroup> part: array<vec4<f32>, 256>;
+fn wg_sum(v: vec4<f32>, li: u32, sgid: u32, sgs: u32) -> vec4<f32> {
+    let s = subgroupAdd(v);
+    if (sgid == 0u) {
+        part[li / sgs] = s;
+    }
+    workgroupBarrier();
+    var t = vec4<f32>(0.0);
+    for (var i = 0u; i < WG / sgs; i++) {
+        t += part[i];
+    }
+    workgroupBarrier();
+    return t;
+}
+";
+
+/// …or a tree in workgroup memory.
+const WG_SUM_TREE: &str = "
+var<workgroup> part: array<vec4<f32>, 256>;
+fn wg_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
+    part[li] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (li < s) {
+            part[li] += part[li + s];
+        }
+        workgroupBarrier();
+    }
+    let t = part[0];
+    workgroupBarrier();
+    return t;
+}
+";
+
+/// Sum over the TPR threads of a row of S for `wkv` (subgroup shuffles; TPR = 1: none).
+const TPR_SUM_SG: &str = "
+fn tpr_sum(v: f32) -> f32 {
+    var s = v;
+    for (var o = TPR / 2u; o > 0u; o >>= 1u) {
+        s += subgroupShuffleXor(s, o);
+    }
+    return s;
+}
+";
+
+const TPR_SUM_ONE: &str = "
+fn tpr_sum(v: f32) -> f32 {
+    return v;
+}
+";
+
+/// The `matvec` step for an encoding (shaders/matvec/), generic on top of `dec8`.
+fn matvec_step(dtype: Option<DType>) -> &'static str {
+    match dtype {
+        Some(DType::F16) => include_str!("../../../../shaders/matvec/f16.wgsl"),
+        Some(DType::Q4_K) => include_str!("../../../../shaders/matvec/q4_k.wgsl"),
+        Some(DType::Q6_K) => include_str!("../../../../shaders/matvec/q6_k.wgsl"),
+        _ => include_str!("../../../../shaders/matvec/generic.wgsl"),
+    }
+}
+
+fn spec(key: &PipelineKey, name: &str) -> Option<u32> {
+    key.spec.iter().find(|&&(n, _)| n == name).map(|&(_, v)| v)
+}
+
 /// WGSL source for an op's shader, with the decode snippet of `dtype` and the `spec`
 /// values as `const`s prepended.
 pub fn shader_source(key: &PipelineKey) -> Result<String> {
     let body = match key.op {
         "embed" => include_str!("../../../../shaders/embed.wgsl"),
         "layer_norm" => include_str!("../../../../shaders/layer_norm.wgsl"),
-        "token_shift" => include_str!("../../../../shaders/token_shift.wgsl"),
-        "shift_store" => include_str!("../../../../shaders/shift_store.wgsl"),
+        "ln_shift" => include_str!("../../../../shaders/ln_shift.wgsl"),
         "matmul" => include_str!("../../../../shaders/matmul.wgsl"),
         "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
@@ -83,11 +190,41 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         src.push_str(BYTES);
     }
     src.push_str(decode);
-    if matches!(key.op, "matmul" | "matvec") {
-        let sep = key.spec.iter().any(|&(n, v)| n == "OUT_SEP" && v == 1);
+    let sep = spec(key, "OUT_SEP") == Some(1);
+    if key.op == "matmul" {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
-    src.push_str(body);
+    let mut body = body.to_string();
+    if key.op == "ln_shift" {
+        let sg = spec(key, "SG") == Some(1);
+        src.push_str(if sg { WG_SUM_SG } else { WG_SUM_TREE });
+        body = if sg {
+            body.replace(
+                "/*SG_ARGS*/",
+                ",\n        @builtin(subgroup_invocation_id) sgid: u32, @builtin(subgroup_size) sgs: u32",
+            )
+            .replace(" SG_PASS", ", sgid, sgs")
+        } else {
+            body.replace(" SG_PASS", "")
+        };
+    }
+    if key.op == "wkv" {
+        src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
+            TPR_SUM_SG
+        } else {
+            TPR_SUM_ONE
+        });
+    }
+    if key.op == "matvec" {
+        src.push_str(if sep { MV_OUT_SEP } else { MV_OUT_ACT });
+        src.push_str(if spec(key, "SG") == Some(1) {
+            ROW_SUM_SG
+        } else {
+            ROW_SUM_WG
+        });
+        src.push_str(matvec_step(key.dtype));
+    }
+    src.push_str(&body);
     Ok(src)
 }
 

@@ -5,11 +5,11 @@
 //! records the nodes into one compute pass. Per layer (RWKV_x070, numbered as below):
 //!
 //! 1. `xx = ln1(x)`; 2. six lerps with the previous token (state for the first);
-//! 3. save the shift state; 4. `r, k, v = W xr, W xk, W xv`;
+//! 3. save the shift state (1–3: one `ln_shift` dispatch); 4. `r, k, v = W xr, W xk, W xv`;
 //! 5. `w = w0 + tanh(xw W1) W2`; 6. `a = σ(a0 + xa A1 A2)`; 7. `g = σ(xg G1) G2`;
 //! 8. (layer > 0) `v_mix = σ(v0 + xv V1 V2)`; 9. kk, k, v residual, decay;
 //! 10. WKV recurrence; 11. GroupNorm + bonus + gate; 12. `x += Wo o`;
-//! 13. `xx = ln2(x)`; 14. lerp; 15. save shift; 16. `h = relu(Wk xk)²`; 17. `x += Wv h`.
+//! 13. `xx = ln2(x)`; 14. lerp; 15. save shift (13–15: `ln_shift`); 16. `h = relu(Wk xk)²`; 17. `x += Wv h`.
 //!
 //! Then the head: gather the wanted rows, `ln_out`, logits in row chunks of the head.
 
@@ -18,8 +18,8 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights, LayerVecs};
+use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{matmul, Act, MatmulArgs};
-use crate::ops::token_shift::ShiftArgs;
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
@@ -36,7 +36,6 @@ pub const GN_EPS: f32 = 64e-5;
 #[derive(Debug, Clone, Copy)]
 pub struct Regions {
     pub x: usize,
-    pub xx: usize,
     /// Six lerp outputs, `t_cap × C` apart.
     pub mix: usize,
     pub r: usize,
@@ -75,7 +74,6 @@ impl Regions {
             o
         };
         let x = take(tc);
-        let xx = take(tc);
         let mix = take(6 * tc);
         let r = take(tc);
         let k = take(tc);
@@ -94,7 +92,6 @@ impl Regions {
         let head_norm = take(r_cap * cfg.n_embd);
         Regions {
             x,
-            xx,
             mix,
             r,
             k,
@@ -123,7 +120,7 @@ impl Regions {
             .max(cfg.lora.iclr_a)
             .max(cfg.lora.value_v)
             .max(cfg.lora.gate_g);
-        20 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
+        19 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
     }
 }
 
@@ -244,34 +241,21 @@ impl Graph {
             let lid = Some(l);
             let v = &ly.vecs;
             let base = l * per_layer;
-            // 1–3: ln1, lerps, shift state
-            body.push(ops::layer_norm::layer_norm(
-                &cx,
-                lid,
-                c,
-                v,
-                &act,
-                rg.x,
-                rg.xx,
-                LayerVecs::LN1 * c,
-                Count::Tokens,
-                LN_EPS,
-            )?);
-            let shift = ShiftArgs {
+            // 1–3: ln1, lerps, shift state (one dispatch)
+            let shift = LnShiftArgs {
                 c,
                 n_mix: 6,
                 mix_off: LayerVecs::MIX * c,
-                x_off: rg.xx,
+                ln_off: LayerVecs::LN1 * c,
+                x_off: rg.x,
                 out_off: rg.mix,
                 out_stride: tc,
                 state_off: base,
                 slot_len,
+                eps: LN_EPS,
             };
-            body.push(ops::token_shift::token_shift(
+            body.push(ops::ln_shift::ln_shift(
                 &cx, lid, &shift, v, &meta, &state, &act,
-            )?);
-            body.push(ops::shift_store::shift_store(
-                &cx, lid, c, rg.xx, base, slot_len, &meta, &act, &state,
             )?);
             let mix = |i: usize| rg.mix + i * tc;
             // 4: r, k, v
@@ -471,34 +455,21 @@ impl Graph {
                 &mm(rg.o, c, rg.x, c, Act::None, true, None),
             )?);
             // 13–17: channel mix
-            body.push(ops::layer_norm::layer_norm(
-                &cx,
-                lid,
-                c,
-                v,
-                &act,
-                rg.x,
-                rg.xx,
-                LayerVecs::LN2 * c,
-                Count::Tokens,
-                LN_EPS,
-            )?);
             let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
-            let shift = ShiftArgs {
+            let shift = LnShiftArgs {
                 c,
                 n_mix: 1,
                 mix_off: LayerVecs::FFN_X_K * c,
-                x_off: rg.xx,
+                ln_off: LayerVecs::LN2 * c,
+                x_off: rg.x,
                 out_off: rg.mix,
                 out_stride: tc,
                 state_off: ffn_state,
                 slot_len,
+                eps: LN_EPS,
             };
-            body.push(ops::token_shift::token_shift(
+            body.push(ops::ln_shift::ln_shift(
                 &cx, lid, &shift, v, &meta, &state, &act,
-            )?);
-            body.push(ops::shift_store::shift_store(
-                &cx, lid, c, rg.xx, ffn_state, slot_len, &meta, &act, &state,
             )?);
             let f = cfg.ffn_dim;
             body.push(matmul(

@@ -9,9 +9,8 @@
 pub mod embed;
 pub mod gather_rows;
 pub mod layer_norm;
+pub mod ln_shift;
 pub mod matmul;
-pub mod shift_store;
-pub mod token_shift;
 pub mod wkv;
 pub mod wkv_out;
 pub mod wkv_prep;

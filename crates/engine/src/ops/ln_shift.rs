@@ -1,0 +1,223 @@
+//! LayerNorm + token shift + shift-state save in one dispatch (`shaders/ln_shift.wgsl`):
+//! the six time-mix inputs after `ln1`, or the channel-mix input after `ln2`.
+//!
+//! Replaces `layer_norm` → `token_shift` → `shift_store` (three dispatches) on the
+//! forward path; each token's workgroup recomputes its predecessor's LayerNorm.
+
+use crate::error::Result;
+use crate::gpu::pipeline::PipelineKey;
+use crate::ops::{op_err, Count, Ctx, Grid, Node};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    c: u32,
+    n_mix: u32,
+    mix_off: u32,
+    ln_off: u32,
+    x_off: u32,
+    out_off: u32,
+    out_stride: u32,
+    state_off: u32,
+    slot_len: u32,
+    eps: f32,
+    _p: [u32; 2],
+}
+
+/// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).
+#[derive(Debug, Clone, Copy)]
+pub struct LnShiftArgs {
+    pub c: usize,
+    /// 6 (time mix: r, w, k, v, a, g) or 1 (channel mix: k).
+    pub n_mix: usize,
+    /// `vecs` offset of the mixes `[n_mix, C]`.
+    pub mix_off: usize,
+    /// `vecs` offset of the LayerNorm weight `[C]`, bias right after.
+    pub ln_off: usize,
+    /// `act` offset of the residual stream x `[T, C]`.
+    pub x_off: usize,
+    /// `act` offset of mix 0's output; mix m at `out_off + m * out_stride`.
+    pub out_off: usize,
+    pub out_stride: usize,
+    /// Offset of the shift vector inside a state slot, and the slot length (f32).
+    pub state_off: usize,
+    pub slot_len: usize,
+    pub eps: f32,
+}
+
+/// `xn = LayerNorm(x[t])`, `out_m[t] = xn + (prev(t) − xn)·mix_m` with `prev` the
+/// previous token's `xn` (the state's shift vector for a sequence's first token), and
+/// each sequence's last `xn` saved as its new shift vector.
+///
+/// Errors: no mixes or more than six.
+#[allow(clippy::too_many_arguments)]
+pub fn ln_shift(
+    cx: &Ctx,
+    layer: Option<usize>,
+    a: &LnShiftArgs,
+    vecs: &wgpu::Buffer,
+    meta: &wgpu::Buffer,
+    state: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+) -> Result<Node> {
+    if a.n_mix == 0 || a.n_mix > 6 {
+        return Err(op_err(
+            "ln_shift",
+            format!("{} mixes; 1 to 6 allowed", a.n_mix),
+        ));
+    }
+    let p = Params {
+        c: a.c as u32,
+        n_mix: a.n_mix as u32,
+        mix_off: a.mix_off as u32,
+        ln_off: a.ln_off as u32,
+        x_off: a.x_off as u32,
+        out_off: a.out_off as u32,
+        out_stride: a.out_stride as u32,
+        state_off: a.state_off as u32,
+        slot_len: a.slot_len as u32,
+        eps: a.eps,
+        _p: [0; 2],
+    };
+    let sg = cx.gpu.features.subgroup;
+    let key = PipelineKey {
+        op: "ln_shift",
+        dtype: None,
+        spec: vec![("SG", u32::from(sg))],
+    };
+    cx.node(
+        "ln_shift",
+        layer,
+        &key,
+        &p,
+        &[vecs, meta, state, act],
+        Grid::Linear {
+            count: Count::Tokens,
+            per: 1,
+            wg_size: 1,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::layer_norm::reference as ln_ref;
+    use crate::ops::testing::*;
+    use crate::ops::Dims;
+
+    /// Three sequences (lengths 3, 1, 2) in slots 1, 2, 0; six mixes and one; with
+    /// subgroup sums and without. Checks the mixes and every slot's new shift vector.
+    #[test]
+    fn matches_layer_norm_then_token_shift() {
+        let mut plain = (*gpu()).clone();
+        plain.features.subgroup = false;
+        for g in [gpu(), std::sync::Arc::new(plain)] {
+            for n_mix in [6, 1] {
+                check(g.clone(), n_mix);
+            }
+        }
+    }
+
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize) {
+        let c = 320; // not a multiple of the workgroup size
+        let lens = [3usize, 1, 2];
+        let slots = [1usize, 2, 0];
+        let t: usize = lens.iter().sum();
+        let mut tok_seq = Vec::new();
+        let mut tok_pos = Vec::new();
+        let mut seqs = Vec::new();
+        let mut at = 0;
+        for (b, &len) in lens.iter().enumerate() {
+            for i in 0..len {
+                tok_seq.push(b as u32);
+                tok_pos.push(i as u32);
+            }
+            seqs.extend([at as u32, len as u32, slots[b] as u32, 0]);
+            at += len;
+        }
+        let meta = [tok_seq, tok_pos, seqs].concat();
+        let h = Harness::with_gpu(
+            Dims {
+                n_tokens: t as u32,
+                n_seqs: lens.len() as u32,
+                off_tok_seq: 0,
+                off_tok_pos: t as u32,
+                off_seqs: 2 * t as u32,
+                ..Default::default()
+            },
+            gpu,
+        );
+        // Residual stream with an offset and spread, as deep layers have.
+        let x: Vec<f32> = rand_vec(7, t * c, 3.0).iter().map(|v| v + 5.0).collect();
+        let ln_w = rand_vec(8, c, 1.0);
+        let ln_b = rand_vec(9, c, 0.5);
+        let mixes = rand_vec(10, n_mix * c, 1.0);
+        let vecs = [ln_w.clone(), ln_b.clone(), mixes.clone()].concat();
+        let slot_len = 3 * c;
+        let state0 = rand_vec(11, 3 * slot_len, 1.0);
+        let state_buf = h.f32_buf(&state0);
+        let mut act = x.clone();
+        act.extend(vec![0.0; n_mix * t * c]);
+        let act_buf = h.f32_buf(&act);
+        let args = LnShiftArgs {
+            c,
+            n_mix,
+            mix_off: 2 * c,
+            ln_off: 0,
+            x_off: 0,
+            out_off: t * c,
+            out_stride: t * c,
+            state_off: c,
+            slot_len,
+            eps: 1e-5,
+        };
+        let node = ln_shift(
+            &h.ctx(),
+            None,
+            &args,
+            &h.f32_buf(&vecs),
+            &h.u32_buf(&meta),
+            &state_buf,
+            &act_buf,
+        )
+        .unwrap();
+        h.run(&[node]);
+        let got = h.read(&act_buf, t * c, n_mix * t * c);
+        let st = h.read(&state_buf, 0, 3 * slot_len);
+        let xn: Vec<Vec<f32>> = (0..t)
+            .map(|i| ln_ref(&x[i * c..(i + 1) * c], &ln_w, &ln_b, 1e-5))
+            .collect();
+        let mut at = 0;
+        for (b, &len) in lens.iter().enumerate() {
+            for p in 0..len {
+                let tok = at + p;
+                for i in 0..c {
+                    let prev = if p == 0 {
+                        state0[slots[b] * slot_len + c + i]
+                    } else {
+                        xn[tok - 1][i]
+                    };
+                    for m in 0..n_mix {
+                        let want = xn[tok][i] + (prev - xn[tok][i]) * mixes[m * c + i];
+                        let g = got[m * t * c + tok * c + i];
+                        assert!(
+                            (g - want).abs() < 1e-4,
+                            "mix {m} token {tok} ch {i}: {g} vs {want}"
+                        );
+                    }
+                }
+            }
+            let sb = slots[b] * slot_len + c;
+            let err = max_abs(&st[sb..sb + c], &xn[at + len - 1]);
+            assert!(err < 1e-4, "sequence {b}: saved shift off by {err}");
+            at += len;
+        }
+        // Everything else in the slots is untouched.
+        for s in 0..3 {
+            let o = s * slot_len;
+            assert_eq!(st[o..o + c], state0[o..o + c]);
+            assert_eq!(st[o + 2 * c..o + 3 * c], state0[o + 2 * c..o + 3 * c]);
+        }
+    }
+}

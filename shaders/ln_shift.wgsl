@@ -1,0 +1,80 @@
+// LayerNorm + token shift + shift-state save, one workgroup per token (RWKV_x070):
+//   xn[t]  = LayerNorm(x[t]) (ln1 / ln2, eps as torch)
+//   prev   = xn[t-1] of the same sequence, or the saved shift state for its first token
+//   out_m[t] = xn[t] + (prev - xn[t]) * mix_m            (m < n_mix: 6 time-mix, 1 channel-mix)
+//   state  ← xn[last token of the sequence]
+// The previous token's LayerNorm is recomputed here (cheaper than a dispatch). The first
+// token's workgroup is the only reader of the old shift state, so it also writes the new
+// one, after reading it: no other workgroup touches the slot.
+
+struct Params {
+    c: u32,
+    n_mix: u32,
+    mix_off: u32,     // vec offset of the mixes [n_mix, C]
+    ln_off: u32,      // vec offset of the LayerNorm weight [C]; bias follows at + C
+    x_off: u32,       // act offset of x [T, C] (the residual stream)
+    out_off: u32,     // act offset of out_0; out_m at out_off + m * out_stride
+    out_stride: u32,
+    state_off: u32,   // offset of this shift vector inside a state slot
+    slot_len: u32,
+    eps: f32,
+    _p0: u32,
+    _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> d: Dims;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> vecs: array<f32>;         // weights, mixes
+@group(0) @binding(3) var<storage, read> tmeta: array<u32>;        // token metadata
+@group(0) @binding(4) var<storage, read_write> state: array<f32>;  // [slots, slot_len]
+@group(0) @binding(5) var<storage, read_write> act: array<f32>;    // activations
+
+const WG: u32 = 256u;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32 /*SG_ARGS*/) {
+    let t = linear_wg(wid, nwg);
+    if (t >= d.n_tokens) {
+        return; // uniform for the whole workgroup
+    }
+    let b = tmeta[d.off_tok_seq + t];
+    let pos = tmeta[d.off_tok_pos + t];
+    let start = tmeta[d.off_seqs + 4u * b];
+    let len = tmeta[d.off_seqs + 4u * b + 1u];
+    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let first = pos == 0u;
+    // Rows whose statistics we need: this token, the previous one (or this one again),
+    // and the sequence's last (only when this is its first token).
+    let rt = p.x_off + t * p.c;
+    let rp = select(rt - p.c, rt, first);
+    let rl = select(rt, p.x_off + (start + len - 1u) * p.c, first);
+    var s = vec3<f32>(0.0);
+    for (var i = li; i < p.c; i += WG) {
+        s += vec3<f32>(act[rt + i], act[rp + i], act[rl + i]);
+    }
+    let mean = wg_sum(vec4<f32>(s, 0.0), li SG_PASS).xyz / f32(p.c);
+    var v = vec3<f32>(0.0);
+    for (var i = li; i < p.c; i += WG) {
+        let e = vec3<f32>(act[rt + i], act[rp + i], act[rl + i]) - mean;
+        v += e * e;
+    }
+    let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li SG_PASS).xyz / f32(p.c) + p.eps);
+    let sb = slot * p.slot_len + p.state_off;
+    for (var i = li; i < p.c; i += WG) {
+        let wt = vecs[p.ln_off + i];
+        let bs = vecs[p.ln_off + p.c + i];
+        let xn = (act[rt + i] - mean.x) * rstd.x * wt + bs;
+        var prev: f32;
+        if (first) {
+            prev = state[sb + i];
+            state[sb + i] = (act[rl + i] - mean.z) * rstd.z * wt + bs;
+        } else {
+            prev = (act[rp + i] - mean.y) * rstd.y * wt + bs;
+        }
+        let dx = prev - xn;
+        for (var m = 0u; m < p.n_mix; m++) {
+            act[p.out_off + m * p.out_stride + t * p.c + i] = xn + dx * vecs[p.mix_off + m * p.c + i];
+        }
+    }
+}
