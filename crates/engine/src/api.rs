@@ -557,25 +557,50 @@ impl Engine {
             let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
             self.graph
                 .encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
+            // Results go to the graph's readback buffer in the same submission: logits
+            // first, embeddings after them.
+            let n_logits = if run_head { rows.len() * vocab } else { 0 };
+            let n_emb = if want.embeddings { rows.len() * c } else { 0 };
+            // Embeddings start 8-byte aligned (a mapping's offset must be).
+            let emb_at_f = (r_cap * vocab).next_multiple_of(2);
+            let emb_at = emb_at_f as u64 * 4;
+            if n_logits > 0 {
+                enc.copy_buffer_to_buffer(
+                    &self.graph.logits,
+                    0,
+                    &self.graph.readback,
+                    0,
+                    n_logits as u64 * 4,
+                );
+            }
+            if n_emb > 0 {
+                enc.copy_buffer_to_buffer(
+                    &self.graph.act,
+                    self.graph.regions.head_norm as u64 * 4,
+                    &self.graph.readback,
+                    emb_at,
+                    n_emb as u64 * 4,
+                );
+            }
             self.gpu.queue.submit([enc.finish()]);
             if rows.is_empty() {
                 continue;
             }
-            let logits = if run_head {
-                buffer::read_f32(&self.gpu, &self.graph.logits, 0, rows.len() * vocab)?
-            } else {
-                Vec::new()
+            // One mapping: the logits, up to the embeddings' end when both are wanted.
+            let (from, len) = match (n_logits > 0, n_emb > 0) {
+                (true, true) => (0, emb_at_f + n_emb),
+                (true, false) => (0, n_logits),
+                (false, _) => (emb_at_f, n_emb),
             };
-            let emb = if want.embeddings {
-                buffer::read_f32(
-                    &self.gpu,
-                    &self.graph.act,
-                    self.graph.regions.head_norm,
-                    rows.len() * c,
-                )?
-            } else {
-                Vec::new()
-            };
+            let mut host = vec![0f32; len];
+            buffer::read_staged(
+                &self.gpu,
+                &self.graph.readback,
+                from as u64 * 4,
+                bytemuck::cast_slice_mut(&mut host),
+            )?;
+            let logits = &host[..n_logits];
+            let emb: &[f32] = &host[host.len() - n_emb..];
             // Hand rows back to their sequences, in order.
             let mut at = 0usize;
             let mut tok_at = 0usize;

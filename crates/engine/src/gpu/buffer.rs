@@ -97,6 +97,48 @@ pub fn read_bytes(
     Ok(())
 }
 
+/// A host-readable buffer of `bytes` bytes that passes copy into (kept for the life of a
+/// graph, so reading results back allocates nothing).
+pub fn readback(ctx: &GpuContext, label: &str, bytes: u64) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: bytes.max(16).next_multiple_of(16),
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+/// Waits for the submitted work, then copies `out.len()` bytes at byte `offset` (a
+/// multiple of 8) of the readback buffer `staging` (see [`readback`]) into `out` and
+/// unmaps it.
+pub fn read_staged(
+    ctx: &GpuContext,
+    staging: &wgpu::Buffer,
+    offset: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let slice = staging.slice(offset..offset + (out.len() as u64).next_multiple_of(4));
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    ctx.wait()?;
+    rx.recv()
+        .map_err(|_| EngineError::gpu("read-back callback never ran"))?
+        .map_err(|e| EngineError::gpu(format!("read-back mapping failed: {e}")))?;
+    {
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| EngineError::gpu(format!("read-back range failed: {e}")))?;
+        out.copy_from_slice(&view[..out.len()]);
+    }
+    staging.unmap();
+    Ok(())
+}
+
 /// Reads `n` f32 values at element offset `offset` of `src`.
 pub fn read_f32(ctx: &GpuContext, src: &wgpu::Buffer, offset: usize, n: usize) -> Result<Vec<f32>> {
     let mut out = vec![0f32; n];

@@ -137,6 +137,9 @@ pub struct Graph {
     pub act: wgpu::Buffer,
     pub state: wgpu::Buffer,
     pub logits: wgpu::Buffer,
+    /// Host-readable copy of the logits (first `r_cap × vocab` f32) and the embeddings
+    /// (`r_cap × C` f32 after them), filled by the pass that computes them.
+    pub readback: wgpu::Buffer,
     /// Embedding … ln_out (everything but the head).
     pub body: Vec<Node>,
     pub head: Vec<Node>,
@@ -187,6 +190,11 @@ impl Graph {
         let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
         let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
+        let readback = buffer::readback(
+            gpu,
+            "readback",
+            ((r_cap * cfg.vocab_size).next_multiple_of(2) + r_cap * c) as u64 * 4,
+        );
         let cx = Ctx {
             gpu,
             pipelines,
@@ -544,6 +552,7 @@ impl Graph {
             act,
             state,
             logits,
+            readback,
             body,
             head,
             dims_host,
