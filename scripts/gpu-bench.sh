@@ -54,7 +54,7 @@ PY
 summary=()
 for s in $SHAPES; do
   case $s in
-    demo) f=$BIN/rwkv7-demo-6x256-Q4_K_M.gguf; L=6; E=256;;
+    demo) f=assets/models/rwkv7-demo-6x256-Q4_K_M.gguf; L=6; E=256;;
     tiny) L=2; E=128;;
     0.1b) L=12; E=768;;
     1.5b) L=24; E=2048;;
