@@ -123,7 +123,14 @@ export interface ModelInfo {
 export type LoadProgress =
   | { phase: 'open' }
   | { phase: 'device' }
-  | { phase: 'upload'; tensors_done: number; tensors_total: number }
+  | {
+      phase: 'upload';
+      tensors_done: number;
+      tensors_total: number;
+      /** Bytes of the weights as laid out on the GPU. */
+      bytes_done: number;
+      bytes_total: number;
+    }
   | { phase: 'compile' }
   | { phase: 'ready' };
 

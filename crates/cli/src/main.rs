@@ -53,7 +53,36 @@ enum Command {
     Synth(cmd_synth::Args),
 }
 
+/// Engine log lines (`log` crate) to stderr at the level `RUST_LOG` names
+/// (`error` … `trace`; unset: warnings and errors), e.g. `RUST_LOG=debug` for the load
+/// phase timings. Only this process's crates: wgpu's own debug output is noise here.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::max_level()
+            && (m.level() <= log::Level::Warn || m.target().starts_with("rwkv"))
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn init_log() {
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| v.parse::<log::LevelFilter>().ok())
+        .unwrap_or(log::LevelFilter::Warn);
+    if log::set_logger(&StderrLog).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    init_log();
     let cli = Cli::parse();
     match cli.command {
         Command::Generate(a) => cmd_generate::generate(a),

@@ -15,7 +15,7 @@ use crate::format::{DType, ModelFile};
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, AdapterChoice, GpuContext};
 use crate::model::config::Rwkv7Config;
-use crate::model::gpu_weights::GpuWeights;
+use crate::model::gpu_weights::{GpuWeights, UploadOptions};
 use crate::model::graph::{Graph, Regions};
 use crate::model::weights::Rwkv7Weights;
 use crate::sampler::{Sampler, SamplerOptions};
@@ -33,6 +33,9 @@ pub struct LoadOptions {
     /// model that needs more fails to load with [`EngineError::TooLarge`] naming the
     /// tensor that crossed the limit — the same error a device too small for it gives.
     pub max_gpu_bytes: Option<u64>,
+    /// How the weights stream to the GPU (staging waves, threads); the default suits
+    /// every device.
+    pub upload: UploadOptions,
 }
 
 impl Default for LoadOptions {
@@ -42,6 +45,7 @@ impl Default for LoadOptions {
             max_chunk: 256,
             max_batch: 16,
             max_gpu_bytes: None,
+            upload: UploadOptions::default(),
         }
     }
 }
@@ -55,6 +59,9 @@ pub enum LoadProgress {
     Upload {
         tensors_done: usize,
         tensors_total: usize,
+        /// Bytes of the weights as laid out on the GPU.
+        bytes_done: u64,
+        bytes_total: u64,
     },
     Compile,
     Ready,
@@ -231,19 +238,12 @@ impl Engine {
     ) -> Result<Self> {
         let cfg = weights.config;
         let release = |b: &[u8]| file.release(b);
-        let gw = GpuWeights::upload(
-            &gpu,
-            weights,
-            opts.max_gpu_bytes,
-            &release,
-            &mut |done, total| {
-                progress(LoadProgress::Upload {
-                    tensors_done: done,
-                    tensors_total: total,
-                })
-            },
-        )?;
-        progress(LoadProgress::Compile);
+        let t_upload = Instant::now();
+        // Buffers first (limits checked, nothing copied), then two things at once: this
+        // thread streams the weights into them while another builds the graph, whose
+        // pipeline compilation is the other long step of a load. The graph only binds the
+        // buffers; nothing is submitted before the copies, so it reads filled weights.
+        let (gw, pending) = GpuWeights::plan(&gpu, weights, opts.max_gpu_bytes)?;
         let max = gpu.max_binding() as usize;
         // Token capacity: the prefill chunk, bounded by the activation binding.
         let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
@@ -252,8 +252,40 @@ impl Engine {
         let b_cap = opts.max_batch.clamp(1, t_cap);
         let n_slots = 8usize.min((max / (cfg.state_len() * 4)).max(1));
         let pipelines = PipelineCache::default();
-        let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots)?;
+        let (graph, t_graph, t_stream) = std::thread::scope(|s| {
+            let building = std::thread::Builder::new()
+                .name("rwkv-graph".into())
+                .spawn_scoped(s, || {
+                    let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots);
+                    (graph, t_upload.elapsed())
+                })
+                .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
+            let streamed = pending.stream(&gpu, &opts.upload, &release, &mut |p| {
+                progress(LoadProgress::Upload {
+                    tensors_done: p.tensors_done,
+                    tensors_total: p.tensors_total,
+                    bytes_done: p.bytes_done,
+                    bytes_total: p.bytes_total,
+                })
+            });
+            let t_stream = t_upload.elapsed();
+            progress(LoadProgress::Compile);
+            let (graph, t_graph) = building
+                .join()
+                .map_err(|_| EngineError::gpu("building the graph panicked"))?;
+            streamed?;
+            Ok::<_, EngineError>((graph?, t_graph, t_stream))
+        })?;
+        let t_wait = Instant::now();
         gpu.wait()?;
+        log::debug!(
+            "load: open + parse + device {:.1} ms; then at once: upload {:.1} ms, \
+             graph + pipelines {:.1} ms; then GPU idle after {:.1} ms more",
+            (t_upload - t0).as_secs_f64() * 1e3,
+            t_stream.as_secs_f64() * 1e3,
+            t_graph.as_secs_f64() * 1e3,
+            t_wait.elapsed().as_secs_f64() * 1e3,
+        );
         let graph_bytes =
             (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
         let info = ModelInfo {

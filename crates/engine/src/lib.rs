@@ -30,5 +30,6 @@ pub use api::{
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
 pub use model::config::{LoraRanks, Rwkv7Config};
+pub use model::gpu_weights::{UploadOptions, UploadProgress};
 pub use model::weights::Rwkv7Weights;
 pub use tokenizer::{StreamDecoder, Tokenizer};

@@ -1,10 +1,44 @@
 //! RWKV-7 weights on the GPU, in their file encoding.
 //!
-//! Big matrices go from the file mapping into mapped GPU buffers (one copy, no
-//! intermediate `Vec`); Q4_K stays Q4_K, Q8_0 stays Q8_0, F16 stays F16. Encodings the
+//! One copy of the weights: bytes go from the file mapping into GPU memory with no
+//! intermediate `Vec`; Q4_K stays Q4_K, Q8_0 stays Q8_0, F16 stays F16. Encodings the
 //! kernels do not read (Q4_0, Q5_0, Q2_K, …) are decoded to F16 at load, and BlinkDL's
 //! `[in, out]` low-rank matrices (tiny) are transposed to `[out, in]` f32. Per-layer
 //! vectors are packed into one f32 buffer per layer ([`LayerVecs`] offsets).
+//!
+//! # Loading as a stream
+//!
+//! 1. **Plan** (this thread, milliseconds): walk the tensors in model order, check the
+//!    memory budget and the binding limit, create every destination buffer (device memory,
+//!    not mapped) and list what fills it: bytes of the file, rows of the file decoded to
+//!    F16, or bytes built on the CPU (packed vectors, transposed LoRA matrices).
+//! 2. **Fill** (`threads` workers; this thread coordinates): tensors are cut into pieces
+//!    of at most [`UploadOptions::piece_bytes`], pieces packed into waves, one wave per
+//!    reusable staging buffer (`MAP_WRITE | COPY_SRC`, [`UploadOptions::wave_bytes`]).
+//!    Workers copy or decode their piece from the file mapping into the mapped staging
+//!    buffer and drop the piece's file pages from the resident set (`release`). When a
+//!    wave is full the coordinator unmaps it, records one `copy_buffer_to_buffer` per
+//!    piece, submits, and asks for the buffer to be mapped again once the GPU has copied
+//!    it. At most `in_flight_bytes / wave_bytes` staging buffers exist; the coordinator
+//!    blocks on the GPU only when all of them are in flight, so the CPU fills wave N+1
+//!    while the GPU copies wave N.
+//!
+//! Why reusable staging buffers, not a buffer `mapped_at_creation` per tensor (the
+//! earlier scheme) or `Queue::write_buffer_with`: both of those allocate fresh
+//! host-visible staging memory for every tensor (wgpu-core makes a staging buffer per
+//! call), which the driver must allocate, pin and the kernel zero page by page on first
+//! touch, and which is freed only after a blocking wait. For a 2 GB model that is 2 GB
+//! of page faults and allocations on top of the copy. A ring of a few staging buffers is
+//! faulted in once and reused, so each byte costs one memcpy (or decode) on the host,
+//! spread over threads, plus the GPU's copy. Destination buffers are written whole (their
+//! padding included) by the copies, so wgpu never needs to zero them first. A mapped range
+//! ([`wgpu::BufferViewMut`]) holds its own handle to the buffer and is `Send`, so each
+//! worker fills its own disjoint range of a staging buffer; no `unsafe`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
 
 use crate::error::{EngineError, Result};
 use crate::format::DType;
@@ -76,19 +110,85 @@ pub struct GpuWeights {
     pub types: Vec<(DType, usize)>,
 }
 
-struct Uploader<'a> {
-    gpu: &'a GpuContext,
-    /// Drops uploaded tensors' pages from host memory (see `ModelFile::release`).
-    release: &'a dyn Fn(&[u8]),
+/// How the upload is cut up. The defaults suit any GPU; tests force tiny waves to run
+/// every path of the pipeline on a small model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadOptions {
+    /// Bytes of one staging buffer: a wave of pieces copied to the GPU by one submission.
+    pub wave_bytes: u64,
+    /// Most staging bytes alive at once (being filled, or waiting for the GPU to copy
+    /// them): the host memory the load takes beyond the file's page cache.
+    pub in_flight_bytes: u64,
+    /// Largest piece of a tensor one worker fills at a time, bytes (load balance).
+    pub piece_bytes: u64,
+    /// Worker threads filling staging memory; 0: the machine's parallelism, at most 8.
+    pub threads: usize,
+}
+
+impl Default for UploadOptions {
+    fn default() -> Self {
+        UploadOptions {
+            wave_bytes: 32 << 20,
+            in_flight_bytes: 128 << 20,
+            piece_bytes: 4 << 20,
+            threads: 0,
+        }
+    }
+}
+
+/// Upload progress: tensors and bytes written to staging memory so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadProgress {
+    pub tensors_done: usize,
+    pub tensors_total: usize,
+    /// Bytes as laid out on the GPU (decoded tensors count their F16 size).
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+}
+
+/// What fills a destination buffer.
+enum Source<'a> {
+    /// Bytes of the file mapping, copied as they are (and released after).
+    File(&'a [u8]),
+    /// Rows of `n_in` values of a non-native encoding in the file, decoded to F16.
+    Decode {
+        dtype: DType,
+        src: &'a [u8],
+        n_in: usize,
+    },
+    /// Bytes built while planning (packed vectors, transposed matrices).
+    Owned(Vec<u8>),
+}
+
+/// One destination buffer and what fills it.
+struct Job<'a> {
+    name: String,
+    buffer: wgpu::Buffer,
+    /// Bytes of the tensor; the buffer is this padded with zeros to `buffer.size()`.
+    len: u64,
+    source: Source<'a>,
+}
+
+/// Bytes `[off, off + len)` of job `job`'s buffer; `len` and `off` are multiples of 4
+/// (the copy alignment), and a decoded piece holds whole rows.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    job: usize,
+    off: u64,
+    len: u64,
+}
+
+/// Walks the model once: checks limits, creates the destination buffers, lists the jobs.
+struct Planner<'a, 'g> {
+    gpu: &'g GpuContext,
     /// Budget for the weights, bytes.
     limit: u64,
     bytes: u64,
-    /// Bytes written since the GPU last took its uploads (staging memory still held).
-    in_flight: u64,
     types: Vec<(DType, usize)>,
+    jobs: Vec<Job<'a>>,
 }
 
-impl Uploader<'_> {
+impl<'a> Planner<'a, '_> {
     fn count(&mut self, dtype: DType, bytes: usize) {
         self.bytes += bytes as u64;
         match self.types.iter_mut().find(|(d, _)| *d == dtype) {
@@ -119,8 +219,20 @@ impl Uploader<'_> {
         Ok(())
     }
 
+    /// A destination buffer of `len` bytes (padded to 16) to be filled from `source`.
+    fn buffer(&mut self, name: &str, len: usize, source: Source<'a>) -> wgpu::Buffer {
+        let buffer = buffer::storage(self.gpu, name, len as u64);
+        self.jobs.push(Job {
+            name: name.to_string(),
+            buffer: buffer.clone(),
+            len: len as u64,
+            source,
+        });
+        buffer
+    }
+
     /// Rows `[row0, row0 + n)` of `m` as one GPU matrix.
-    fn rows(&mut self, m: &Matrix, row0: usize, n: usize) -> Result<GpuMatrix> {
+    fn rows(&mut self, m: &Matrix<'a>, row0: usize, n: usize) -> Result<GpuMatrix> {
         let name = format!("{}[{row0}..{}]", m.name, row0 + n);
         if m.layout == MatrixLayout::InOut {
             if row0 != 0 || n != m.n_out {
@@ -130,7 +242,8 @@ impl Uploader<'_> {
                 });
             }
             let t = m.to_f32_out_in()?;
-            return self.put(&name, DType::F32, bytemuck::cast_slice(&t), row0, n, m.n_in);
+            let bytes: Vec<u8> = bytemuck::cast_slice(&t).to_vec();
+            return self.put(&name, DType::F32, Source::Owned(bytes), row0, n, m.n_in);
         }
         let row_bytes = m.dtype.bytes_for(m.n_in).ok_or_else(|| EngineError::Op {
             op: "upload",
@@ -146,39 +259,36 @@ impl Uploader<'_> {
                 op: "upload",
                 what: format!("`{}`: rows past the tensor's end", m.name),
             })?;
-        let out = if gpu_native(m.dtype) {
-            self.put(&name, m.dtype, src, row0, n, m.n_in)
+        if gpu_native(m.dtype) {
+            self.put(&name, m.dtype, Source::File(src), row0, n, m.n_in)
         } else {
-            let mut f = vec![0f32; n * m.n_in];
-            crate::quant::dequantize(m.dtype, src, &mut f)?;
-            let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
-            self.put(&name, DType::F16, bytemuck::cast_slice(&h), row0, n, m.n_in)
-        };
-        (self.release)(src);
-        out
+            let source = Source::Decode {
+                dtype: m.dtype,
+                src,
+                n_in: m.n_in,
+            };
+            self.put(&name, DType::F16, source, row0, n, m.n_in)
+        }
     }
 
     fn put(
         &mut self,
         name: &str,
         dtype: DType,
-        bytes: &[u8],
+        source: Source<'a>,
         row0: usize,
         n: usize,
         n_in: usize,
     ) -> Result<GpuMatrix> {
-        self.check_binding(name, bytes.len())?;
-        let buffer = buffer::storage_init(self.gpu, name, bytes)?;
-        self.count(dtype, bytes.len());
-        // Buffers made mapped at creation are copied to the GPU at the next submission and
-        // their host-side staging freed after it: flush every 256 MiB so host memory never
-        // holds more than that of the model.
-        self.in_flight += bytes.len() as u64;
-        if self.in_flight >= 256 << 20 {
-            self.gpu.queue.submit([]);
-            self.gpu.wait()?;
-            self.in_flight = 0;
-        }
+        let len = match &source {
+            Source::File(b) => b.len(),
+            Source::Owned(b) => b.len(),
+            // F16 out: 2 bytes a value.
+            Source::Decode { .. } => n * n_in * 2,
+        };
+        self.check_binding(name, len)?;
+        let buffer = self.buffer(name, len, source);
+        self.count(dtype, len);
         Ok(GpuMatrix {
             name: name.to_string(),
             buffer,
@@ -186,16 +296,16 @@ impl Uploader<'_> {
             row0,
             n_out: n,
             n_in,
-            row_bytes: bytes.len() / n.max(1),
+            row_bytes: len / n.max(1),
         })
     }
 
-    fn matrix(&mut self, m: &Matrix) -> Result<GpuMatrix> {
+    fn matrix(&mut self, m: &Matrix<'a>) -> Result<GpuMatrix> {
         self.rows(m, 0, m.n_out)
     }
 
     /// A `[vocab, C]` matrix in row chunks that each fit one binding.
-    fn chunked(&mut self, m: &Matrix) -> Result<Vec<GpuMatrix>> {
+    fn chunked(&mut self, m: &Matrix<'a>) -> Result<Vec<GpuMatrix>> {
         let out_dtype = if gpu_native(m.dtype) {
             m.dtype
         } else {
@@ -214,6 +324,364 @@ impl Uploader<'_> {
     }
 }
 
+/// Cuts every job into pieces of at most `piece` bytes (a multiple of 16; decoded jobs
+/// into whole rows, an even number of them when a row is not a multiple of 4 bytes).
+fn pieces(jobs: &[Job], piece: u64) -> Vec<Piece> {
+    let mut out = Vec::new();
+    for (j, job) in jobs.iter().enumerate() {
+        let step = match job.source {
+            Source::Decode { n_in, .. } => {
+                let row = (n_in as u64 * 2).max(1);
+                let mut rows = (piece / row).max(1);
+                if row % 4 != 0 && rows % 2 == 1 {
+                    rows += 1;
+                }
+                rows * row
+            }
+            _ => (piece / 16 * 16).max(16),
+        };
+        let size = job.buffer.size();
+        let mut off = 0;
+        while off < size {
+            let len = step.min(size - off);
+            out.push(Piece { job: j, off, len });
+            off += len;
+        }
+    }
+    out
+}
+
+/// Writes piece `off..off + view.len()` of `job` into `view`: the source's bytes there,
+/// zeros past the tensor's end. Releases the file pages it read.
+fn fill(
+    job: &Job,
+    off: u64,
+    view: &mut wgpu::BufferViewMut,
+    release: &(dyn Fn(&[u8]) + Sync),
+) -> Result<()> {
+    let off = off as usize;
+    let n = view.len();
+    let (raw, from_file) = match &job.source {
+        Source::File(b) => (Some(*b), true),
+        Source::Owned(b) => (Some(b.as_slice()), false),
+        Source::Decode { .. } => (None, false),
+    };
+    let written = match (&job.source, raw) {
+        (_, Some(b)) => {
+            let end = (off + n).min(b.len());
+            let part = b.get(off.min(end)..end).unwrap_or(&[]);
+            if !part.is_empty() {
+                view.slice(..part.len()).copy_from_slice(part);
+            }
+            if from_file {
+                release(part);
+            }
+            part.len()
+        }
+        (Source::Decode { dtype, src, n_in }, None) => {
+            let row_out = n_in * 2;
+            let rows_total = job.len as usize / row_out.max(1);
+            let r0 = off / row_out.max(1);
+            let r1 = ((off + n) / row_out.max(1)).min(rows_total);
+            let row_src = dtype.bytes_for(*n_in).ok_or_else(|| EngineError::Op {
+                op: "upload",
+                what: format!(
+                    "`{}`: rows of {n_in} are not whole {dtype} blocks",
+                    job.name
+                ),
+            })?;
+            let part =
+                src.get(r0 * row_src..r1.max(r0) * row_src)
+                    .ok_or_else(|| EngineError::Op {
+                        op: "upload",
+                        what: format!("`{}`: rows {r0}..{r1} past the tensor's end", job.name),
+                    })?;
+            let mut f = vec![0f32; r1.saturating_sub(r0) * n_in];
+            crate::quant::dequantize(*dtype, part, &mut f)?;
+            let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let bytes: &[u8] = bytemuck::cast_slice(&h);
+            if !bytes.is_empty() {
+                view.slice(..bytes.len()).copy_from_slice(bytes);
+            }
+            release(part);
+            bytes.len()
+        }
+        (_, None) => 0,
+    };
+    if written < n {
+        // Staging buffers are reused: the padding must be written, not assumed zero.
+        view.slice(written..).fill(0);
+    }
+    Ok(())
+}
+
+/// A piece handed to a worker, with its mapped range of a staging buffer.
+struct Work {
+    wave: usize,
+    piece: Piece,
+    view: wgpu::BufferViewMut,
+}
+
+/// A worker's answer for one piece.
+struct Done {
+    wave: usize,
+    piece: Piece,
+    result: Result<()>,
+}
+
+/// A staging buffer's wave: the copies to record once every piece is filled.
+struct Wave {
+    staging: usize,
+    /// (piece, offset in the staging buffer)
+    copies: Vec<(Piece, u64)>,
+    left: usize,
+}
+
+/// Time spent in the fill, for the load log.
+#[derive(Default)]
+struct FillStats {
+    threads: usize,
+    waves: usize,
+    staging_buffers: usize,
+    /// Time the coordinator spent blocked on the GPU for a free staging buffer.
+    gpu_wait: std::time::Duration,
+}
+
+fn worker(
+    jobs: &[Job],
+    rx: &Mutex<mpsc::Receiver<Work>>,
+    tx: mpsc::Sender<Done>,
+    cancel: &AtomicBool,
+    release: &(dyn Fn(&[u8]) + Sync),
+) {
+    loop {
+        let next = match rx.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return,
+        };
+        let Ok(mut work) = next else { return };
+        let result = match jobs.get(work.piece.job) {
+            _ if cancel.load(Ordering::Relaxed) => Ok(()),
+            Some(job) => fill(job, work.piece.off, &mut work.view, release),
+            None => Err(EngineError::gpu("upload: piece of an unknown tensor")),
+        };
+        // The mapped range must be gone before the coordinator unmaps the wave.
+        drop(work.view);
+        let done = Done {
+            wave: work.wave,
+            piece: work.piece,
+            result,
+        };
+        if tx.send(done).is_err() {
+            return;
+        }
+    }
+}
+
+/// Fills every job's buffer through the staging ring (see the module doc). Returns once
+/// the last copy is submitted (not completed).
+fn stream(
+    gpu: &GpuContext,
+    jobs: &[Job],
+    opts: &UploadOptions,
+    release: &(dyn Fn(&[u8]) + Sync),
+    progress: &mut dyn FnMut(UploadProgress),
+) -> Result<FillStats> {
+    let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
+    let ring = (opts.in_flight_bytes / wave_bytes).max(2) as usize;
+    let piece_bytes = opts.piece_bytes.clamp(16, wave_bytes);
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
+        n => n,
+    };
+    let pieces = pieces(jobs, piece_bytes);
+    // Staging bytes still to hand out: a small model gets a staging buffer its size.
+    let mut unstaged: u64 = pieces.iter().map(|p| p.len.next_multiple_of(16)).sum();
+    let mut left_per_job = vec![0usize; jobs.len()];
+    for p in &pieces {
+        left_per_job[p.job] += 1;
+    }
+    let mut prog = UploadProgress {
+        tensors_done: 0,
+        tensors_total: jobs.len(),
+        bytes_done: 0,
+        bytes_total: jobs.iter().map(|j| j.len).sum(),
+    };
+    let mut stats = FillStats {
+        threads,
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(false);
+    // Workers take pieces from one queue (behind a mutex: `Receiver` is not `Sync`).
+    let (work_tx, work_rx) = mpsc::channel::<Work>();
+    let work_rx = Mutex::new(work_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    std::thread::scope(|s| {
+        for i in 0..threads {
+            let (rx, tx, cancel) = (&work_rx, done_tx.clone(), &cancel);
+            std::thread::Builder::new()
+                .name(format!("rwkv-upload-{i}"))
+                .spawn_scoped(s, move || worker(jobs, rx, tx, cancel, release))
+                .map_err(|e| EngineError::gpu(format!("upload: cannot start a thread: {e}")))?;
+        }
+        drop(done_tx);
+
+        let new_staging = |size: u64| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("upload staging"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            })
+        };
+        let mut staging: Vec<wgpu::Buffer> = Vec::new();
+        // Mapped staging buffers ready for a wave.
+        let mut free: Vec<usize> = Vec::new();
+        // Submitted staging buffers waiting to be mapped again, oldest first.
+        let mut pending: VecDeque<(usize, wgpu::SubmissionIndex)> = VecDeque::new();
+        let (mapped_tx, mapped_rx) =
+            mpsc::channel::<(usize, std::result::Result<(), wgpu::BufferAsyncError>)>();
+        let mut waves: Vec<Option<Wave>> = Vec::new();
+        let mut active = 0usize;
+        let mut next = pieces.into_iter().peekable();
+        let result = (|| -> Result<()> {
+            loop {
+                if free.is_empty() && !pending.is_empty() {
+                    gpu.device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| EngineError::gpu(format!("upload: polling the GPU: {e}")))?;
+                }
+                while let Ok((id, r)) = mapped_rx.try_recv() {
+                    r.map_err(|e| {
+                        EngineError::gpu(format!("upload: mapping a staging buffer: {e}"))
+                    })?;
+                    pending.retain(|(i, _)| *i != id);
+                    free.push(id);
+                }
+                // Start waves while there are pieces and staging buffers for them.
+                while let Some(first) = next.peek() {
+                    let need = first.len.next_multiple_of(16);
+                    let id = if let Some(id) = free.pop() {
+                        id
+                    } else if staging.len() < ring {
+                        staging.push(new_staging(wave_bytes.min(unstaged).max(need)));
+                        staging.len() - 1
+                    } else {
+                        break;
+                    };
+                    if staging[id].size() < need {
+                        // One piece larger than a wave (a decoded row, with tiny waves).
+                        staging[id] = new_staging(need);
+                    }
+                    let cap = staging[id].size();
+                    let wave = waves.len();
+                    let mut w = Wave {
+                        staging: id,
+                        copies: Vec::new(),
+                        left: 0,
+                    };
+                    let mut at = 0u64;
+                    while let Some(p) = next.next_if(|p| at + p.len.next_multiple_of(16) <= cap) {
+                        let view = staging[id]
+                            .slice(at..at + p.len)
+                            .get_mapped_range_mut()
+                            .map_err(|e| {
+                                EngineError::gpu(format!(
+                                    "upload: staging range of `{}`: {e}",
+                                    jobs[p.job].name
+                                ))
+                            })?;
+                        work_tx
+                            .send(Work {
+                                wave,
+                                piece: p,
+                                view,
+                            })
+                            .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
+                        w.copies.push((p, at));
+                        w.left += 1;
+                        at += p.len.next_multiple_of(16);
+                        unstaged -= p.len.next_multiple_of(16);
+                    }
+                    waves.push(Some(w));
+                    active += 1;
+                    stats.waves += 1;
+                }
+                if active > 0 {
+                    let d = done_rx
+                        .recv()
+                        .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
+                    d.result?;
+                    prog.bytes_done += d
+                        .piece
+                        .len
+                        .min(jobs[d.piece.job].len.saturating_sub(d.piece.off));
+                    left_per_job[d.piece.job] -= 1;
+                    if left_per_job[d.piece.job] == 0 {
+                        prog.tensors_done += 1;
+                        progress(prog);
+                    }
+                    let Some(w) = waves.get_mut(d.wave).and_then(|w| w.as_mut()) else {
+                        return Err(EngineError::gpu("upload: piece of an unknown wave"));
+                    };
+                    w.left -= 1;
+                    if w.left == 0 {
+                        let Some(w) = waves[d.wave].take() else {
+                            return Err(EngineError::gpu("upload: wave finished twice"));
+                        };
+                        active -= 1;
+                        let buf = &staging[w.staging];
+                        buf.unmap();
+                        let mut enc =
+                            gpu.device
+                                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                                    label: Some("upload"),
+                                });
+                        for (p, at) in &w.copies {
+                            enc.copy_buffer_to_buffer(buf, *at, &jobs[p.job].buffer, p.off, p.len);
+                        }
+                        let index = gpu.queue.submit([enc.finish()]);
+                        if next.peek().is_some() {
+                            let tx = mapped_tx.clone();
+                            let id = w.staging;
+                            buf.map_async(wgpu::MapMode::Write, .., move |r| {
+                                let _ = tx.send((id, r));
+                            });
+                            pending.push_back((id, index));
+                        }
+                    }
+                } else if next.peek().is_some() {
+                    // Every staging buffer is on its way through the GPU: wait for the
+                    // oldest (its map callback runs inside the poll).
+                    let Some((_, index)) = pending.front().cloned() else {
+                        return Err(EngineError::gpu("upload: no staging buffer to wait for"));
+                    };
+                    let t = Instant::now();
+                    gpu.device
+                        .poll(wgpu::PollType::Wait {
+                            submission_index: Some(index),
+                            timeout: None,
+                        })
+                        .map_err(|e| {
+                            EngineError::gpu(format!("upload: waiting for the GPU: {e}"))
+                        })?;
+                    stats.gpu_wait += t.elapsed();
+                } else {
+                    return Ok(());
+                }
+            }
+        })();
+        if result.is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        stats.staging_buffers = staging.len();
+        // Dropping `work_tx` (end of scope) stops the workers; the scope joins them.
+        drop(work_tx);
+        result
+    })?;
+    Ok(stats)
+}
+
 fn put_vec(dst: &mut [f32], c: usize, slot: usize, v: &Vector) -> Result<()> {
     let f = v.to_f32()?;
     let d = dst
@@ -230,33 +698,85 @@ fn put_vec(dst: &mut [f32], c: usize, slot: usize, v: &Vector) -> Result<()> {
     Ok(())
 }
 
-impl GpuWeights {
-    /// Uploads every tensor of `w`. `progress(done, total)` counts tensors.
+/// Destination buffers created but not yet filled: what [`GpuWeights::plan`] leaves for
+/// [`PendingUpload::stream`].
+pub struct PendingUpload<'a> {
+    jobs: Vec<Job<'a>>,
+}
+
+impl PendingUpload<'_> {
+    /// Fills every buffer of the planned weights (see the module doc). `progress` is
+    /// called on this thread each time a tensor is in staging memory. Returns once the
+    /// last copy is submitted: later GPU work is ordered after the copies.
     ///
-    /// Errors: [`EngineError::TooLarge`] when a tensor exceeds the device's binding
-    /// limit, [`EngineError::Gpu`] when an allocation fails.
+    /// Errors: [`EngineError::Op`] for a tensor whose bytes do not match its shape,
+    /// [`EngineError::Gpu`] when mapping, a thread or the device fails.
+    pub fn stream(
+        self,
+        gpu: &GpuContext,
+        opts: &UploadOptions,
+        release: &(dyn Fn(&[u8]) + Sync),
+        progress: &mut dyn FnMut(UploadProgress),
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let stats = stream(gpu, &self.jobs, opts, release, progress)?;
+        let t = t0.elapsed().as_secs_f64();
+        let total: u64 = self.jobs.iter().map(|j| j.len).sum();
+        log::debug!(
+            "upload: fill {:.1} ms for {} buffers, {:.1} MiB ({:.2} GB/s; {} threads, {} waves \
+             through {} staging buffers; {:.1} ms blocked on the GPU)",
+            t * 1e3,
+            self.jobs.len(),
+            total as f64 / (1 << 20) as f64,
+            total as f64 / t.max(1e-9) / 1e9,
+            stats.threads,
+            stats.waves,
+            stats.staging_buffers,
+            stats.gpu_wait.as_secs_f64() * 1e3,
+        );
+        gpu.check_lost()
+    }
+}
+
+impl GpuWeights {
+    /// Uploads every tensor of `w`: [`GpuWeights::plan`], then [`PendingUpload::stream`].
+    ///
+    /// Errors: those of both.
     pub fn upload(
         gpu: &GpuContext,
         w: &Rwkv7Weights,
         limit: Option<u64>,
-        release: &dyn Fn(&[u8]),
-        progress: &mut dyn FnMut(usize, usize),
+        opts: &UploadOptions,
+        release: &(dyn Fn(&[u8]) + Sync),
+        progress: &mut dyn FnMut(UploadProgress),
     ) -> Result<Self> {
+        let (weights, pending) = Self::plan(gpu, w, limit)?;
+        pending.stream(gpu, opts, release, progress)?;
+        Ok(weights)
+    }
+
+    /// Checks limits and creates every weight buffer, unfilled; what fills them is
+    /// returned for [`PendingUpload::stream`]. The buffers may be bound (a graph built)
+    /// before they are filled, as long as no GPU work using them is submitted first.
+    /// Converts only what cannot be streamed (packed vectors, `[in, out]` matrices).
+    ///
+    /// Errors: [`EngineError::TooLarge`] naming the tensor when the weights exceed
+    /// `limit` bytes or a tensor the device's binding limit (nothing is copied yet);
+    /// [`EngineError::Op`] for a tensor whose bytes do not match its shape.
+    pub fn plan<'a>(
+        gpu: &GpuContext,
+        w: &Rwkv7Weights<'a>,
+        limit: Option<u64>,
+    ) -> Result<(Self, PendingUpload<'a>)> {
+        let t0 = Instant::now();
         let cfg = w.config;
         let c = cfg.n_embd;
-        let mut up = Uploader {
+        let mut up = Planner {
             gpu,
-            release,
             limit: limit.unwrap_or(u64::MAX),
             bytes: 0,
-            in_flight: 0,
             types: Vec::new(),
-        };
-        let total = 4 + cfg.n_layer * 15;
-        let mut done = 0;
-        let mut tick = |n: usize| {
-            done += n;
-            progress(done, total);
+            jobs: Vec::new(),
         };
         let emb = up.chunked(&w.emb)?;
         let head = up.chunked(&w.head)?;
@@ -265,8 +785,8 @@ impl GpuWeights {
         put_vec(&mut g, c, GlobalVecs::LN0 + 1, &w.ln0.bias)?;
         put_vec(&mut g, c, GlobalVecs::LN_OUT, &w.ln_out.weight)?;
         put_vec(&mut g, c, GlobalVecs::LN_OUT + 1, &w.ln_out.bias)?;
-        let globals = buffer::storage_init(gpu, "globals", bytemuck::cast_slice(&g))?;
-        tick(4);
+        let g: Vec<u8> = bytemuck::cast_slice(&g).to_vec();
+        let globals = up.buffer("globals", g.len(), Source::Owned(g));
         let mut layers = Vec::with_capacity(cfg.n_layer);
         for (l, b) in w.blocks.iter().enumerate() {
             let a = &b.att;
@@ -292,9 +812,9 @@ impl GpuWeights {
             put_vec(&mut v, c, LayerVecs::LN_X, &a.ln_x.weight)?;
             put_vec(&mut v, c, LayerVecs::LN_X + 1, &a.ln_x.bias)?;
             put_vec(&mut v, c, LayerVecs::FFN_X_K, &b.ffn.x_k)?;
-            let vecs =
-                buffer::storage_init(gpu, &format!("blk.{l}.vecs"), bytemuck::cast_slice(&v))?;
-            up.bytes += (v.len() * 4) as u64;
+            let v: Vec<u8> = bytemuck::cast_slice(&v).to_vec();
+            up.bytes += v.len() as u64;
+            let vecs = up.buffer(&format!("blk.{l}.vecs"), v.len(), Source::Owned(v));
             let layer = GpuLayer {
                 vecs,
                 receptance: up.matrix(&a.receptance)?,
@@ -313,10 +833,13 @@ impl GpuWeights {
                 ffn_value: up.matrix(&b.ffn.value)?,
             };
             layers.push(layer);
-            tick(15);
         }
-        gpu.check_lost()?;
-        Ok(GpuWeights {
+        log::debug!(
+            "upload: plan {:.1} ms ({} buffers)",
+            t0.elapsed().as_secs_f64() * 1e3,
+            up.jobs.len()
+        );
+        let weights = GpuWeights {
             config: cfg,
             emb,
             head,
@@ -324,6 +847,7 @@ impl GpuWeights {
             layers,
             bytes: up.bytes,
             types: up.types,
-        })
+        };
+        Ok((weights, PendingUpload { jobs: up.jobs }))
     }
 }
