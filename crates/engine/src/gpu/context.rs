@@ -15,6 +15,10 @@ pub struct GpuFeatures {
     pub subgroup: bool,
     /// Smallest subgroup size the adapter may run a shader with (0 when unknown).
     pub subgroup_min_size: u32,
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with 16×16×16 f16 × f16 → f32 tiles and
+    /// subgroups of exactly 32 (tensor cores on NVIDIA Vulkan): the prefill matrix
+    /// kernel `matmul_coop`. `RWKV_NO_COOPMAT` turns it off.
+    pub coopmat: bool,
     /// `TIMESTAMP_QUERY`: GPU timestamps at pass boundaries.
     pub timestamp: bool,
     /// `TIMESTAMP_QUERY_INSIDE_PASSES`: timestamps between dispatches of one pass.
@@ -170,13 +174,35 @@ impl GpuContext {
             | wgpu::Features::SUBGROUP
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        let required = have & want;
+        let mut required = have & want;
+        let info = adapter.get_info();
+        let coop_tile = adapter.cooperative_matrix_properties().iter().any(|p| {
+            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+                && p.ab_type == wgpu::CooperativeScalarType::F16
+                && p.cr_type == wgpu::CooperativeScalarType::F32
+        });
+        let coopmat = have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && required.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
+            && coop_tile
+            && info.subgroup_min_size == 32
+            && info.subgroup_max_size == 32
+            && std::env::var_os("RWKV_NO_COOPMAT").is_none();
+        if coopmat {
+            required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rwkv-engine"),
             required_features: required,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features: if coopmat {
+                // SAFETY: the one experimental feature asked for is cooperative matrices;
+                // its kernel (`matmul_coop`) is tested against the CPU reference on the
+                // adapters that offer it, and the bench checks the logits on every run.
+                unsafe { wgpu::ExperimentalFeatures::enabled() }
+            } else {
+                wgpu::ExperimentalFeatures::disabled()
+            },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -200,7 +226,8 @@ impl GpuContext {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
             subgroup: required.contains(wgpu::Features::SUBGROUP)
                 && std::env::var_os("RWKV_NO_SUBGROUPS").is_none(),
-            subgroup_min_size: adapter.get_info().subgroup_min_size,
+            subgroup_min_size: info.subgroup_min_size,
+            coopmat,
             timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),
             timestamp_inside_passes: required
                 .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),

@@ -153,6 +153,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         "layer_norm" => include_str!("../../../../shaders/layer_norm.wgsl"),
         "ln_shift" => include_str!("../../../../shaders/ln_shift.wgsl"),
         "matmul" => include_str!("../../../../shaders/matmul.wgsl"),
+        "matmul_coop" => include_str!("../../../../shaders/matmul_coop.wgsl"),
         "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
         "wkv" => include_str!("../../../../shaders/wkv.wgsl"),
@@ -182,6 +183,10 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         }
     };
     let mut src = String::with_capacity(COMMON.len() + decode.len() + body.len() + 256);
+    if key.op == "matmul_coop" {
+        // Directives come before every declaration.
+        src.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+    }
     for (name, value) in &key.spec {
         src.push_str(&format!("const {name}: u32 = {value}u;\n"));
     }
@@ -191,7 +196,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     }
     src.push_str(decode);
     let sep = spec(key, "OUT_SEP") == Some(1);
-    if key.op == "matmul" {
+    if matches!(key.op, "matmul" | "matmul_coop") {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
     let mut body = body.to_string();
@@ -314,5 +319,72 @@ impl PipelineCache {
             map.insert(key.clone(), p.clone());
         }
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shader variant parses and validates (naga, with the capabilities its
+    /// adapter would grant), including the cooperative-matrix kernel that lavapipe
+    /// cannot run.
+    #[test]
+    fn every_variant_validates() {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let caps = Capabilities::SHADER_FLOAT16
+            | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+            | Capabilities::SUBGROUP
+            | Capabilities::COOPERATIVE_MATRIX;
+        let dtypes = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::Q8_0,
+            DType::Q4_K,
+            DType::Q5_K,
+            DType::Q6_K,
+        ];
+        let mut keys = Vec::new();
+        for d in dtypes {
+            for sep in [0, 1] {
+                for op in ["matmul", "matmul_coop"] {
+                    keys.push(PipelineKey {
+                        op,
+                        dtype: Some(d),
+                        spec: vec![("OUT_SEP", sep)],
+                    });
+                }
+                for (lanes, sg) in [(4, 1), (32, 1), (32, 0)] {
+                    keys.push(PipelineKey {
+                        op: "matvec",
+                        dtype: Some(d),
+                        spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
+                    });
+                }
+            }
+        }
+        for tpr in [1, 4] {
+            keys.push(PipelineKey {
+                op: "wkv",
+                dtype: None,
+                spec: vec![("TPR", tpr)],
+            });
+        }
+        for sg in [0, 1] {
+            keys.push(PipelineKey {
+                op: "ln_shift",
+                dtype: None,
+                spec: vec![("SG", sg)],
+            });
+        }
+        for key in keys {
+            let src = shader_source(&key).unwrap();
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&src)));
+            Validator::new(ValidationFlags::all(), caps)
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&src)));
+        }
     }
 }

@@ -106,10 +106,16 @@ pub fn matmul(
         spec: vec![("OUT_SEP", sep)],
     };
     let n_out = m.n_out as u32;
+    // Tensor cores where the adapter has them (same tiles of 64 tokens × 64 rows).
+    let tiled = if cx.gpu.features.coopmat {
+        "matmul_coop"
+    } else {
+        "matmul"
+    };
     let mut node = cx.node(
         op,
         layer,
-        &key("matmul"),
+        &key(tiled),
         &p,
         &buffers,
         Grid::Tiles {
@@ -273,6 +279,24 @@ mod tests {
         if accumulate {
             want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
         }
+        if h.gpu.features.coopmat && t as u32 > SMALL_T {
+            // Tensor-core path: x and W rounded to f16 (relative 2^-11 each), f32 sums;
+            // bound each output by that rounding of Σ|w·x| (the epilogues are 1-Lipschitz
+            // near these values but ReLU² doubles the relative error of its input).
+            for ti in 0..t {
+                for r in 0..n {
+                    let mag: f32 = (0..k).map(|i| (w[r * k + i] * x[ti * k + i]).abs()).sum();
+                    let y = want[ti * n + r];
+                    let bound = 1e-4 + 2e-3 * mag * (1.0 + 2.0 * y.abs().sqrt());
+                    let e = (got[ti * n + r] - y).abs();
+                    assert!(
+                        e <= bound,
+                        "{dtype} T={t} {act:?} [{ti},{r}]: |Δ| {e} > {bound}"
+                    );
+                }
+            }
+            return;
+        }
         // Sums of 256 products of magnitude ≤ ~1 in f32 vs f64: well under 1e-3.
         let err = max_abs(&got, &want);
         assert!(err < 2e-3, "{dtype} T={t} {act:?}: max |Δ| {err}");
@@ -361,6 +385,25 @@ mod tests {
                     Act::None,
                     t % 2 == 0,
                 );
+            }
+        }
+    }
+
+    /// Quantized rows of 512 (two Q4_K / Q6_K blocks), 200 rows (a ragged last tile),
+    /// through matvec (T = 1, 7) and the tiled kernel (T = 130: tensor cores where the
+    /// adapter has them), with the channel-mix epilogue and a residual add.
+    #[test]
+    fn quantized_rows_of_several_blocks() {
+        let (n, k) = (200, 512);
+        let w = rand_vec(41, n * k, 0.3);
+        let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+        let q6: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q6_k_rtn(&w)).to_vec();
+        for (dtype, bytes) in [(DType::Q4_K, q4), (DType::Q6_K, q6)] {
+            let mut wd = vec![0f32; n * k];
+            crate::quant::dequantize(dtype, &bytes, &mut wd).unwrap();
+            for t in [1, 7, 130] {
+                check(dtype, &bytes, &wd, n, k, t, Act::ReluSq, true);
+                check(dtype, &bytes, &wd, n, k, t, Act::None, false);
             }
         }
     }
