@@ -60,6 +60,9 @@ pub struct BenchReport {
     pub adapter: String,
     pub backend: String,
     pub driver: String,
+    /// GPU features the kernels used (`f16 subgroups coopmat …`).
+    #[serde(default)]
+    pub features: String,
     pub commit: String,
     pub command: String,
     /// Call → GPU-ready, page cache warm (median), ms.

@@ -180,7 +180,7 @@ pub fn run(
     // TTFT (212-token prompt) and decode tok/s.
     say("decode");
     let prompt = tokens(7, 212, vocab);
-    let (mut ttft, mut decode) = (Vec::new(), Vec::new());
+    let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..=opts.repeat {
         let st = eng.new_state()?;
         let mut greedy = |l: &mut [f32]| -> Result<u32> {
@@ -201,8 +201,11 @@ pub fn run(
         if r > 0 {
             ttft.push(s.ttft_ms);
             decode.push(s.decode_tok_s);
+            let steps = s.generated_tokens.saturating_sub(1).max(1) as f64;
+            record.push(s.decode_record_ms * 1e3 / steps);
         }
     }
+    figures.insert("decode_record_us".into(), Figure::of(&record));
     figures.insert("ttft_ms".into(), Figure::of(&ttft));
     figures.insert("decode_tok_s".into(), Figure::of(&decode));
 
@@ -322,6 +325,7 @@ pub fn run(
         driver: format!("{} {}", info.adapter.driver, info.adapter.driver_info)
             .trim()
             .to_string(),
+        features: feature_list(&info.features),
         commit: opts.commit.clone(),
         command: opts.command.clone(),
         load_ms: figures.get("load_ms").map_or(0.0, |f| f.median),
@@ -351,4 +355,22 @@ pub fn format_date(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     format!("{:04}-{:02}-{:02}", if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The optional GPU features in use, as one line (`f16 subgroups(32) coopmat timestamps`).
+fn feature_list(f: &rwkv_engine::gpu::GpuFeatures) -> String {
+    let mut out = Vec::new();
+    if f.shader_f16 {
+        out.push("f16".to_string());
+    }
+    if f.subgroup {
+        out.push(format!("subgroups(≥{})", f.subgroup_min_size));
+    }
+    if f.coopmat {
+        out.push("coopmat".to_string());
+    }
+    if f.timestamp {
+        out.push("timestamps".to_string());
+    }
+    out.join(" ")
 }

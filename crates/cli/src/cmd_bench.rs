@@ -173,6 +173,7 @@ fn print_report(r: &BenchReport) {
         r.model.types.join(" ")
     );
     println!("adapter   {} ({}, {})", r.adapter, r.backend, r.driver);
+    println!("features  {}", r.features);
     let f = |k: &str| {
         r.figures
             .get(k)
@@ -193,6 +194,12 @@ fn print_report(r: &BenchReport) {
         );
     }
     println!("decode    {:.1} tok/s{}", r.decode_tok_s, f("decode_tok_s"));
+    if let Some(rec) = r.figures.get("decode_record_us") {
+        println!(
+            "          CPU recording {:.0} µs per step (overlapped with the GPU)",
+            rec.median
+        );
+    }
     println!("doc state {:.1} ms{}", r.doc_state_ms, f("doc_state_ms"));
     println!("fields    {:.1} ms{}", r.fields_ms, f("fields_ms"));
     println!("tokenize  {:.1} µs", r.tokenize_us);

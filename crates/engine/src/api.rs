@@ -154,6 +154,9 @@ pub struct GenerateStats {
     pub decode_ms: f64,
     pub prefill_tok_s: f64,
     pub decode_tok_s: f64,
+    /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
+    /// next step is recorded while the GPU runs the current one).
+    pub decode_record_ms: f64,
     /// Why generation stopped.
     pub stop: StopReason,
 }
@@ -655,6 +658,17 @@ impl Engine {
         Ok(out)
     }
 
+    /// The commands of one decode step (see [`Graph::decode_dims`]) with its logits copied
+    /// to the readback buffer.
+    fn record_decode(&self) -> wgpu::CommandBuffer {
+        let dims = self.graph.decode_dims();
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        self.graph.record(&mut enc, &dims, true);
+        let bytes = self.weights.config.vocab_size as u64 * 4;
+        enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
+        enc.finish()
+    }
+
     /// Feeds `prompt` into `state` and samples up to `max_tokens` tokens with `sample`
     /// (given the last logits, returns the next token), calling `on_token(token)` for
     /// each; `on_token` returns `false` to stop. Stops at cancellation without losing
@@ -692,8 +706,14 @@ impl Engine {
             r => r?.logits.swap_remove(0),
         };
         stats.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
+        // Decode steps: the commands of step i + 1 are recorded while the GPU runs step
+        // i (they are the same every step; only the token metadata, written just before
+        // each submission, changes), and the logits come back through the kept readback
+        // buffer in the same submission.
+        let vocab = self.weights.config.vocab_size;
+        let mut next_cmd = None;
         let mut decode_time = Duration::ZERO;
+        let mut record_time = Duration::ZERO;
         for i in 0..max_tokens {
             let tok = sample(&mut logits)?;
             if i == 0 {
@@ -712,16 +732,31 @@ impl Engine {
                 break;
             }
             let td = Instant::now();
-            let one = [tok];
-            let seq = SeqInput {
-                state,
-                tokens: &one,
-                rows: Rows::Last,
+            if tok as usize >= vocab {
+                return Err(EngineError::invalid(format!(
+                    "sampled token id {tok} is not below the vocabulary size {vocab}"
+                )));
+            }
+            self.graph
+                .write_meta(&self.gpu, &[(state.0, &[tok])], &[0])?;
+            let cmd = match next_cmd.take() {
+                Some(c) => c,
+                None => self.record_decode(),
             };
-            logits = self.forward(&[seq], want, None)?.logits.swap_remove(0);
+            self.gpu.queue.submit([cmd]);
+            let tr = Instant::now();
+            next_cmd = Some(self.record_decode());
+            record_time += tr.elapsed();
+            logits.resize(vocab, 0.0);
+            buffer::read_staged(
+                &self.gpu,
+                &self.graph.readback,
+                0,
+                bytemuck::cast_slice_mut(&mut logits),
+            )?;
             decode_time += td.elapsed();
         }
-        let _ = t1;
+        stats.decode_record_ms = record_time.as_secs_f64() * 1e3;
         stats.decode_ms = decode_time.as_secs_f64() * 1e3;
         stats.prefill_tok_s = prompt.len() as f64 / (stats.prefill_ms / 1e3).max(1e-9);
         let decoded = stats.generated_tokens.saturating_sub(1);

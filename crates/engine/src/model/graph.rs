@@ -620,19 +620,40 @@ impl Graph {
         run_head: bool,
     ) -> Result<Dims> {
         let dims = self.write_meta(gpu, seqs, rows)?;
+        self.record(enc, &dims, run_head);
+        Ok(dims)
+    }
+
+    /// Records the dispatches of a pass of `dims` (its metadata written separately by
+    /// [`Graph::write_meta`] before the submission).
+    pub fn record(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, run_head: bool) {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("forward"),
             timestamp_writes: None,
         });
-        ops::encode(&mut pass, &self.body, &dims);
+        ops::encode(&mut pass, &self.body, dims);
         if run_head {
-            ops::encode(&mut pass, &self.head, &dims);
+            ops::encode(&mut pass, &self.head, dims);
         }
-        Ok(dims)
+    }
+
+    /// [`Dims`] of one decode step: one sequence, one token, its row gathered.
+    pub fn decode_dims(&self) -> Dims {
+        Dims {
+            n_tokens: 1,
+            n_seqs: 1,
+            n_rows: 1,
+            ..self.dims_host
+        }
     }
 
     /// Checks a pass against the capacities and queues its token metadata and [`Dims`].
-    fn write_meta(&self, gpu: &GpuContext, seqs: &[(u32, &[u32])], rows: &[u32]) -> Result<Dims> {
+    pub fn write_meta(
+        &self,
+        gpu: &GpuContext,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+    ) -> Result<Dims> {
         let t: usize = seqs.iter().map(|s| s.1.len()).sum();
         if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
             return Err(EngineError::Op {
