@@ -1,10 +1,11 @@
 // Matrix × matrix on cooperative matrices (tensor cores): y[t, row0 + n] (+)=
-// act(Σ_k W[n, k] x[t, k] + bias) for 64 tokens × 64 rows per workgroup. Per step of
-// 32 in k, the workgroup decodes W's 64 × 32 block (`dec8`) and converts x's 64 × 32 block
-// into f16 tiles in workgroup memory (array<f16>: the element type the NVIDIA driver
-// compiles coopLoad from); four subgroups of 32 each multiply a 32 × 32 quarter as 2 × 2
+// act(Σ_k W[n, k] x[t, k] + bias) for BM tokens × BN rows per workgroup (spec consts;
+// BM, BN multiples of 32). Per step of 32 in k, the workgroup decodes W's BN × 32 block
+// (`dec8`) and converts x's BM × 32 block into f16 tiles in workgroup memory (array<f16>:
+// the element type the NVIDIA driver compiles coopLoad from), double-buffered so one
+// barrier per step suffices; each subgroup of 32 multiplies a 32 × 32 block as 2 × 2
 // 16×16×16 f16 products accumulated in f32. The epilogue goes through a per-subgroup f32
-// tile. Same Params and bindings as `matmul`; needs subgroups of exactly 32.
+// tile. Same Params as `matmul`; `act` seen as vec4s; needs subgroups of exactly 32.
 
 struct Params {
     k: u32,
@@ -23,18 +24,23 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> w: array<u32>;          // [N, K] encoded
-@group(0) @binding(3) var<storage, read> vecs: array<f32>;       // bias vectors
-@group(0) @binding(4) var<storage, read_write> act: array<f32>;  // activations
+@group(0) @binding(2) var<storage, read> w: array<u32>;               // [N, K] encoded
+@group(0) @binding(3) var<storage, read> vecs: array<f32>;            // bias vectors
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
 
-const BM: u32 = 64u;
-const BN: u32 = 64u;
 const BK: u32 = 32u;
-const LD: u32 = 40u; // tile row stride in halves (BK + 8: 80 bytes, 16-byte aligned)
+const LD: u32 = 40u;                   // tile row stride in halves (80 bytes)
+const SGN: u32 = BN / 32u;             // subgroups across rows
+const NSG: u32 = (BM / 32u) * SGN;     // subgroups
+const THREADS: u32 = 32u * NSG;
+const APT: u32 = BM * BK / THREADS;    // x values each thread converts per step
+const BPT: u32 = BN * BK / THREADS;    // weights each thread decodes per step
+const SA: u32 = BM * LD;
+const SB: u32 = BN * LD;
 
-var<workgroup> sa: array<f16, 2560>; // x tile [BM][LD]
-var<workgroup> sb: array<f16, 2560>; // W tile [BN][LD] (column-major B = W^T)
-var<workgroup> sc: array<f32, 1024>; // one 16 × 16 result per subgroup
+var<workgroup> sa: array<f16, 2u * SA>; // x tiles [2][BM][LD]
+var<workgroup> sb: array<f16, 2u * SB>; // W tiles [2][BN][LD] (column-major B = W^T)
+var<workgroup> sc: array<f32, 256u * NSG>; // one 16 × 16 result per subgroup
 
 fn finish(v: f32, r: u32) -> f32 {
     var y = v;
@@ -67,55 +73,73 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32) {
     }
 }
 
-@compute @workgroup_size(128)
+// Fills tile buffer `buf` with the step at k0: this thread's APT x values of row
+// li / (BK / APT) and BPT weights of row li / (BK / BPT).
+fn fill(buf: u32, k0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
+    let ar = li / (BK / APT);
+    let ak = (li % (BK / APT)) * APT;
+    let t = m0 + ar;
+    let xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
+    let ao = buf * SA + ar * LD + ak;
+    for (var u = 0u; u < APT / 4u; u++) {
+        var v = vec4<f32>(0.0);
+        if (t < t_count) {
+            v = act[xo + u];
+        }
+        sa[ao + 4u * u] = f16(v.x);
+        sa[ao + 4u * u + 1u] = f16(v.y);
+        sa[ao + 4u * u + 2u] = f16(v.z);
+        sa[ao + 4u * u + 3u] = f16(v.w);
+    }
+    let br = li / (BK / BPT);
+    let bk = (li % (BK / BPT)) * BPT;
+    let n = n0 + br;
+    let bo = buf * SB + br * LD + bk;
+    for (var u = 0u; u < BPT / 8u; u++) {
+        var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (n < p.n) {
+            q = dec8(n * p.row_bytes, k0 + bk + 8u * u);
+        }
+        let o = bo + 8u * u;
+        sb[o] = f16(q.a.x);
+        sb[o + 1u] = f16(q.a.y);
+        sb[o + 2u] = f16(q.a.z);
+        sb[o + 3u] = f16(q.a.w);
+        sb[o + 4u] = f16(q.b.x);
+        sb[o + 5u] = f16(q.b.y);
+        sb[o + 6u] = f16(q.b.z);
+        sb[o + 7u] = f16(q.b.w);
+    }
+}
+
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let m0 = wid.y * BM;
     let n0 = wid.x * BN;
     let sg = li / 32u;
     let lane = li % 32u;
-    let wm0 = (sg / 2u) * 32u;
-    let wn0 = (sg % 2u) * 32u;
-    // Tile filling: thread li fills row li / 2, 16 values from k = 16 · (li % 2).
-    let lr = li >> 1u;
-    let lk = (li & 1u) * 16u;
-    let ta = m0 + lr;
-    let nb = n0 + lr;
-    let a_ok = ta < t_count;
-    let b_ok = nb < p.n;
-    let xrow = p.x_off + ta * p.x_stride + lk;
-    let rb = nb * p.row_bytes;
-    let to = lr * LD + lk;
+    let wm0 = (sg / SGN) * 32u;
+    let wn0 = (sg % SGN) * 32u;
     var acc00: coop_mat16x16<f32, C>;
     var acc01: coop_mat16x16<f32, C>;
     var acc10: coop_mat16x16<f32, C>;
     var acc11: coop_mat16x16<f32, C>;
-    for (var k0 = 0u; k0 < p.k; k0 += BK) {
-        for (var u = 0u; u < 16u; u++) {
-            var v = 0.0;
-            if (a_ok) {
-                v = act[xrow + k0 + u];
-            }
-            sa[to + u] = f16(v);
+    let steps = p.k / BK;
+    fill(0u, 0u, li, m0, n0, t_count);
+    workgroupBarrier();
+    for (var s = 0u; s < steps; s++) {
+        let buf = s & 1u;
+        if (s + 1u < steps) {
+            fill(buf ^ 1u, (s + 1u) * BK, li, m0, n0, t_count);
         }
-        var w0 = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        var w1 = w0;
-        if (b_ok) {
-            w0 = dec8(rb, k0 + lk);
-            w1 = dec8(rb, k0 + lk + 8u);
-        }
-        for (var u = 0u; u < 4u; u++) {
-            sb[to + u] = f16(w0.a[u]);
-            sb[to + 4u + u] = f16(w0.b[u]);
-            sb[to + 8u + u] = f16(w1.a[u]);
-            sb[to + 12u + u] = f16(w1.b[u]);
-        }
-        workgroupBarrier();
-        for (var s = 0u; s < BK; s += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[wm0 * LD + s], LD);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[(wm0 + 16u) * LD + s], LD);
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[wn0 * LD + s], LD);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[(wn0 + 16u) * LD + s], LD);
+        let ab = buf * SA + wm0 * LD;
+        let bb = buf * SB + wn0 * LD;
+        for (var h = 0u; h < BK; h += 16u) {
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + h], LD);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + 16u * LD + h], LD);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);

@@ -49,6 +49,13 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
+/// `matmul_coop` also sees the activations as vec4s; its logits binding is 5.
+const COOP_OUT_SEP: &str = "
+@group(0) @binding(5) var<storage, read_write> out: array<f32>; // [R, vocab] logits
+fn y_load(i: u32) -> f32 { return out[i]; }
+fn y_store(i: u32, v: f32) { out[i] = v; }
+";
+
 /// Sum over the LANES lanes of a row (consecutive invocations) for `matvec`: subgroup
 /// shuffles when a subgroup is known to hold whole rows (SG = 1)…
 const ROW_SUM_SG: &str = "
@@ -196,8 +203,11 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     }
     src.push_str(decode);
     let sep = spec(key, "OUT_SEP") == Some(1);
-    if matches!(key.op, "matmul" | "matmul_coop") {
+    if key.op == "matmul" {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
+    }
+    if key.op == "matmul_coop" {
+        src.push_str(if sep { COOP_OUT_SEP } else { MV_OUT_ACT });
     }
     let mut body = body.to_string();
     if key.op == "ln_shift" {
@@ -348,11 +358,16 @@ mod tests {
         let mut keys = Vec::new();
         for d in dtypes {
             for sep in [0, 1] {
-                for op in ["matmul", "matmul_coop"] {
+                keys.push(PipelineKey {
+                    op: "matmul",
+                    dtype: Some(d),
+                    spec: vec![("OUT_SEP", sep)],
+                });
+                for (bm, bn) in crate::ops::matmul::COOP_TILES {
                     keys.push(PipelineKey {
-                        op,
+                        op: "matmul_coop",
                         dtype: Some(d),
-                        spec: vec![("OUT_SEP", sep)],
+                        spec: vec![("OUT_SEP", sep), ("BM", bm), ("BN", bn)],
                     });
                 }
                 for (lanes, sg) in [(4, 1), (32, 1), (32, 0)] {

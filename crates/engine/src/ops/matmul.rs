@@ -106,24 +106,37 @@ pub fn matmul(
         spec: vec![("OUT_SEP", sep)],
     };
     let n_out = m.n_out as u32;
-    // Tensor cores where the adapter has them (same tiles of 64 tokens × 64 rows).
-    let tiled = if cx.gpu.features.coopmat {
-        "matmul_coop"
+    let mut node = if cx.gpu.features.coopmat {
+        // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
+        let (bm, bn) = coop_tile(n_out);
+        let mut k = key("matmul_coop");
+        k.spec.extend([("BM", bm), ("BN", bn)]);
+        cx.node(
+            op,
+            layer,
+            &k,
+            &p,
+            &buffers,
+            Grid::Tiles {
+                x: n_out.div_ceil(bn),
+                count: a.rows,
+                per_y: bm,
+            },
+        )?
     } else {
-        "matmul"
+        cx.node(
+            op,
+            layer,
+            &key("matmul"),
+            &p,
+            &buffers,
+            Grid::Tiles {
+                x: n_out.div_ceil(64),
+                count: a.rows,
+                per_y: 64,
+            },
+        )?
     };
-    let mut node = cx.node(
-        op,
-        layer,
-        &key(tiled),
-        &p,
-        &buffers,
-        Grid::Tiles {
-            x: n_out.div_ceil(64),
-            count: a.rows,
-            per_y: 64,
-        },
-    )?;
     // matvec: LANES lanes per row, each taking steps of `matvec_step(dtype)` weights.
     if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
         return Err(op_err(
@@ -154,6 +167,21 @@ pub fn matmul(
     )?;
     node.small = Some((SMALL_T, Box::new(small)));
     Ok(node)
+}
+
+/// Tile shapes (tokens × rows) of `matmul_coop`.
+pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (64, 64), (32, 64)];
+
+/// The `matmul_coop` tile for `n` output rows: wide tiles for the FFN, 64 × 64 for the
+/// C × C products (more workgroups per SM), small ones for the low-rank products.
+fn coop_tile(n: u32) -> (u32, u32) {
+    if n >= 4096 {
+        COOP_TILES[0]
+    } else if n >= 256 {
+        COOP_TILES[1]
+    } else {
+        COOP_TILES[2]
+    }
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
