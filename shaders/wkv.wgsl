@@ -4,8 +4,9 @@
 // Rows of S are independent: one workgroup of 64 × TPR per (head, sequence), TPR
 // threads per row i, each keeping NV = 16 / TPR vec4s of the row in registers and
 // summing its partial dot products with the row's other threads through subgroup
-// shuffles (TPR > 1). No workgroup memory, no barriers; the next token's vectors are
-// loaded before the current token's update.
+// shuffles (TPR > 1). Tokens go in chunks of CH: the workgroup first copies the chunk's
+// r, w, k, kk, kk·a and v of its head into workgroup memory (coalesced, one barrier),
+// then steps through them reading only workgroup memory.
 
 struct Params {
     c: u32,
@@ -29,34 +30,18 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
 
 const NV: u32 = 16u / TPR;
+const CH: u32 = 16u;
+const WG: u32 = 64u * TPR;
 
-// One token's vectors as this thread sees them: its NV vec4s of r, w, k, kk and kk·a,
-// and v of its row.
-struct Tok {
-    r: array<vec4<f32>, NV>,
-    w: array<vec4<f32>, NV>,
-    k: array<vec4<f32>, NV>,
-    kk: array<vec4<f32>, NV>,
-    ka: array<vec4<f32>, NV>,
-    v: f32,
-}
+// The chunk's vectors of this head: [CH][16] vec4s each, v as [CH][64].
+var<workgroup> cr: array<vec4<f32>, 256>;
+var<workgroup> cw: array<vec4<f32>, 256>;
+var<workgroup> ck: array<vec4<f32>, 256>;
+var<workgroup> ckk: array<vec4<f32>, 256>;
+var<workgroup> cka: array<vec4<f32>, 256>;
+var<workgroup> cv: array<vec4<f32>, 256>;
 
-fn load_tok(e: u32, row: u32) -> Tok {
-    var t: Tok;
-    for (var j = 0u; j < NV; j++) {
-        t.r[j] = act[(p.r_off >> 2u) + e + j];
-        t.w[j] = act[(p.w_off >> 2u) + e + j];
-        t.k[j] = act[(p.k_off >> 2u) + e + j];
-        let kk = act[(p.kk_off >> 2u) + e + j];
-        t.kk[j] = kk;
-        t.ka[j] = kk * act[(p.a_off >> 2u) + e + j];
-    }
-    let vi = p.v_off + row;
-    t.v = act[vi >> 2u][vi & 3u];
-    return t;
-}
-
-@compute @workgroup_size(64u * TPR)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let h = wid.x;
     let b = wid.y;
@@ -74,33 +59,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         s[j] = state[sb + j];
     }
     let c4 = p.c >> 2u;
-    let col = h * 16u + q * NV; // vec4 column of this thread's keys in a token row
-    var cur: Tok;
-    if (len > 0u) {
-        cur = load_tok(start * c4 + col, start * p.c + h * 64u + i);
-    }
-    for (var n = 0u; n < len; n++) {
-        let t = start + n;
-        var next: Tok;
-        if (n + 1u < len) {
-            next = load_tok((t + 1u) * c4 + col, (t + 1u) * p.c + h * 64u + i);
+    for (var n0 = 0u; n0 < len; n0 += CH) {
+        let m = min(CH, len - n0);
+        // Copy the chunk: element e = (token, vec4 column) of the head's 16 columns.
+        for (var e = li; e < CH * 16u; e += WG) {
+            let tn = e / 16u;
+            if (tn < m) {
+                let g = (start + n0 + tn) * c4 + h * 16u + e % 16u;
+                cr[e] = act[(p.r_off >> 2u) + g];
+                cw[e] = act[(p.w_off >> 2u) + g];
+                ck[e] = act[(p.k_off >> 2u) + g];
+                let kk = act[(p.kk_off >> 2u) + g];
+                ckk[e] = kk;
+                cka[e] = kk * act[(p.a_off >> 2u) + g];
+                cv[e] = act[(p.v_off >> 2u) + g];
+            }
         }
-        var sa = 0.0;
-        for (var j = 0u; j < NV; j++) {
-            sa -= dot(s[j], cur.kk[j]);
+        workgroupBarrier();
+        for (var tn = 0u; tn < m; tn++) {
+            let e0 = tn * 16u + q * NV;
+            let vi = tn * 64u + i;
+            let v = cv[vi >> 2u][vi & 3u];
+            var sa = 0.0;
+            for (var j = 0u; j < NV; j++) {
+                sa -= dot(s[j], ckk[e0 + j]);
+            }
+            sa = tpr_sum(sa);
+            var y = 0.0;
+            for (var j = 0u; j < NV; j++) {
+                s[j] = s[j] * cw[e0 + j] + sa * cka[e0 + j] + v * ck[e0 + j];
+                y += dot(s[j], cr[e0 + j]);
+            }
+            y = tpr_sum(y);
+            if (q == 0u) {
+                let yi = p.y_off + (start + n0 + tn) * p.c + h * 64u + i;
+                act[yi >> 2u][yi & 3u] = y;
+            }
         }
-        sa = tpr_sum(sa);
-        var y = 0.0;
-        for (var j = 0u; j < NV; j++) {
-            s[j] = s[j] * cur.w[j] + sa * cur.ka[j] + cur.v * cur.k[j];
-            y += dot(s[j], cur.r[j]);
-        }
-        y = tpr_sum(y);
-        if (q == 0u) {
-            let yi = p.y_off + t * p.c + h * 64u + i;
-            act[yi >> 2u][yi & 3u] = y;
-        }
-        cur = next;
+        workgroupBarrier();
     }
     for (var j = 0u; j < NV; j++) {
         state[sb + j] = s[j];

@@ -9,6 +9,9 @@ use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 /// Passes with at most this many rows use the matrix × vector kernel.
 pub const SMALL_T: u32 = 8;
 
+/// Matrices of at most this many bytes use the matrix × vector kernel for every T.
+pub const MATVEC_ALWAYS_BYTES: usize = 2 << 20;
+
 /// Epilogue applied after the bias.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Act {
@@ -165,7 +168,14 @@ pub fn matmul(
             per_y: 4,
         },
     )?;
-    node.small = Some((SMALL_T, Box::new(small)));
+    // The matrix × vector kernel reads W once per 4 tokens: for matrices small enough
+    // to stay in cache (the low-rank products) that beats any tiling at every T.
+    let max_t = if m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES {
+        u32::MAX
+    } else {
+        SMALL_T
+    };
+    node.small = Some((max_t, Box::new(small)));
     Ok(node)
 }
 
@@ -175,7 +185,7 @@ pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (64, 64), (32, 64)];
 /// The `matmul_coop` tile for `n` output rows: wide tiles for the FFN, 64 × 64 for the
 /// C × C products (more workgroups per SM), small ones for the low-rank products.
 fn coop_tile(n: u32) -> (u32, u32) {
-    if n >= 4096 {
+    if n >= 1024 {
         COOP_TILES[0]
     } else if n >= 256 {
         COOP_TILES[1]
@@ -290,24 +300,56 @@ mod tests {
             bias_off: Some(0),
             rows: Count::Tokens,
         };
-        let node = matmul(
-            &h.ctx(),
-            "matmul",
-            None,
-            &m,
-            &h.f32_buf(&bias),
-            &act_buf,
-            None,
-            &args,
-        )
-        .unwrap();
-        h.run(&[node]);
-        let got = h.read(&act_buf, t * k, t * n);
+        let bias_buf = h.f32_buf(&bias);
         let mut want = reference(w, n, k, &x, Some(&bias), act);
         if accumulate {
             want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
         }
-        if h.gpu.features.coopmat && t as u32 > SMALL_T {
+        // The kernel the node picks for this T, then the tiled kernel whenever T > SMALL_T
+        // (small matrices take the matrix × vector kernel at every T).
+        for force_tiled in [false, true] {
+            let mut node = matmul(
+                &h.ctx(),
+                "matmul",
+                None,
+                &m,
+                &bias_buf,
+                &act_buf,
+                None,
+                &args,
+            )
+            .unwrap();
+            if force_tiled {
+                if let Some(small) = node.small.as_mut() {
+                    small.0 = SMALL_T;
+                }
+            }
+            let tiled = std::ptr::eq(node.pick(&h.dims), &node);
+            h.run(&[node]);
+            let got = h.read(&act_buf, t * k, t * n);
+            // Restore y for the next run (accumulate reads it).
+            h.gpu
+                .queue
+                .write_buffer(&act_buf, (t * k * 4) as u64, bytemuck::cast_slice(&y0));
+            compare(&h, dtype, w, &x, &got, &want, n, k, t, act, tiled);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn compare(
+        h: &Harness,
+        dtype: DType,
+        w: &[f32],
+        x: &[f32],
+        got: &[f32],
+        want: &[f32],
+        n: usize,
+        k: usize,
+        t: usize,
+        act: Act,
+        tiled: bool,
+    ) {
+        if h.gpu.features.coopmat && tiled {
             // Tensor-core path: x and W rounded to f16 (relative 2^-11 each), f32 sums;
             // bound each output by that rounding of Σ|w·x| (the epilogues are 1-Lipschitz
             // near these values but ReLU² doubles the relative error of its input).
@@ -326,8 +368,11 @@ mod tests {
             return;
         }
         // Sums of 256 products of magnitude ≤ ~1 in f32 vs f64: well under 1e-3.
-        let err = max_abs(&got, &want);
-        assert!(err < 2e-3, "{dtype} T={t} {act:?}: max |Δ| {err}");
+        let err = max_abs(got, want);
+        assert!(
+            err < 2e-3,
+            "{dtype} T={t} {act:?} (tiled {tiled}): max |Δ| {err}"
+        );
     }
 
     /// Every encoding the kernels read, on the fixture tensors (256 × 256, decoded by

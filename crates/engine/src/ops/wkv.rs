@@ -107,7 +107,7 @@ mod tests {
     use crate::ops::testing::*;
     use crate::ops::Dims;
 
-    /// Two sequences (lengths 4 and 1) in slots 1 and 0, two heads, random initial state;
+    /// Two sequences (lengths 19 and 2) in slots 1 and 0, two heads, random initial state;
     /// with subgroups (4 threads per row of S) and without (1).
     #[test]
     fn matches_cpu_reference() {
@@ -118,9 +118,11 @@ mod tests {
     }
 
     fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>) {
-        let (c, t) = (128usize, 5usize);
+        // The first sequence spans two chunks of the kernel (CH = 16 tokens).
+        let (l0, l1) = (19usize, 2usize);
+        let (c, t) = (128usize, l0 + l1);
         let n = t * c;
-        let meta = [0u32, 4, 1, 0, 4, 1, 0, 0];
+        let meta = [0u32, l0 as u32, 1, 0, l0 as u32, l1 as u32, 0, 0];
         let h = Harness::with_gpu(
             Dims {
                 n_tokens: t as u32,
@@ -187,7 +189,7 @@ mod tests {
         let y = h.read(&act_buf, 6 * n, n);
         let st = h.read(&state_buf, 0, 2 * slot_len);
         let mut want_state = state0.clone();
-        for (start, len, slot) in [(0usize, 4usize, 1usize), (4, 1, 0)] {
+        for (start, len, slot) in [(0usize, l0, 1usize), (l0, l1, 0)] {
             for hd in 0..2 {
                 let sb = slot * slot_len + 16 + hd * 4096;
                 let s = &mut want_state[sb..sb + 4096];
