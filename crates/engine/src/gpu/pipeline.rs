@@ -164,6 +164,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
         "wkv" => include_str!("../../../../shaders/wkv.wgsl"),
+        "wkv_fused" => include_str!("../../../../shaders/wkv_fused.wgsl"),
         "wkv_out" => include_str!("../../../../shaders/wkv_out.wgsl"),
         "gather_rows" => include_str!("../../../../shaders/gather_rows.wgsl"),
         other => {
@@ -223,7 +224,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
             body.replace(" SG_PASS", "")
         };
     }
-    if key.op == "wkv" {
+    if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
             TPR_SUM_SG
         } else {
@@ -380,11 +381,13 @@ mod tests {
             }
         }
         for tpr in [1, 4] {
-            keys.push(PipelineKey {
-                op: "wkv",
-                dtype: None,
-                spec: vec![("TPR", tpr)],
-            });
+            for op in ["wkv", "wkv_fused"] {
+                keys.push(PipelineKey {
+                    op,
+                    dtype: None,
+                    spec: vec![("TPR", tpr)],
+                });
+            }
         }
         for sg in [0, 1] {
             keys.push(PipelineKey {

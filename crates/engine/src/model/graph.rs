@@ -19,11 +19,12 @@ use crate::gpu::{buffer, GpuContext};
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights, LayerVecs};
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::matmul::{matmul, Act, MatmulArgs};
+use crate::ops::matmul::{matmul, Act, MatmulArgs, SMALL_T};
 use crate::ops::wkv::WkvArgs;
+use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
-use crate::ops::{self, Count, Ctx, Dims, Node};
+use crate::ops::{self, Count, Ctx, Dims, Node, Small};
 
 /// A profiled dispatch: (label `op@layer`, op, layer).
 pub type DispatchLabel = (String, &'static str, Option<usize>);
@@ -421,7 +422,15 @@ impl Graph {
                 kk_w_off: (LayerVecs::K_K * c) as u32,
                 ka_off: (LayerVecs::K_A * c) as u32,
             };
-            body.push(ops::wkv_prep::wkv_prep(&cx, lid, &prep, v, &act)?);
+            // Passes of few tokens run 9–11 as one `wkv_fused` dispatch instead.
+            let few = |node: Node| Small {
+                count: Count::Tokens,
+                max: SMALL_T,
+                node: Box::new(node),
+            };
+            let mut prep_node = ops::wkv_prep::wkv_prep(&cx, lid, &prep, v, &act)?;
+            prep_node.small = Some(few(prep_node.skip()));
+            body.push(prep_node);
             let wkv = WkvArgs {
                 c: c as u32,
                 r_off: rg.r as u32,
@@ -435,7 +444,32 @@ impl Graph {
                 slot_len: slot_len as u32,
                 _p: [0; 2],
             };
-            body.push(ops::wkv::wkv(&cx, lid, &wkv, &meta, &state, &act)?);
+            let fused = WkvFusedArgs {
+                c: c as u32,
+                layer0: u32::from(l == 0),
+                r_off: rg.r as u32,
+                w_off: rg.w as u32,
+                k_off: rg.k as u32,
+                v_off: rg.v as u32,
+                a_off: rg.a as u32,
+                g_off: rg.g as u32,
+                vmix_off: rg.vmix as u32,
+                vfirst_off: rg.vfirst as u32,
+                o_off: rg.o as u32,
+                kkw_off: (LayerVecs::K_K * c) as u32,
+                ka_off: (LayerVecs::K_A * c) as u32,
+                rk_off: (LayerVecs::R_K * c) as u32,
+                lnx_off: (LayerVecs::LN_X * c) as u32,
+                state_off: (base + c) as u32,
+                slot_len: slot_len as u32,
+                eps: GN_EPS,
+                _p: [0; 2],
+            };
+            let mut wkv_node = ops::wkv::wkv(&cx, lid, &wkv, &meta, &state, &act)?;
+            wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
+                &cx, lid, &fused, &meta, &state, &act, v,
+            )?));
+            body.push(wkv_node);
             let out = WkvOutArgs {
                 c: c as u32,
                 n_head: h as u32,
@@ -450,7 +484,9 @@ impl Graph {
                 eps: GN_EPS,
                 _p: 0,
             };
-            body.push(ops::wkv_out::wkv_out(&cx, lid, &out, v, &act)?);
+            let mut out_node = ops::wkv_out::wkv_out(&cx, lid, &out, v, &act)?;
+            out_node.small = Some(few(out_node.skip()));
+            body.push(out_node);
             // 12: x += Wo o
             body.push(matmul(
                 &cx,

@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};
-use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 
 /// Passes with at most this many rows use the matrix × vector kernel.
 pub const SMALL_T: u32 = 8;
@@ -175,7 +175,11 @@ pub fn matmul(
     } else {
         SMALL_T
     };
-    node.small = Some((max_t, Box::new(small)));
+    node.small = Some(Small {
+        count: a.rows,
+        max: max_t,
+        node: Box::new(small),
+    });
     Ok(node)
 }
 
@@ -321,7 +325,7 @@ mod tests {
             .unwrap();
             if force_tiled {
                 if let Some(small) = node.small.as_mut() {
-                    small.0 = SMALL_T;
+                    small.max = SMALL_T;
                 }
             }
             let tiled = std::ptr::eq(node.pick(&h.dims), &node);

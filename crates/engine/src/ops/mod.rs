@@ -12,6 +12,7 @@ pub mod layer_norm;
 pub mod ln_shift;
 pub mod matmul;
 pub mod wkv;
+pub mod wkv_fused;
 pub mod wkv_out;
 pub mod wkv_prep;
 
@@ -104,8 +105,15 @@ pub struct Node {
     pub grid: Grid,
     /// Keeps the params uniform alive as long as the bind group.
     _params: wgpu::Buffer,
-    /// A variant for small passes (matrix × vector when the grid's count ≤ `max`).
-    pub small: Option<(u32, Box<Node>)>,
+    /// A variant for small passes (matrix × vector, fused decode kernels).
+    pub small: Option<Small>,
+}
+
+/// The variant of a node that runs instead of it when a pass's `count` is at most `max`.
+pub struct Small {
+    pub count: Count,
+    pub max: u32,
+    pub node: Box<Node>,
 }
 
 impl Node {
@@ -191,20 +199,35 @@ pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
 impl Node {
     /// The variant that runs for a pass of `dims` (the small one when it applies).
     pub fn pick(&self, dims: &Dims) -> &Node {
-        if let Some((max, small)) = &self.small {
-            let count = match self.grid {
-                Grid::Linear { count, .. } | Grid::Tiles { count, .. } => count,
-            };
-            let n = match count {
+        if let Some(s) = &self.small {
+            let n = match s.count {
                 Count::Tokens => dims.n_tokens,
                 Count::Rows => dims.n_rows,
                 Count::Seqs => dims.n_seqs,
             };
-            if n <= *max {
-                return small;
+            if n <= s.max {
+                return &s.node;
             }
         }
         self
+    }
+
+    /// This node dispatching nothing: the small variant of an op whose work a fused
+    /// node does for small passes.
+    pub fn skip(&self) -> Node {
+        Node {
+            op: self.op,
+            layer: self.layer,
+            pipeline: self.pipeline.clone(),
+            bind_group: self.bind_group.clone(),
+            grid: Grid::Tiles {
+                x: 0,
+                count: Count::Tokens,
+                per_y: 1,
+            },
+            _params: self._params.clone(),
+            small: None,
+        }
     }
 }
 

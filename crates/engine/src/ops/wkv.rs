@@ -22,6 +22,15 @@ pub struct WkvArgs {
     pub _p: [u32; 2],
 }
 
+/// Threads per row of S: four where subgroup shuffles can sum them, else one.
+pub fn threads_per_row(cx: &Ctx) -> u32 {
+    if cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
+        4
+    } else {
+        1
+    }
+}
+
 /// `S = S diag(w) + (S(-kk))(kk·a)^T + v k^T; y = S r` per head, over each sequence's
 /// tokens in order; S read from and written back to the sequence's state slot.
 pub fn wkv(
@@ -38,12 +47,7 @@ pub fn wkv(
             format!("C = {} is not a multiple of the head size 64", a.c),
         ));
     }
-    // Four threads per row of S where subgroup shuffles can sum them, else one.
-    let tpr = if cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
-        4
-    } else {
-        1
-    };
+    let tpr = threads_per_row(cx);
     let offsets = [
         a.r_off,
         a.w_off,

@@ -1,0 +1,146 @@
+// Decode time mix core in one dispatch (RWKV_x070), for passes of few tokens: per (head,
+// sequence), for each of the sequence's tokens in order,
+//   kk = normalize(k * k_k);  k' = k * (1 + (a - 1) * k_a);  w = exp(-0.606531 σ(w_raw))
+//   v' = layer 0: v (saved as v_first);  else v + (v_first - v) * v_mix
+//   S = S diag(w) + (S (-kk)) (kk a)^T + v' k'^T,   y = S r
+//   o = (GroupNorm_H(y) (ln_x) + (Σ_j r_j k'_j r_k[j]) v') * g
+// i.e. `wkv_prep` → `wkv` → `wkv_out`, without their dispatches between. Threads as in
+// `wkv` (TPR per row of S, the row's NV vec4 columns in registers); the GroupNorm over
+// the head's 64 rows goes through workgroup memory.
+
+struct Params {
+    c: u32,
+    layer0: u32,
+    r_off: u32,
+    w_off: u32,       // raw decay (before the exp(-0.606531 σ(·)))
+    k_off: u32,       // raw k
+    v_off: u32,       // raw v
+    a_off: u32,       // σ(a0 + lora)
+    g_off: u32,
+    vmix_off: u32,    // σ(v0 + lora) (unused in layer 0)
+    vfirst_off: u32,  // v of layer 0 (written in layer 0)
+    o_off: u32,       // out [T, C]
+    kkw_off: u32,     // vec offsets: k_k, k_a, r_k [C], ln_x weight (bias at + C)
+    ka_off: u32,
+    rk_off: u32,
+    lnx_off: u32,
+    state_off: u32,   // offset of this layer's S [H, N, N] inside a slot
+    slot_len: u32,
+    eps: f32,
+    _p0: u32,
+    _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> d: Dims;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> tmeta: array<u32>;              // sequences
+@group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
+@group(0) @binding(5) var<storage, read> vecs: array<vec4<f32>>;         // layer vectors
+
+const NV: u32 = 16u / TPR;
+const WG: u32 = 64u * TPR;
+
+var<workgroup> ys: array<f32, 64>;
+
+fn act1(i: u32) -> f32 {
+    return act[i >> 2u][i & 3u];
+}
+
+fn vec1(i: u32) -> f32 {
+    return vecs[i >> 2u][i & 3u];
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let h = wid.x;
+    let b = wid.y;
+    if (b >= d.n_seqs) {
+        return; // uniform per workgroup
+    }
+    let start = tmeta[d.off_seqs + 4u * b];
+    let len = tmeta[d.off_seqs + 4u * b + 1u];
+    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let i = li / TPR;
+    let q = li % TPR;
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
+    var s: array<vec4<f32>, NV>;
+    for (var j = 0u; j < NV; j++) {
+        s[j] = state[sb + j];
+    }
+    let col = h * 16u + q * NV;   // vec4 column of this thread's keys
+    let ch = h * 64u + i;         // channel of this thread's row
+    for (var n = 0u; n < len; n++) {
+        let t = start + n;
+        let g = t * (p.c >> 2u) + col;
+        var kk: array<vec4<f32>, NV>;
+        var kp: array<vec4<f32>, NV>;
+        var av: array<vec4<f32>, NV>;
+        var wd: array<vec4<f32>, NV>;
+        var rr: array<vec4<f32>, NV>;
+        var nrm = 0.0;
+        for (var j = 0u; j < NV; j++) {
+            let k = act[(p.k_off >> 2u) + g + j];
+            let a = act[(p.a_off >> 2u) + g + j];
+            let kr = k * vecs[(p.kkw_off >> 2u) + col + j];
+            kk[j] = kr;
+            nrm += dot(kr, kr);
+            kp[j] = k * (1.0 + (a - 1.0) * vecs[(p.ka_off >> 2u) + col + j]);
+            av[j] = a;
+            let wr = act[(p.w_off >> 2u) + g + j];
+            wd[j] = exp(-0.606531 / (1.0 + exp(-wr)));
+            rr[j] = act[(p.r_off >> 2u) + g + j];
+        }
+        let inv = 1.0 / max(sqrt(tpr_sum(nrm)), 1e-12);
+        let vi = t * p.c + ch;
+        var v = act1(p.v_off + vi);
+        if (p.layer0 == 1u) {
+            if (q == 0u) {
+                let o = p.vfirst_off + vi;
+                act[o >> 2u][o & 3u] = v;
+            }
+        } else {
+            v += (act1(p.vfirst_off + vi) - v) * act1(p.vmix_off + vi);
+        }
+        var sa = 0.0;
+        for (var j = 0u; j < NV; j++) {
+            kk[j] *= inv;
+            sa -= dot(s[j], kk[j]);
+        }
+        sa = tpr_sum(sa);
+        var y = 0.0;
+        var bonus = 0.0;
+        for (var j = 0u; j < NV; j++) {
+            s[j] = s[j] * wd[j] + sa * (kk[j] * av[j]) + v * kp[j];
+            y += dot(s[j], rr[j]);
+            bonus += dot(rr[j] * kp[j], vecs[(p.rk_off >> 2u) + col + j]);
+        }
+        y = tpr_sum(y);
+        bonus = tpr_sum(bonus);
+        if (q == 0u) {
+            ys[i] = y;
+        }
+        workgroupBarrier();
+        var mean = 0.0;
+        for (var e = 0u; e < 64u; e++) {
+            mean += ys[e];
+        }
+        mean /= 64.0;
+        var var_ = 0.0;
+        for (var e = 0u; e < 64u; e++) {
+            let dv = ys[e] - mean;
+            var_ += dv * dv;
+        }
+        var_ /= 64.0;
+        let gn = (y - mean) * inverseSqrt(var_ + p.eps) * vec1(p.lnx_off + ch)
+            + vec1(p.lnx_off + p.c + ch);
+        if (q == 0u) {
+            let o = p.o_off + vi;
+            act[o >> 2u][o & 3u] = (gn + bonus * v) * act1(p.g_off + vi);
+        }
+        workgroupBarrier();
+    }
+    for (var j = 0u; j < NV; j++) {
+        state[sb + j] = s[j];
+    }
+}
