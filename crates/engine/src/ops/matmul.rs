@@ -9,7 +9,9 @@ use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 /// Passes with at most this many rows use the matrix × vector kernel.
 pub const SMALL_T: u32 = 8;
 
-/// Matrices of at most this many bytes use the matrix × vector kernel for every T.
+/// Matrices of at most this many rows and bytes use the matrix × vector kernel for
+/// every T.
+pub const MATVEC_ALWAYS_ROWS: usize = 128;
 pub const MATVEC_ALWAYS_BYTES: usize = 2 << 20;
 
 /// Epilogue applied after the bias.
@@ -148,7 +150,13 @@ pub fn matmul(
         ));
     }
     let steps = (m.n_in / matvec_step(m.dtype)) as u32;
-    let lanes = steps.next_power_of_two().clamp(4, 32);
+    // Lanes per row: enough to cover K in a few steps each; `RWKV_MV_LANES` (4–32,
+    // a power of two) overrides it for tuning runs.
+    let lanes = std::env::var("RWKV_MV_LANES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
+        .unwrap_or_else(|| steps.next_power_of_two().clamp(4, 32));
     let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
     let mut mv_buffers = buffers.clone();
     mv_buffers.insert(3, &m.buffer);
@@ -168,9 +176,10 @@ pub fn matmul(
             per_y: 4,
         },
     )?;
-    // The matrix × vector kernel reads W once per 4 tokens: for matrices small enough
-    // to stay in cache (the low-rank products) that beats any tiling at every T.
-    let max_t = if m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES {
+    // The matrix × vector kernel reads W once per 4 tokens: for the first products of
+    // the low-rank chains (few rows, in cache) that beats the tiles at every T (H100:
+    // ranks 64 and 96 faster; rank 320 and the C-row second products slower).
+    let max_t = if m.n_out <= MATVEC_ALWAYS_ROWS && m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES {
         u32::MAX
     } else {
         SMALL_T
@@ -184,14 +193,15 @@ pub fn matmul(
 }
 
 /// Tile shapes (tokens × rows) of `matmul_coop`.
-pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (64, 64), (32, 64)];
+pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (32, 128), (32, 64)];
 
-/// The `matmul_coop` tile for `n` output rows: wide tiles for the FFN, 64 × 64 for the
-/// C × C products (more workgroups per SM), small ones for the low-rank products.
+/// The `matmul_coop` tile for `n` output rows, so that a 512-token pass has a few
+/// workgroups per SM (H100: 64 × 128 for the FFN key (N = 4C); 32 × 128 for N = C, where
+/// 64 × 128 leaves SMs idle; 32 × 64 for the low-rank products).
 fn coop_tile(n: u32) -> (u32, u32) {
-    if n >= 1024 {
+    if n >= 8192 {
         COOP_TILES[0]
-    } else if n >= 256 {
+    } else if n >= 1024 {
         COOP_TILES[1]
     } else {
         COOP_TILES[2]
