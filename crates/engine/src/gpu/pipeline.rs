@@ -162,6 +162,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         "matmul" => include_str!("../../../../shaders/matmul.wgsl"),
         "matmul_coop" => include_str!("../../../../shaders/matmul_coop.wgsl"),
         "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
+        "matvec_group" => include_str!("../../../../shaders/matvec_group.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
         "wkv" => include_str!("../../../../shaders/wkv.wgsl"),
         "wkv_fused" => include_str!("../../../../shaders/wkv_fused.wgsl"),
@@ -231,7 +232,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
             TPR_SUM_ONE
         });
     }
-    if key.op == "matvec" {
+    if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(if sep { MV_OUT_SEP } else { MV_OUT_ACT });
         src.push_str(if spec(key, "SG") == Some(1) {
             ROW_SUM_SG
@@ -377,6 +378,13 @@ mod tests {
                         dtype: Some(d),
                         spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
                     });
+                    if sep == 0 {
+                        keys.push(PipelineKey {
+                            op: "matvec_group",
+                            dtype: Some(d),
+                            spec: vec![("LANES", lanes), ("SG", sg)],
+                        });
+                    }
                 }
             }
         }

@@ -160,12 +160,15 @@ enum Source<'a> {
     Owned(Vec<u8>),
 }
 
-/// One destination buffer and what fills it.
+/// One destination range and what fills it.
 struct Job<'a> {
     name: String,
     buffer: wgpu::Buffer,
-    /// Bytes of the tensor; the buffer is this padded with zeros to `buffer.size()`.
+    /// Where the tensor starts in `buffer` (0, or its place in a group buffer).
+    dst_off: u64,
+    /// Bytes of the tensor; its range is this padded with zeros to `span` bytes.
     len: u64,
+    span: u64,
     source: Source<'a>,
 }
 
@@ -225,14 +228,89 @@ impl<'a> Planner<'a, '_> {
         self.jobs.push(Job {
             name: name.to_string(),
             buffer: buffer.clone(),
+            dst_off: 0,
             len: len as u64,
+            span: buffer.size(),
             source,
         });
         buffer
     }
 
+    /// Several matrices in one buffer, each at a multiple of the storage offset
+    /// alignment, so that one dispatch can read them all (the decode kernel of the
+    /// low-rank products, `matvec_group`); each is still bound on its own elsewhere.
+    /// Matrices whose encoding on the GPU differs from the one most of them have get
+    /// their own buffers.
+    fn group(&mut self, ms: &[&Matrix<'a>]) -> Result<Vec<GpuMatrix>> {
+        let mut planned = Vec::with_capacity(ms.len());
+        for m in ms {
+            planned.push(self.matrix_source(m, 0, m.n_out)?);
+        }
+        let align = u64::from(self.gpu.limits.min_storage_buffer_offset_alignment).max(256);
+        // The encoding most of them share (decay LoRA is often F32 beside F16 others).
+        let dtype0 = planned
+            .iter()
+            .map(|p| p.1)
+            .max_by_key(|d| planned.iter().filter(|p| p.1 == *d).count());
+        let mut total = 0u64;
+        for (_, dtype, len, _) in &planned {
+            if Some(*dtype) == dtype0 {
+                total = total.next_multiple_of(align) + (*len as u64).next_multiple_of(16);
+            }
+        }
+        let label = ms
+            .iter()
+            .map(|m| m.name.to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        let shared = buffer::storage(self.gpu, &label, total);
+        let mut at = 0u64;
+        let mut out = Vec::with_capacity(ms.len());
+        for ((name, dtype, len, source), m) in planned.into_iter().zip(ms) {
+            if Some(dtype) != dtype0 {
+                out.push(self.put(&name, dtype, source, 0, m.n_out, m.n_in)?);
+                continue;
+            }
+            self.check_binding(&name, len)?;
+            self.count(dtype, len);
+            at = at.next_multiple_of(align);
+            let span = (len as u64).next_multiple_of(16);
+            self.jobs.push(Job {
+                name: name.clone(),
+                buffer: shared.clone(),
+                dst_off: at,
+                len: len as u64,
+                span,
+                source,
+            });
+            out.push(GpuMatrix {
+                name,
+                buffer: shared.clone(),
+                offset: at,
+                dtype,
+                row0: 0,
+                n_out: m.n_out,
+                n_in: m.n_in,
+                row_bytes: len / m.n_out.max(1),
+            });
+            at += span;
+        }
+        Ok(out)
+    }
+
     /// Rows `[row0, row0 + n)` of `m` as one GPU matrix.
     fn rows(&mut self, m: &Matrix<'a>, row0: usize, n: usize) -> Result<GpuMatrix> {
+        let (name, dtype, _, source) = self.matrix_source(m, row0, n)?;
+        self.put(&name, dtype, source, row0, n, m.n_in)
+    }
+
+    /// Name, encoding on the GPU, byte length and source of rows `[row0, row0 + n)`.
+    fn matrix_source(
+        &self,
+        m: &Matrix<'a>,
+        row0: usize,
+        n: usize,
+    ) -> Result<(String, DType, usize, Source<'a>)> {
         let name = format!("{}[{row0}..{}]", m.name, row0 + n);
         if m.layout == MatrixLayout::InOut {
             if row0 != 0 || n != m.n_out {
@@ -243,7 +321,8 @@ impl<'a> Planner<'a, '_> {
             }
             let t = m.to_f32_out_in()?;
             let bytes: Vec<u8> = bytemuck::cast_slice(&t).to_vec();
-            return self.put(&name, DType::F32, Source::Owned(bytes), row0, n, m.n_in);
+            let len = bytes.len();
+            return Ok((name, DType::F32, len, Source::Owned(bytes)));
         }
         let row_bytes = m.dtype.bytes_for(m.n_in).ok_or_else(|| EngineError::Op {
             op: "upload",
@@ -260,14 +339,15 @@ impl<'a> Planner<'a, '_> {
                 what: format!("`{}`: rows past the tensor's end", m.name),
             })?;
         if gpu_native(m.dtype) {
-            self.put(&name, m.dtype, Source::File(src), row0, n, m.n_in)
+            Ok((name, m.dtype, src.len(), Source::File(src)))
         } else {
             let source = Source::Decode {
                 dtype: m.dtype,
                 src,
                 n_in: m.n_in,
             };
-            self.put(&name, DType::F16, source, row0, n, m.n_in)
+            // F16 out: 2 bytes a value.
+            Ok((name, DType::F16, n * m.n_in * 2, source))
         }
     }
 
@@ -292,6 +372,7 @@ impl<'a> Planner<'a, '_> {
         Ok(GpuMatrix {
             name: name.to_string(),
             buffer,
+            offset: 0,
             dtype,
             row0,
             n_out: n,
@@ -340,7 +421,7 @@ fn pieces(jobs: &[Job], piece: u64) -> Vec<Piece> {
             }
             _ => (piece / 16 * 16).max(16),
         };
-        let size = job.buffer.size();
+        let size = job.span;
         let mut off = 0;
         while off < size {
             let len = step.min(size - off);
@@ -638,7 +719,14 @@ fn stream(
                                     label: Some("upload"),
                                 });
                         for (p, at) in &w.copies {
-                            enc.copy_buffer_to_buffer(buf, *at, &jobs[p.job].buffer, p.off, p.len);
+                            let job = &jobs[p.job];
+                            enc.copy_buffer_to_buffer(
+                                buf,
+                                *at,
+                                &job.buffer,
+                                job.dst_off + p.off,
+                                p.len,
+                            );
                         }
                         let index = gpu.queue.submit([enc.finish()]);
                         if next.peek().is_some() {
@@ -815,20 +903,33 @@ impl GpuWeights {
             let v: Vec<u8> = bytemuck::cast_slice(&v).to_vec();
             up.bytes += v.len() as u64;
             let vecs = up.buffer(&format!("blk.{l}.vecs"), v.len(), Source::Owned(v));
+            // The low-rank chains' first and second products, each set in one buffer.
+            let mut firsts = vec![&a.w1, &a.a1, &a.g1];
+            let mut seconds = vec![&a.w2, &a.a2, &a.g2];
+            if let (Some(v1), Some(v2)) = (&a.v1, &a.v2) {
+                firsts.push(v1);
+                seconds.push(v2);
+            }
+            let mut firsts = up.group(&firsts)?.into_iter();
+            let mut seconds = up.group(&seconds)?.into_iter();
+            let missing = || EngineError::Op {
+                op: "upload",
+                what: format!("block {l}: a low-rank matrix went missing while grouping"),
+            };
             let layer = GpuLayer {
                 vecs,
                 receptance: up.matrix(&a.receptance)?,
                 key: up.matrix(&a.key)?,
                 value: up.matrix(&a.value)?,
                 output: up.matrix(&a.output)?,
-                w1: up.matrix(&a.w1)?,
-                w2: up.matrix(&a.w2)?,
-                a1: up.matrix(&a.a1)?,
-                a2: up.matrix(&a.a2)?,
-                v1: a.v1.as_ref().map(|m| up.matrix(m)).transpose()?,
-                v2: a.v2.as_ref().map(|m| up.matrix(m)).transpose()?,
-                g1: up.matrix(&a.g1)?,
-                g2: up.matrix(&a.g2)?,
+                w1: firsts.next().ok_or_else(missing)?,
+                a1: firsts.next().ok_or_else(missing)?,
+                g1: firsts.next().ok_or_else(missing)?,
+                v1: firsts.next(),
+                w2: seconds.next().ok_or_else(missing)?,
+                a2: seconds.next().ok_or_else(missing)?,
+                g2: seconds.next().ok_or_else(missing)?,
+                v2: seconds.next(),
                 ffn_key: up.matrix(&b.ffn.key)?,
                 ffn_value: up.matrix(&b.ffn.value)?,
             };

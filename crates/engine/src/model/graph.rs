@@ -298,114 +298,113 @@ impl Graph {
                 None,
                 &mm(mix(3), c, rg.v, c, Act::None, false, None),
             )?);
-            // 5–8: LoRA chains
-            let (dw, da, dg) = (ly.w1.n_out, ly.a1.n_out, ly.g1.n_out);
-            body.push(matmul(
-                &cx,
-                "att.w1",
-                lid,
-                &ly.w1,
-                v,
-                &act,
-                None,
-                &mm(mix(1), c, lora(0), dw, Act::Tanh, false, None),
-            )?);
-            body.push(matmul(
-                &cx,
-                "att.w2",
-                lid,
-                &ly.w2,
-                v,
-                &act,
-                None,
-                &mm(
+            // The variant of a node for passes of at most SMALL_T tokens (decode).
+            let few = |node: Node| Small {
+                count: Count::Tokens,
+                max: SMALL_T,
+                node: Box::new(node),
+            };
+            // 5–8: LoRA chains `out = act2(act1(x A) B + bias)`: (op names, A, B, input
+            // mix, hidden, act1, out, act2, bias). All first products run before the
+            // second ones; a decode step runs each set as one `matvec_group` dispatch.
+            let mut chains = vec![
+                (
+                    ["att.w1", "att.w2"],
+                    &ly.w1,
+                    &ly.w2,
+                    mix(1),
                     lora(0),
-                    dw,
+                    Act::Tanh,
                     rg.w,
-                    c,
                     Act::None,
-                    false,
                     Some(LayerVecs::W0 * c),
                 ),
-            )?);
-            body.push(matmul(
-                &cx,
-                "att.a1",
-                lid,
-                &ly.a1,
-                v,
-                &act,
-                None,
-                &mm(mix(4), c, lora(1), da, Act::None, false, None),
-            )?);
-            body.push(matmul(
-                &cx,
-                "att.a2",
-                lid,
-                &ly.a2,
-                v,
-                &act,
-                None,
-                &mm(
+                (
+                    ["att.a1", "att.a2"],
+                    &ly.a1,
+                    &ly.a2,
+                    mix(4),
                     lora(1),
-                    da,
+                    Act::None,
                     rg.a,
-                    c,
                     Act::Sigmoid,
-                    false,
                     Some(LayerVecs::A0 * c),
                 ),
-            )?);
-            body.push(matmul(
-                &cx,
-                "att.g1",
-                lid,
-                &ly.g1,
-                v,
-                &act,
-                None,
-                &mm(mix(5), c, lora(2), dg, Act::Sigmoid, false, None),
-            )?);
-            body.push(matmul(
-                &cx,
-                "att.g2",
-                lid,
-                &ly.g2,
-                v,
-                &act,
-                None,
-                &mm(lora(2), dg, rg.g, c, Act::None, false, None),
-            )?);
+                (
+                    ["att.g1", "att.g2"],
+                    &ly.g1,
+                    &ly.g2,
+                    mix(5),
+                    lora(2),
+                    Act::Sigmoid,
+                    rg.g,
+                    Act::None,
+                    None,
+                ),
+            ];
             if let (Some(v1), Some(v2)) = (&ly.v1, &ly.v2) {
-                let dv = v1.n_out;
-                body.push(matmul(
-                    &cx,
-                    "att.v1",
-                    lid,
+                chains.push((
+                    ["att.v1", "att.v2"],
                     v1,
-                    v,
-                    &act,
-                    None,
-                    &mm(mix(3), c, lora(3), dv, Act::None, false, None),
-                )?);
-                body.push(matmul(
-                    &cx,
-                    "att.v2",
-                    lid,
                     v2,
-                    v,
-                    &act,
-                    None,
-                    &mm(
-                        lora(3),
-                        dv,
-                        rg.vmix,
-                        c,
-                        Act::Sigmoid,
-                        false,
-                        Some(LayerVecs::V0 * c),
-                    ),
-                )?);
+                    mix(3),
+                    lora(3),
+                    Act::None,
+                    rg.vmix,
+                    Act::Sigmoid,
+                    Some(LayerVecs::V0 * c),
+                ));
+            }
+            for second in [false, true] {
+                let mut nodes = Vec::new();
+                let mut group = Vec::new();
+                for &(names, m1, m2, x, hid, act1, y, act2, bias) in &chains {
+                    let d = m1.n_out;
+                    let (name, m, args) = if second {
+                        (names[1], m2, mm(hid, d, y, c, act2, false, bias))
+                    } else {
+                        (names[0], m1, mm(x, c, hid, d, act1, false, None))
+                    };
+                    nodes.push(matmul(&cx, name, lid, m, v, &act, None, &args)?);
+                    group.push((m, args));
+                }
+                // The members in the buffer most of them share form the group.
+                let in_buf =
+                    |b: &wgpu::Buffer| group.iter().filter(|(m, _)| m.buffer == *b).count();
+                let Some(buf) = group
+                    .iter()
+                    .map(|(m, _)| m.buffer.clone())
+                    .max_by_key(|b| in_buf(b))
+                else {
+                    continue;
+                };
+                let members: Vec<usize> = (0..group.len())
+                    .filter(|&i| group[i].0.buffer == buf)
+                    .collect();
+                if members.len() > 1 {
+                    let name = if second { "att.lora2" } else { "att.lora1" };
+                    let segs: Vec<_> = members.iter().map(|&i| group[i]).collect();
+                    let fused = ops::matvec_group::matvec_group(&cx, name, lid, &segs, v, &act)?;
+                    // Decode passes: the group runs in the first member's place and the
+                    // others dispatch nothing (as the variant of their matrix × vector
+                    // variant, so larger passes keep theirs).
+                    let mut fused = Some(fused);
+                    for &i in &members {
+                        let node = &mut nodes[i];
+                        let Some(mv) = node.small.as_mut() else {
+                            return Err(EngineError::Op {
+                                op: "graph",
+                                what: format!("{}: no matrix × vector variant", node.op),
+                            });
+                        };
+                        let instead = match fused.take() {
+                            Some(f) => f,
+                            None => mv.node.skip(),
+                        };
+                        mv.node.small = Some(few(instead));
+                    }
+                }
+                body.extend(nodes);
             }
             // 9–11: WKV
             let prep = WkvPrepArgs {
@@ -423,11 +422,6 @@ impl Graph {
                 ka_off: (LayerVecs::K_A * c) as u32,
             };
             // Passes of few tokens run 9–11 as one `wkv_fused` dispatch instead.
-            let few = |node: Node| Small {
-                count: Count::Tokens,
-                max: SMALL_T,
-                node: Box::new(node),
-            };
             let mut prep_node = ops::wkv_prep::wkv_prep(&cx, lid, &prep, v, &act)?;
             prep_node.small = Some(few(prep_node.skip()));
             body.push(prep_node);

@@ -91,6 +91,7 @@ mod tests {
             // Chunk holding rows [128, 256) only: rows 7 and 3 must be left untouched.
             let row_bytes = bin.len() / 256;
             let chunk = GpuMatrix {
+                offset: 0,
                 name: ty.into(),
                 buffer: buffer::storage_init(&h.gpu, ty, &bin[128 * row_bytes..]).unwrap(),
                 dtype,

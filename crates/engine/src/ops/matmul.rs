@@ -101,10 +101,21 @@ pub fn matmul(
         rows_sel: u32::from(a.rows == Count::Rows),
     };
     let sep = u32::from(out.is_some());
-    let mut buffers: Vec<&wgpu::Buffer> = vec![&m.buffer, vecs, act];
-    if let Some(o) = out {
-        buffers.push(o);
-    }
+    // Bindings 2.. : W (its range of a possibly shared buffer), vecs, act, [logits].
+    let bind = |with_w4: bool| {
+        let mut r = vec![
+            m.binding(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+        ];
+        if with_w4 {
+            r.push(m.binding());
+        }
+        if let Some(o) = out {
+            r.push(o.as_entire_binding());
+        }
+        r
+    };
     let key = |op| PipelineKey {
         op,
         dtype: Some(m.dtype),
@@ -116,12 +127,12 @@ pub fn matmul(
         let (bm, bn) = coop_tile(n_out);
         let mut k = key("matmul_coop");
         k.spec.extend([("BM", bm), ("BN", bn)]);
-        cx.node(
+        cx.node_bound(
             op,
             layer,
             &k,
             &p,
-            &buffers,
+            bind(false),
             Grid::Tiles {
                 x: n_out.div_ceil(bn),
                 count: a.rows,
@@ -129,12 +140,12 @@ pub fn matmul(
             },
         )?
     } else {
-        cx.node(
+        cx.node_bound(
             op,
             layer,
             &key("matmul"),
             &p,
-            &buffers,
+            bind(false),
             Grid::Tiles {
                 x: n_out.div_ceil(64),
                 count: a.rows,
@@ -158,9 +169,7 @@ pub fn matmul(
         .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
         .unwrap_or_else(|| steps.next_power_of_two().clamp(4, 32));
     let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
-    let mut mv_buffers = buffers.clone();
-    mv_buffers.insert(3, &m.buffer);
-    let small = cx.node(
+    let small = cx.node_bound(
         op,
         layer,
         &PipelineKey {
@@ -169,7 +178,7 @@ pub fn matmul(
             spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
         },
         &p,
-        &mv_buffers,
+        bind(true),
         Grid::Tiles {
             x: n_out.div_ceil(256 / lanes),
             count: a.rows,
@@ -210,7 +219,7 @@ fn coop_tile(n: u32) -> (u32, u32) {
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
 /// shaders/matvec/).
-fn matvec_step(dtype: crate::DType) -> usize {
+pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
     match dtype {
         crate::DType::Q4_K | crate::DType::Q6_K => 64,
         _ => 32,
@@ -298,6 +307,7 @@ mod tests {
         let m = GpuMatrix {
             name: format!("{dtype}"),
             buffer: buffer::storage_init(&h.gpu, "w", bytes).unwrap(),
+            offset: 0,
             dtype,
             row0: 0,
             n_out: n,

@@ -11,6 +11,7 @@ pub mod gather_rows;
 pub mod layer_norm;
 pub mod ln_shift;
 pub mod matmul;
+pub mod matvec_group;
 pub mod wkv;
 pub mod wkv_fused;
 pub mod wkv_out;
@@ -145,6 +146,21 @@ impl Ctx<'_> {
         buffers: &[&wgpu::Buffer],
         grid: Grid,
     ) -> Result<Node> {
+        let resources: Vec<wgpu::BindingResource> =
+            buffers.iter().map(|b| b.as_entire_binding()).collect();
+        self.node_bound(op, layer, key, params, resources, grid)
+    }
+
+    /// [`Ctx::node`] with bindings 2, 3, … given as resources (buffer ranges).
+    pub fn node_bound<P: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        layer: Option<usize>,
+        key: &PipelineKey,
+        params: &P,
+        resources: Vec<wgpu::BindingResource<'_>>,
+        grid: Grid,
+    ) -> Result<Node> {
         let pipeline = self.pipelines.get(self.gpu, key)?;
         let pbuf = buffer::uniform(self.gpu, op, params);
         let mut entries = vec![
@@ -157,10 +173,10 @@ impl Ctx<'_> {
                 resource: pbuf.as_entire_binding(),
             },
         ];
-        for (i, b) in buffers.iter().enumerate() {
+        for (i, resource) in resources.into_iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
                 binding: 2 + i as u32,
-                resource: b.as_entire_binding(),
+                resource,
             });
         }
         let layout = pipeline.get_bind_group_layout(0);
@@ -206,7 +222,7 @@ impl Node {
                 Count::Seqs => dims.n_seqs,
             };
             if n <= s.max {
-                return &s.node;
+                return s.node.pick(dims);
             }
         }
         self
@@ -237,11 +253,32 @@ impl Node {
 pub struct GpuMatrix {
     pub name: String,
     pub buffer: wgpu::Buffer,
+    /// Byte offset of row 0 in `buffer` (a multiple of the storage offset alignment;
+    /// non-zero for matrices that share a buffer with others of their group).
+    pub offset: u64,
     pub dtype: crate::DType,
     pub row0: usize,
     pub n_out: usize,
     pub n_in: usize,
     pub row_bytes: usize,
+}
+
+impl GpuMatrix {
+    /// Bytes the kernels may read: the rows, padded to 16.
+    pub fn span(&self) -> u64 {
+        ((self.row_bytes * self.n_out) as u64)
+            .next_multiple_of(16)
+            .min(self.buffer.size() - self.offset)
+    }
+
+    /// The matrix's range of its buffer, for a bind group.
+    pub fn binding(&self) -> wgpu::BindingResource<'_> {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: std::num::NonZeroU64::new(self.span()),
+        })
+    }
 }
 
 pub(crate) fn op_err(op: &'static str, what: impl Into<String>) -> crate::EngineError {

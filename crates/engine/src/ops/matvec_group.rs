@@ -1,0 +1,238 @@
+//! Up to four matrix × vector products in one dispatch (`shaders/matvec_group.wgsl`):
+//! the first, or the second, products of the low-rank chains in a decode step, whose
+//! matrices the loader puts in one buffer (`GpuMatrix::offset`).
+
+use crate::error::Result;
+use crate::gpu::pipeline::PipelineKey;
+use crate::ops::matmul::{matvec_step, MatmulArgs};
+use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Seg {
+    k: u32,
+    n: u32,
+    row_bytes: u32,
+    w_off: u32,
+    x_off: u32,
+    x_stride: u32,
+    y_off: u32,
+    y_stride: u32,
+    act: u32,
+    bias_off: u32,
+    wg0: u32,
+    _p: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    nseg: u32,
+    _p: [u32; 3],
+    seg: [Seg; 4],
+}
+
+/// `y_s = act_s(W_s x_s + bias_s)` for each segment `(W_s, args_s)` (no residual add, no
+/// row offset; tokens, not gathered rows). The matrices must share one buffer and
+/// encoding; offsets of x and y multiples of 4.
+///
+/// Errors: no segments or more than four, matrices in different buffers or encodings,
+/// unsupported arguments.
+pub fn matvec_group(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    segs: &[(&GpuMatrix, MatmulArgs)],
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+) -> Result<Node> {
+    let Some((first, _)) = segs.first() else {
+        return Err(op_err(op, "a group needs a matrix"));
+    };
+    if segs.len() > 4 {
+        return Err(op_err(op, format!("{} matrices; at most 4", segs.len())));
+    }
+    let mut p = Params {
+        nseg: segs.len() as u32,
+        ..Default::default()
+    };
+    let base = segs.iter().map(|(m, _)| m.offset).min().unwrap_or(0);
+    let end = segs
+        .iter()
+        .map(|(m, _)| m.offset + m.span())
+        .max()
+        .unwrap_or(0);
+    let mut wg = 0u32;
+    let mut k_max = 0;
+    for (i, (m, a)) in segs.iter().enumerate() {
+        if m.buffer != first.buffer || m.dtype != first.dtype {
+            return Err(op_err(
+                op,
+                format!("{} is not in {}'s buffer and encoding", m.name, first.name),
+            ));
+        }
+        if a.accumulate || a.rows != Count::Tokens || m.row0 != 0 {
+            return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
+        }
+        if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
+            return Err(op_err(
+                op,
+                format!("{}: x offset/stride or K not aligned", m.name),
+            ));
+        }
+        k_max = k_max.max(m.n_in);
+        p.seg[i] = Seg {
+            k: m.n_in as u32,
+            n: m.n_out as u32,
+            row_bytes: m.row_bytes as u32,
+            w_off: (m.offset - base) as u32,
+            x_off: a.x_off as u32,
+            x_stride: a.x_stride as u32,
+            y_off: a.y_off as u32,
+            y_stride: a.y_stride as u32,
+            act: a.act as u32,
+            bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
+            wg0: 0, // set below, once LANES is known
+            _p: 0,
+        };
+    }
+    let steps = (k_max / matvec_step(first.dtype)) as u32;
+    let lanes = steps.next_power_of_two().clamp(4, 32);
+    let rows = 256 / lanes;
+    for (i, (m, _)) in segs.iter().enumerate() {
+        p.seg[i].wg0 = wg;
+        wg += (m.n_out as u32).div_ceil(rows);
+    }
+    let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
+    let range = || {
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: &first.buffer,
+            offset: base,
+            size: std::num::NonZeroU64::new(end - base),
+        })
+    };
+    cx.node_bound(
+        op,
+        layer,
+        &PipelineKey {
+            op: "matvec_group",
+            dtype: Some(first.dtype),
+            spec: vec![("LANES", lanes), ("SG", u32::from(sg))],
+        },
+        &p,
+        vec![
+            range(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+            range(),
+        ],
+        Grid::Tiles {
+            x: wg,
+            count: Count::Tokens,
+            per_y: 4,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::buffer;
+    use crate::ops::matmul::{reference, Act};
+    use crate::ops::testing::*;
+    use crate::ops::Dims;
+    use crate::DType;
+
+    /// Three F16 matrices of different shapes at aligned offsets of one buffer, with
+    /// their own inputs, outputs, biases and epilogues, for 1 and 3 tokens; with
+    /// subgroup sums and without.
+    #[test]
+    fn matches_separate_products() {
+        let mut plain = (*gpu()).clone();
+        plain.features.subgroup = false;
+        for g in [gpu(), std::sync::Arc::new(plain)] {
+            for t in [1, 3] {
+                check(g.clone(), t);
+            }
+        }
+    }
+
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize) {
+        let h = Harness::with_gpu(
+            Dims {
+                n_tokens: t as u32,
+                ..Default::default()
+            },
+            gpu,
+        );
+        let shapes = [
+            (96usize, 256usize, Act::Tanh),
+            (40, 64, Act::Sigmoid),
+            (320, 256, Act::None),
+        ];
+        let mut bytes = Vec::new();
+        let mut mats = Vec::new();
+        let mut ws = Vec::new();
+        for (i, &(n, k, _)) in shapes.iter().enumerate() {
+            let w = rand_vec(90 + i as u64, n * k, 0.2);
+            let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+            ws.push(w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>());
+            bytes.resize(bytes.len().next_multiple_of(256), 0);
+            mats.push((bytes.len() as u64, n, k));
+            bytes.extend_from_slice(bytemuck::cast_slice(&w16));
+        }
+        let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
+        let gm: Vec<GpuMatrix> = mats
+            .iter()
+            .map(|&(offset, n, k)| GpuMatrix {
+                name: format!("m{offset}"),
+                buffer: buf.clone(),
+                offset,
+                dtype: DType::F16,
+                row0: 0,
+                n_out: n,
+                n_in: k,
+                row_bytes: 2 * k,
+            })
+            .collect();
+        // act: x_i [t, k_i] then y_i [t, n_i]
+        let mut act = Vec::new();
+        let mut xs = Vec::new();
+        let mut args = Vec::new();
+        let bias = rand_vec(99, 512, 0.5);
+        for (i, &(n, k, a)) in shapes.iter().enumerate() {
+            let x = rand_vec(95 + i as u64, t * k, 1.0);
+            let x_off = act.len();
+            act.extend(&x);
+            xs.push(x);
+            args.push((x_off, n, k, a));
+        }
+        let mut margs = Vec::new();
+        for (i, &(x_off, n, k, a)) in args.iter().enumerate() {
+            let y_off = act.len();
+            act.extend(vec![0.0; t * n]);
+            margs.push(MatmulArgs {
+                x_off,
+                x_stride: k,
+                y_off,
+                y_stride: n,
+                act: a,
+                accumulate: false,
+                bias_off: (i == 1).then_some(0),
+                rows: Count::Tokens,
+            });
+        }
+        let act_buf = h.f32_buf(&act);
+        let segs: Vec<(&GpuMatrix, MatmulArgs)> = gm.iter().zip(margs.iter().copied()).collect();
+        let node =
+            matvec_group(&h.ctx(), "group", None, &segs, &h.f32_buf(&bias), &act_buf).unwrap();
+        h.run(&[node]);
+        for (i, &(n, k, a)) in shapes.iter().enumerate() {
+            let got = h.read(&act_buf, margs[i].y_off, t * n);
+            let b = (i == 1).then(|| &bias[..n]);
+            let want = reference(&ws[i], n, k, &xs[i], b, a);
+            let err = max_abs(&got, &want);
+            assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
+        }
+    }
+}

@@ -1,0 +1,88 @@
+// Several matrix × vector products in one dispatch (decode: the first, or the second,
+// products of the four low-rank chains w, a, g, v): up to 4 segments, each its own
+// matrix (same encoding, in one buffer at byte offset w_off), input, output, epilogue.
+// Workgroups [wg0 of segment s, wg0 of s + 1) compute segment s exactly as `matvec`
+// does (LANES lanes per row, `mv_step` of the encoding, `row_sum`).
+
+struct Seg {
+    k: u32,
+    n: u32,
+    row_bytes: u32,
+    w_off: u32,
+    x_off: u32,
+    x_stride: u32,
+    y_off: u32,
+    y_stride: u32,
+    act: u32,
+    bias_off: u32,
+    wg0: u32,
+    _p: u32,
+}
+
+struct Params {
+    nseg: u32,
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
+    seg: array<Seg, 4>,
+}
+
+@group(0) @binding(0) var<uniform> d: Dims;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> w: array<u32>;               // the group's matrices
+@group(0) @binding(3) var<storage, read> vecs: array<f32>;            // bias vectors
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
+@group(0) @binding(5) var<storage, read> w4: array<vec4<u32>>;        // the same weights
+
+const ROWS: u32 = 256u / LANES;
+
+fn finish(v: f32, r: u32, sg: Seg) -> f32 {
+    var y = v;
+    if (sg.bias_off != 0xffffffffu) {
+        y += vecs[sg.bias_off + r];
+    }
+    switch sg.act {
+        case 1u: { y = tanh_safe(y); }
+        case 2u: { y = sigmoid(y); }
+        case 3u: { let q = max(y, 0.0); y = q * q; }
+        default: {}
+    }
+    return y;
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    // Both views of the weights stay in the layout whichever one the encoding reads.
+    _ = arrayLength(&w);
+    _ = arrayLength(&w4);
+    var si = 0u;
+    for (var i = 1u; i < p.nseg; i++) {
+        if (wid.x >= p.seg[i].wg0) {
+            si = i;
+        }
+    }
+    let sg = p.seg[si];
+    let t_count = d.n_tokens;
+    let lane = li % LANES;
+    let r = (wid.x - sg.wg0) * ROWS + li / LANES;
+    let t0 = wid.y * 4u;
+    let nt = min(t_count - min(t0, t_count), 4u);
+    let xs = sg.x_stride >> 2u;
+    let x0 = (sg.x_off >> 2u) + t0 * xs;
+    let xb = vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
+    var acc = vec4<f32>(0.0);
+    if (r < sg.n) {
+        let rb = sg.w_off + r * sg.row_bytes;
+        let steps = sg.k / MV_STEP;
+        for (var g = lane; g < steps; g += LANES) {
+            acc += mv_step(rb, g, xb, nt);
+        }
+    }
+    let sum = row_sum(acc, li);
+    if (lane == 0u && r < sg.n) {
+        for (var j = 0u; j < nt; j++) {
+            let idx = sg.y_off + (t0 + j) * sg.y_stride + r;
+            y_store(idx, finish(sum[j], r, sg));
+        }
+    }
+}
