@@ -142,6 +142,7 @@ fn tpr_sum(v: f32) -> f32 {
 fn matvec_step(dtype: Option<DType>) -> &'static str {
     match dtype {
         Some(DType::F16) => include_str!("../../../../shaders/matvec/f16.wgsl"),
+        Some(DType::F32) => include_str!("../../../../shaders/matvec/f32.wgsl"),
         Some(DType::Q4_K) => include_str!("../../../../shaders/matvec/q4_k.wgsl"),
         Some(DType::Q6_K) => include_str!("../../../../shaders/matvec/q6_k.wgsl"),
         _ => include_str!("../../../../shaders/matvec/generic.wgsl"),

@@ -91,9 +91,10 @@ pub fn ln_shift(
         &key,
         &p,
         &[vecs, meta, state, act],
+        // One workgroup per (token, slice of 256 channels).
         Grid::Linear {
             count: Count::Tokens,
-            per: 1,
+            per: a.c.div_ceil(256) as u32,
             wg_size: 1,
         },
     )
