@@ -5,7 +5,11 @@
 // the element type the NVIDIA driver compiles coopLoad from), double-buffered so one
 // barrier per step suffices; each subgroup of 32 multiplies a 32 × 32 block as 2 × 2
 // 16×16×16 f16 products accumulated in f32. The epilogue goes through a per-subgroup f32
-// tile. Same Params as `matmul`; `act` seen as vec4s; needs subgroups of exactly 32.
+// tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part: each of KSPLIT workgroups
+// sums one slice of k and writes its raw tile to `part` ([KSPLIT][T][N]); the
+// `matmul_reduce` dispatch adds the slices and applies the epilogue (more workgroups
+// for products with few output tiles and a long k). Same Params as `matmul`; `act`
+// seen as vec4s; needs subgroups of exactly 32.
 
 struct Params {
     k: u32,
@@ -56,12 +60,19 @@ fn finish(v: f32, r: u32) -> f32 {
     return y;
 }
 
-// Writes the 16 × 16 result a subgroup left in `sc` at tokens tm.., rows tn...
-fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32) {
+// Writes the 16 × 16 result a subgroup left in `sc` at tokens tm.., rows tn.. (raw into
+// slice ks of `part` when k is split).
+fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
     for (var u = 0u; u < 8u; u++) {
         let e = lane * 8u + u;
         let t = tm + e / 16u;
         let n = tn + e % 16u;
+        if (KSPLIT > 1u) {
+            if (t < t_count && n < p.n) {
+                y_part((ks * t_count + t) * p.n + n, sc[sg * 256u + e]);
+            }
+            continue;
+        }
         if (t < t_count && n < p.n) {
             let idx = p.y_off + t * p.y_stride + p.row0 + n;
             var v = finish(sc[sg * 256u + e], n);
@@ -116,7 +127,8 @@ fn fill(buf: u32, k0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let m0 = wid.y * BM;
-    let n0 = wid.x * BN;
+    let n0 = (wid.x / KSPLIT) * BN;
+    let ks = wid.x % KSPLIT;
     let sg = li / 32u;
     let lane = li % 32u;
     let wm0 = (sg / SGN) * 32u;
@@ -126,11 +138,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc10: coop_mat16x16<f32, C>;
     var acc11: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
-    fill(0u, 0u, li, m0, n0, t_count);
+    let s0 = ks * steps / KSPLIT;
+    let s1 = (ks + 1u) * steps / KSPLIT;
+    fill(s0 & 1u, s0 * BK, li, m0, n0, t_count);
     workgroupBarrier();
-    for (var s = 0u; s < steps; s++) {
+    for (var s = s0; s < s1; s++) {
         let buf = s & 1u;
-        if (s + 1u < steps) {
+        if (s + 1u < s1) {
             fill(buf ^ 1u, (s + 1u) * BK, li, m0, n0, t_count);
         }
         let ab = buf * SA + wm0 * LD;
@@ -151,17 +165,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let tn = n0 + wn0;
     coopStoreT(acc00, &sc[sg * 256u], 16u);
     workgroupBarrier();
-    emit(sg, lane, tm, tn, t_count);
+    emit(sg, lane, tm, tn, t_count, ks);
     workgroupBarrier();
     coopStoreT(acc01, &sc[sg * 256u], 16u);
     workgroupBarrier();
-    emit(sg, lane, tm, tn + 16u, t_count);
+    emit(sg, lane, tm, tn + 16u, t_count, ks);
     workgroupBarrier();
     coopStoreT(acc10, &sc[sg * 256u], 16u);
     workgroupBarrier();
-    emit(sg, lane, tm + 16u, tn, t_count);
+    emit(sg, lane, tm + 16u, tn, t_count, ks);
     workgroupBarrier();
     coopStoreT(acc11, &sc[sg * 256u], 16u);
     workgroupBarrier();
-    emit(sg, lane, tm + 16u, tn + 16u, t_count);
+    emit(sg, lane, tm + 16u, tn + 16u, t_count, ks);
 }

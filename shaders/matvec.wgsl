@@ -65,7 +65,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc += mv_step(rb, g, xb, nt);
         }
     }
-    let sum = row_sum(acc, li);
+    let sum = row_sum(acc, li, nt);
     if (lane == 0u && r < p.n) {
         for (var j = 0u; j < nt; j++) {
             let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;

@@ -59,8 +59,15 @@ fn y_store(i: u32, v: f32) { out[i] = v; }
 /// Sum over the LANES lanes of a row (consecutive invocations) for `matvec`: subgroup
 /// shuffles when a subgroup is known to hold whole rows (SG = 1)…
 const ROW_SUM_SG: &str = "
-fn row_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
+fn row_sum(v: vec4<f32>, li: u32, nt: u32) -> vec4<f32> {
     var s = v;
+    if (nt == 1u) {
+        // One token (decode): a quarter of the shuffles.
+        for (var o = LANES / 2u; o > 0u; o >>= 1u) {
+            s.x += subgroupShuffleXor(s.x, o);
+        }
+        return s;
+    }
     for (var o = LANES / 2u; o > 0u; o >>= 1u) {
         s += subgroupShuffleXor(s, o);
     }
@@ -71,7 +78,7 @@ fn row_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
 /// …or a tree in workgroup memory.
 const ROW_SUM_WG: &str = "
 var<workgroup> red: array<vec4<f32>, 256>;
-fn row_sum(v: vec4<f32>, li: u32) -> vec4<f32> {
+fn row_sum(v: vec4<f32>, li: u32, nt: u32) -> vec4<f32> {
     red[li] = v;
     workgroupBarrier();
     for (var s = LANES / 2u; s > 0u; s >>= 1u) {
@@ -162,6 +169,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         "ln_shift" => include_str!("../../../../shaders/ln_shift.wgsl"),
         "matmul" => include_str!("../../../../shaders/matmul.wgsl"),
         "matmul_coop" => include_str!("../../../../shaders/matmul_coop.wgsl"),
+        "matmul_reduce" => include_str!("../../../../shaders/matmul_reduce.wgsl"),
         "matvec" => include_str!("../../../../shaders/matvec.wgsl"),
         "matvec_group" => include_str!("../../../../shaders/matvec_group.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
@@ -211,6 +219,13 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     }
     if key.op == "matmul_coop" {
         src.push_str(if sep { COOP_OUT_SEP } else { MV_OUT_ACT });
+        src.push_str(if spec(key, "KSPLIT").unwrap_or(1) > 1 {
+            "@group(0) @binding(5) var<storage, read_write> part: array<f32>; // [KSPLIT][T][N]
+fn y_part(i: u32, v: f32) { part[i] = v; }
+"
+        } else {
+            "fn y_part(i: u32, v: f32) {}\n"
+        });
     }
     let mut body = body.to_string();
     if key.op == "ln_shift" {
@@ -367,11 +382,16 @@ mod tests {
                     spec: vec![("OUT_SEP", sep)],
                 });
                 for (bm, bn) in crate::ops::matmul::COOP_TILES {
-                    keys.push(PipelineKey {
-                        op: "matmul_coop",
-                        dtype: Some(d),
-                        spec: vec![("OUT_SEP", sep), ("BM", bm), ("BN", bn)],
-                    });
+                    for ks in [1, 4] {
+                        if sep == 1 && ks > 1 {
+                            continue;
+                        }
+                        keys.push(PipelineKey {
+                            op: "matmul_coop",
+                            dtype: Some(d),
+                            spec: vec![("OUT_SEP", sep), ("BM", bm), ("BN", bn), ("KSPLIT", ks)],
+                        });
+                    }
                 }
                 for (lanes, sg) in [(4, 1), (32, 1), (32, 0)] {
                     keys.push(PipelineKey {
@@ -398,6 +418,11 @@ mod tests {
                 });
             }
         }
+        keys.push(PipelineKey {
+            op: "matmul_reduce",
+            dtype: None,
+            spec: vec![("KSPLIT", 4)],
+        });
         for sg in [0, 1] {
             keys.push(PipelineKey {
                 op: "ln_shift",

@@ -19,7 +19,7 @@ use crate::gpu::{buffer, GpuContext};
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights, LayerVecs};
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::matmul::{matmul, Act, MatmulArgs, SMALL_T};
+use crate::ops::matmul::{coop_ksplit, matmul, matmul_split, Act, MatmulArgs, SMALL_T};
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
@@ -191,6 +191,18 @@ impl Graph {
         let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
         let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
+        // Scratch of the k-split tensor-core products: [KSPLIT][T][C] f32.
+        let split_bytes = [cfg.n_embd, cfg.ffn_dim]
+            .iter()
+            .map(|&k| coop_ksplit(cfg.n_embd, k) as u64 * (t_cap * cfg.n_embd) as u64 * 4)
+            .max()
+            .unwrap_or(0);
+        let split_ok = gpu.features.coopmat && split_bytes <= max;
+        let split = buffer::storage(
+            gpu,
+            "k-split partial sums",
+            if split_ok { split_bytes } else { 16 },
+        );
         let readback = buffer::readback(
             gpu,
             "readback",
@@ -250,6 +262,15 @@ impl Graph {
             let lid = Some(l);
             let v = &ly.vecs;
             let base = l * per_layer;
+            // The C-row products, with k split on tensor cores (`matmul_split`).
+            let big = |name: &'static str, m: &crate::ops::GpuMatrix, args: &MatmulArgs| {
+                let ks = if split_ok {
+                    coop_ksplit(m.n_out, m.n_in)
+                } else {
+                    1
+                };
+                matmul_split(&cx, name, lid, m, v, &act, args, &split, ks)
+            };
             // 1–3: ln1, lerps, shift state (one dispatch)
             let shift = LnShiftArgs {
                 c,
@@ -268,36 +289,27 @@ impl Graph {
             )?);
             let mix = |i: usize| rg.mix + i * tc;
             // 4: r, k, v
-            body.push(matmul(
-                &cx,
+            let (node, reduce) = big(
                 "att.receptance",
-                lid,
                 &ly.receptance,
-                v,
-                &act,
-                None,
                 &mm(mix(0), c, rg.r, c, Act::None, false, None),
-            )?);
-            body.push(matmul(
-                &cx,
+            )?;
+            body.push(node);
+            body.push(reduce);
+            let (node, reduce) = big(
                 "att.key",
-                lid,
                 &ly.key,
-                v,
-                &act,
-                None,
                 &mm(mix(2), c, rg.k, c, Act::None, false, None),
-            )?);
-            body.push(matmul(
-                &cx,
+            )?;
+            body.push(node);
+            body.push(reduce);
+            let (node, reduce) = big(
                 "att.value",
-                lid,
                 &ly.value,
-                v,
-                &act,
-                None,
                 &mm(mix(3), c, rg.v, c, Act::None, false, None),
-            )?);
+            )?;
+            body.push(node);
+            body.push(reduce);
             // The variant of a node for passes of at most SMALL_T tokens (decode).
             let few = |node: Node| Small {
                 count: Count::Tokens,
@@ -482,16 +494,13 @@ impl Graph {
             out_node.small = Some(few(out_node.skip()));
             body.push(out_node);
             // 12: x += Wo o
-            body.push(matmul(
-                &cx,
+            let (node, reduce) = big(
                 "att.output",
-                lid,
                 &ly.output,
-                v,
-                &act,
-                None,
                 &mm(rg.o, c, rg.x, c, Act::None, true, None),
-            )?);
+            )?;
+            body.push(node);
+            body.push(reduce);
             // 13–17: channel mix
             let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
             let shift = LnShiftArgs {
@@ -520,16 +529,13 @@ impl Graph {
                 None,
                 &mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None),
             )?);
-            body.push(matmul(
-                &cx,
+            let (node, reduce) = big(
                 "ffn.value",
-                lid,
                 &ly.ffn_value,
-                v,
-                &act,
-                None,
                 &mm(rg.ffn, f, rg.x, c, Act::None, true, None),
-            )?);
+            )?;
+            body.push(node);
+            body.push(reduce);
         }
         body.push(ops::gather_rows::gather_rows(
             &cx, c, &meta, &act, rg.x, rg.head_in,

@@ -74,6 +74,58 @@ pub fn matmul(
     out: Option<&wgpu::Buffer>,
     a: &MatmulArgs,
 ) -> Result<Node> {
+    Ok(build(cx, op, layer, m, vecs, act, out, a, None)?.0)
+}
+
+/// [`matmul`] with k split into `ksplit` slices on the tensor-core kernel (more
+/// workgroups for products with few output tiles and a long k): the slices' raw sums go
+/// to `scratch` (at least `ksplit × T × N` f32) and a second node (`matmul_reduce`, to
+/// run right after) adds them and applies the epilogue. Without cooperative matrices, or
+/// with `ksplit` ≤ 1, the second node dispatches nothing.
+///
+/// Errors: as [`matmul`].
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    m: &GpuMatrix,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    a: &MatmulArgs,
+    scratch: &wgpu::Buffer,
+    ksplit: u32,
+) -> Result<(Node, Node)> {
+    let (node, reduce) = build(
+        cx,
+        op,
+        layer,
+        m,
+        vecs,
+        act,
+        None,
+        a,
+        Some((scratch, ksplit)),
+    )?;
+    let reduce = match reduce {
+        Some(r) => r,
+        None => node.skip(),
+    };
+    Ok((node, reduce))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    m: &GpuMatrix,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    out: Option<&wgpu::Buffer>,
+    a: &MatmulArgs,
+    split: Option<(&wgpu::Buffer, u32)>,
+) -> Result<(Node, Option<Node>)> {
     if m.n_in % 32 != 0 {
         return Err(op_err(
             op,
@@ -122,19 +174,42 @@ pub fn matmul(
         spec: vec![("OUT_SEP", sep)],
     };
     let n_out = m.n_out as u32;
+    let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
+    let mut reduce = None;
     let mut node = if cx.gpu.features.coopmat {
         // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
-        let (bm, bn) = coop_tile(n_out);
+        let (bm, bn) = coop_tile(n_out, m.n_in as u32);
+        let ks = split.map_or(1, |s| s.1);
         let mut k = key("matmul_coop");
-        k.spec.extend([("BM", bm), ("BN", bn)]);
+        k.spec.extend([("BM", bm), ("BN", bn), ("KSPLIT", ks)]);
+        let mut res = bind(false);
+        if let Some((scratch, ks)) = split {
+            res.push(scratch.as_entire_binding());
+            reduce = Some(cx.node(
+                "matmul_reduce",
+                layer,
+                &PipelineKey {
+                    op: "matmul_reduce",
+                    dtype: None,
+                    spec: vec![("KSPLIT", ks)],
+                },
+                &p,
+                &[scratch, vecs, act],
+                Grid::Linear {
+                    count: a.rows,
+                    per: n_out,
+                    wg_size: 256,
+                },
+            )?);
+        }
         cx.node_bound(
             op,
             layer,
             &k,
             &p,
-            bind(false),
+            res,
             Grid::Tiles {
-                x: n_out.div_ceil(bn),
+                x: n_out.div_ceil(bn) * ks,
                 count: a.rows,
                 per_y: bm,
             },
@@ -198,17 +273,26 @@ pub fn matmul(
         max: max_t,
         node: Box::new(small),
     });
-    Ok(node)
+    // The reduce step has nothing to do whenever the matrix × vector variant runs.
+    if let Some(r) = reduce.as_mut() {
+        r.small = Some(Small {
+            count: a.rows,
+            max: max_t,
+            node: Box::new(r.skip()),
+        });
+    }
+    Ok((node, reduce))
 }
 
 /// Tile shapes (tokens × rows) of `matmul_coop`.
 pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (128, 64), (32, 64)];
 
-/// The `matmul_coop` tile for `n` output rows. The weights are decoded once per BM
-/// tokens, which dominates: on an H100, 64 × 128 ran the N = C and N = 4C products 1.7×
-/// faster than 32 × 128 (despite twice fewer workgroups); 32 × 64 for the low-rank
-/// products. `RWKV_COOP_TILE=BMxBN` (one of `COOP_TILES`) overrides it for tuning runs.
-fn coop_tile(n: u32) -> (u32, u32) {
+/// The `matmul_coop` tile for `n` output rows and depth `k`. The weights are decoded
+/// once per BM tokens, which dominates: on an H100, 64 × 128 ran the N = C and N = 4C
+/// products 1.7× faster than 32 × 128 (despite twice fewer workgroups); 32 × 64 for the
+/// low-rank products. `RWKV_COOP_TILE=BMxBN` (one of `COOP_TILES`) overrides it for
+/// tuning runs.
+fn coop_tile(n: u32, k: u32) -> (u32, u32) {
     let forced = std::env::var("RWKV_COOP_TILE").ok().and_then(|v| {
         let (m, n) = v.split_once('x')?;
         let t = (m.parse().ok()?, n.parse().ok()?);
@@ -216,9 +300,21 @@ fn coop_tile(n: u32) -> (u32, u32) {
     });
     match forced {
         Some(t) if n >= 1024 => t,
+        // k longer than n (the FFN value product): 128 × 64 measured 12 % faster.
+        _ if n >= 1024 && k > n => COOP_TILES[1],
         _ if n >= 1024 => COOP_TILES[0],
         _ => COOP_TILES[2],
     }
+}
+
+/// Slices of k for a tensor-core product of `n` rows and depth `k` (see
+/// [`matmul_split`]): products with at most C ≤ 4096 rows leave an H100's SMs half idle
+/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32.
+pub fn coop_ksplit(n: usize, k: usize) -> u32 {
+    if n > 4096 {
+        return 1;
+    }
+    (k / 1024).clamp(1, 4) as u32
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
@@ -506,6 +602,79 @@ mod tests {
                 check(dtype, &bytes, &wd, n, k, t, Act::ReluSq, true);
                 check(dtype, &bytes, &wd, n, k, t, Act::None, false);
             }
+        }
+    }
+
+    /// The k-split tensor-core product and its reduce step (both nodes; on adapters
+    /// without cooperative matrices the plain kernel and an empty reduce) against the
+    /// reference, with bias, ReLU² and a residual add, 3 and 130 tokens.
+    #[test]
+    fn k_split_matches_reference() {
+        let (n, k) = (200, 512);
+        let w = rand_vec(51, n * k, 0.3);
+        let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+        let mut wd = vec![0f32; n * k];
+        crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+        for t in [3usize, 130] {
+            let h = Harness::new(Dims {
+                n_tokens: t as u32,
+                ..Default::default()
+            });
+            let x = rand_vec(52, t * k, 1.0);
+            let y0 = rand_vec(53, t * n, 1.0);
+            let bias = rand_vec(54, n, 0.5);
+            let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
+            let m = GpuMatrix {
+                name: "q4k".into(),
+                buffer: buffer::storage_init(&h.gpu, "w", &q4).unwrap(),
+                offset: 0,
+                dtype: DType::Q4_K,
+                row0: 0,
+                n_out: n,
+                n_in: k,
+                row_bytes: q4.len() / n,
+            };
+            let args = MatmulArgs {
+                x_off: 0,
+                x_stride: k,
+                y_off: t * k,
+                y_stride: n,
+                act: Act::ReluSq,
+                accumulate: true,
+                bias_off: Some(0),
+                rows: Count::Tokens,
+            };
+            let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
+            let (node, reduce) = matmul_split(
+                &h.ctx(),
+                "split",
+                None,
+                &m,
+                &h.f32_buf(&bias),
+                &act_buf,
+                &args,
+                &scratch,
+                4,
+            )
+            .unwrap();
+            let tiled = std::ptr::eq(node.pick(&h.dims), &node);
+            h.run(&[node, reduce]);
+            let got = h.read(&act_buf, t * k, t * n);
+            let mut want = reference(&wd, n, k, &x, Some(&bias), Act::ReluSq);
+            want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+            compare(
+                &h,
+                DType::Q4_K,
+                &wd,
+                &x,
+                &got,
+                &want,
+                n,
+                k,
+                t,
+                Act::ReluSq,
+                tiled,
+            );
         }
     }
 }
