@@ -3,9 +3,9 @@
 //   prev   = xn[t-1] of the same sequence, or the saved shift state for its first token
 //   out_m[t] = xn[t] + (prev - xn[t]) * mix_m            (m < n_mix: 6 time-mix, 1 channel-mix)
 //   state  ← xn[last token of the sequence]
-// One workgroup per (token, slice of WG channels): each computes the row statistics it
-// needs over all C channels (cheap, from cache) and writes its slice, so a decode step
-// spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
+// One workgroup per token, or for passes of few tokens (decode) one per (token, slice of
+// WG channels): each computes the row statistics it needs over all C channels (cheap,
+// from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
 // (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
 
@@ -20,8 +20,8 @@ struct Params {
     state_off: u32,   // offset of this shift vector inside a state slot
     slot_len: u32,
     eps: f32,
+    slices: u32,      // workgroups per token: 1, or ceil(C / WG) (each its channel slice)
     _p0: u32,
-    _p1: u32,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -36,13 +36,13 @@ const WG: u32 = 256u;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32 /*SG_ARGS*/) {
-    let slices = (p.c + WG - 1u) / WG;
     let wgi = linear_wg(wid, nwg);
-    let t = wgi / slices;
+    let t = wgi / p.slices;
     if (t >= d.n_tokens) {
         return; // uniform for the whole workgroup
     }
-    let i = (wgi % slices) * WG + li; // this thread's output channel
+    let c0 = (wgi % p.slices) * WG; // first output channel of this workgroup
+    let c1 = select(min(c0 + WG, p.c), p.c, p.slices == 1u);
     let b = tmeta[d.off_tok_seq + t];
     let pos = tmeta[d.off_tok_pos + t];
     let start = tmeta[d.off_seqs + 4u * b];
@@ -66,7 +66,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li SG_PASS).xyz / f32(p.c) + p.eps);
     let sb = slot * p.slot_len + p.state_off;
-    if (i < p.c) {
+    for (var i = c0 + li; i < c1; i += WG) {
         let wt = vecs[p.ln_off + i];
         let bs = vecs[p.ln_off + p.c + i];
         let xn = (act[rt + i] - mean.x) * rstd.x * wt + bs;

@@ -369,6 +369,7 @@ impl Graph {
             }
             for second in [false, true] {
                 let mut nodes = Vec::new();
+                let mut reduces = Vec::new();
                 let mut group = Vec::new();
                 for &(names, m1, m2, x, hid, act1, y, act2, bias) in &chains {
                     let d = m1.n_out;
@@ -377,7 +378,16 @@ impl Graph {
                     } else {
                         (names[0], m1, mm(x, c, hid, d, act1, false, None))
                     };
-                    nodes.push(matmul(&cx, name, lid, m, v, &act, None, &args)?);
+                    // First products (few rows, k = C): k split on tensor cores.
+                    let ks = if split_ok && !second {
+                        coop_ksplit(m.n_out, m.n_in)
+                    } else {
+                        1
+                    };
+                    let (node, reduce) =
+                        matmul_split(&cx, name, lid, m, v, &act, &args, &split, ks)?;
+                    nodes.push(node);
+                    reduces.push(reduce);
                     group.push((m, args));
                 }
                 // The members in the buffer most of them share form the group.
@@ -416,7 +426,10 @@ impl Graph {
                         mv.node.small = Some(few(instead));
                     }
                 }
-                body.extend(nodes);
+                for (node, reduce) in nodes.into_iter().zip(reduces) {
+                    body.push(node);
+                    body.push(reduce);
+                }
             }
             // 9–11: WKV
             let prep = WkvPrepArgs {

@@ -6,7 +6,7 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, Small};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -21,7 +21,8 @@ struct Params {
     state_off: u32,
     slot_len: u32,
     eps: f32,
-    _p: [u32; 2],
+    slices: u32,
+    _p: u32,
 }
 
 /// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).
@@ -77,7 +78,8 @@ pub fn ln_shift(
         state_off: a.state_off as u32,
         slot_len: a.slot_len as u32,
         eps: a.eps,
-        _p: [0; 2],
+        slices: 1,
+        _p: 0,
     };
     let sg = cx.gpu.features.subgroup;
     let key = PipelineKey {
@@ -85,19 +87,39 @@ pub fn ln_shift(
         dtype: None,
         spec: vec![("SG", u32::from(sg))],
     };
-    cx.node(
+    // One workgroup per token; passes of few tokens (decode) spread each token over
+    // workgroups of 256 channels.
+    let slices = a.c.div_ceil(256) as u32;
+    let mut node = cx.node(
         "ln_shift",
         layer,
         &key,
         &p,
         &[vecs, meta, state, act],
-        // One workgroup per (token, slice of 256 channels).
         Grid::Linear {
             count: Count::Tokens,
-            per: a.c.div_ceil(256) as u32,
+            per: 1,
             wg_size: 1,
         },
-    )
+    )?;
+    let small = cx.node(
+        "ln_shift",
+        layer,
+        &key,
+        &Params { slices, ..p },
+        &[vecs, meta, state, act],
+        Grid::Linear {
+            count: Count::Tokens,
+            per: slices,
+            wg_size: 1,
+        },
+    )?;
+    node.small = Some(Small {
+        count: Count::Tokens,
+        max: crate::ops::matmul::SMALL_T,
+        node: Box::new(small),
+    });
+    Ok(node)
 }
 
 #[cfg(test)]
@@ -107,7 +129,7 @@ mod tests {
     use crate::ops::testing::*;
     use crate::ops::Dims;
 
-    /// Three sequences (lengths 3, 1, 2) in slots 1, 2, 0; six mixes and one; with
+    /// Three sequences (lengths 3, 1, 2 and 9, 1, 2) in slots 1, 2, 0; six mixes and one; with
     /// subgroup sums and without. Checks the mixes and every slot's new shift vector.
     #[test]
     fn matches_layer_norm_then_token_shift() {
@@ -115,14 +137,15 @@ mod tests {
         plain.features.subgroup = false;
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for n_mix in [6, 1] {
-                check(g.clone(), n_mix);
+                // 6 tokens: the decode variant (channel slices); 12: one workgroup a token.
+                check(g.clone(), n_mix, &[3, 1, 2]);
+                check(g.clone(), n_mix, &[9, 1, 2]);
             }
         }
     }
 
-    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize) {
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize, lens: &[usize]) {
         let c = 320; // not a multiple of the workgroup size
-        let lens = [3usize, 1, 2];
         let slots = [1usize, 2, 0];
         let t: usize = lens.iter().sum();
         let mut tok_seq = Vec::new();

@@ -263,7 +263,10 @@ fn build(
     // The matrix × vector kernel reads W once per 4 tokens: for the first products of
     // the low-rank chains (few rows, in cache) that beats the tiles at every T (H100:
     // ranks 64 and 96 faster; rank 320 and the C-row second products slower).
-    let max_t = if m.n_out <= MATVEC_ALWAYS_ROWS && m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES {
+    let max_t = if split.is_none()
+        && m.n_out <= MATVEC_ALWAYS_ROWS
+        && m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES
+    {
         u32::MAX
     } else {
         SMALL_T
@@ -309,12 +312,15 @@ fn coop_tile(n: u32, k: u32) -> (u32, u32) {
 
 /// Slices of k for a tensor-core product of `n` rows and depth `k` (see
 /// [`matmul_split`]): products with at most C ≤ 4096 rows leave an H100's SMs half idle
-/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32.
+/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32 (≥ 16 for
+/// the few-row low-rank products).
 pub fn coop_ksplit(n: usize, k: usize) -> u32 {
     if n > 4096 {
         return 1;
     }
-    (k / 1024).clamp(1, 4) as u32
+    // Few rows (the low-rank products): a handful of tiles, so slices of ≥ 16 steps.
+    let per = if n < 1024 { 512 } else { 1024 };
+    (k / per).clamp(1, 4) as u32
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
