@@ -29,20 +29,6 @@ struct Params {
 
 const ROWS: u32 = 256u / LANES;
 
-// The workgroup's x (its tokens' input rows) staged in workgroup memory when it fits:
-// every row of the workgroup reads all of it, so this reads x from memory once per
-// workgroup instead of once per row. `mv_step` reads x through `xload`.
-const XS_CAP: u32 = 2560u; // vec4s (40 KiB)
-var<workgroup> xs: array<vec4<f32>, XS_CAP>;
-var<private> staged: bool;
-
-fn xload(i: u32) -> vec4<f32> {
-    if (staged) {
-        return xs[i];
-    }
-    return act[i];
-}
-
 fn finish(v: f32, r: u32) -> f32 {
     var y = v;
     if (p.bias_off != 0xffffffffu) {
@@ -68,19 +54,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let t0 = wid.y * 4u;
     let nt = min(t_count - min(t0, t_count), 4u);
     // x rows of the (up to) 4 tokens, in vec4 units (offsets and strides are multiples of 4).
-    let xst = p.x_stride >> 2u;
-    let x0 = (p.x_off >> 2u) + t0 * xst;
-    var xb = vec4<u32>(x0, x0 + xst, x0 + 2u * xst, x0 + 3u * xst);
-    let k4 = p.k >> 2u;
-    let stage = nt * k4 <= XS_CAP;
-    staged = stage;
-    if (stage) {
-        for (var i = li; i < nt * k4; i += 256u) {
-            xs[i] = act[xb[i / k4] + i % k4];
-        }
-        workgroupBarrier();
-        xb = vec4<u32>(0u, k4, 2u * k4, 3u * k4);
-    }
+    let xs = p.x_stride >> 2u;
+    let x0 = (p.x_off >> 2u) + t0 * xs;
+    let xb = vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
         let rb = r * p.row_bytes;

@@ -24,9 +24,9 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     for (var j = 0u; j < 4u; j++) {
         if (j < nt) {
             let x = xb[j] + 8u * g;
-            out[j] = dot(a0, xload(x)) + dot(a1, xload(x + 1u)) + dot(a2, xload(x + 2u))
-                + dot(a3, xload(x + 3u)) + dot(a4, xload(x + 4u)) + dot(a5, xload(x + 5u))
-                + dot(a6, xload(x + 6u)) + dot(a7, xload(x + 7u));
+            out[j] = dot(a0, act[x]) + dot(a1, act[x + 1u]) + dot(a2, act[x + 2u])
+                + dot(a3, act[x + 3u]) + dot(a4, act[x + 4u]) + dot(a5, act[x + 5u])
+                + dot(a6, act[x + 6u]) + dot(a7, act[x + 7u]);
         }
     }
     return out;

@@ -14,7 +14,7 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
             let x = xb[t] + 8u * g;
             var s = 0.0;
             for (var j = 0u; j < 8u; j++) {
-                s += dot(a[j], xload(x + j));
+                s += dot(a[j], act[x + j]);
             }
             out[t] = s;
         }

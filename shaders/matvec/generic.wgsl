@@ -12,9 +12,9 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     for (var j = 0u; j < 4u; j++) {
         if (j < nt) {
             let x = xb[j] + 8u * g;
-            out[j] = dot(w0.a, xload(x)) + dot(w0.b, xload(x + 1u)) + dot(w1.a, xload(x + 2u))
-                + dot(w1.b, xload(x + 3u)) + dot(w2.a, xload(x + 4u)) + dot(w2.b, xload(x + 5u))
-                + dot(w3.a, xload(x + 6u)) + dot(w3.b, xload(x + 7u));
+            out[j] = dot(w0.a, act[x]) + dot(w0.b, act[x + 1u]) + dot(w1.a, act[x + 2u])
+                + dot(w1.b, act[x + 3u]) + dot(w2.a, act[x + 4u]) + dot(w2.b, act[x + 5u])
+                + dot(w3.a, act[x + 6u]) + dot(w3.b, act[x + 7u]);
         }
     }
     return out;

@@ -42,10 +42,10 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     for (var j = 0u; j < 4u; j++) {
         if (j < nt) {
             let x = xb[j] + 16u * g;
-            let s = q4k_term(qa.x, xload(x), xload(x + 8u)) + q4k_term(qa.y, xload(x + 1u), xload(x + 9u))
-                + q4k_term(qa.z, xload(x + 2u), xload(x + 10u)) + q4k_term(qa.w, xload(x + 3u), xload(x + 11u))
-                + q4k_term(qb.x, xload(x + 4u), xload(x + 12u)) + q4k_term(qb.y, xload(x + 5u), xload(x + 13u))
-                + q4k_term(qb.z, xload(x + 6u), xload(x + 14u)) + q4k_term(qb.w, xload(x + 7u), xload(x + 15u));
+            let s = q4k_term(qa.x, act[x], act[x + 8u]) + q4k_term(qa.y, act[x + 1u], act[x + 9u])
+                + q4k_term(qa.z, act[x + 2u], act[x + 10u]) + q4k_term(qa.w, act[x + 3u], act[x + 11u])
+                + q4k_term(qb.x, act[x + 4u], act[x + 12u]) + q4k_term(qb.y, act[x + 5u], act[x + 13u])
+                + q4k_term(qb.z, act[x + 6u], act[x + 14u]) + q4k_term(qb.w, act[x + 7u], act[x + 15u]);
             out[j] = dm.x * (s0.x * s.x + s1.x * s.z) - dm.y * (s0.y * s.y + s1.y * s.w);
         }
     }

@@ -37,10 +37,10 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
             var sq = vec4<f32>(0.0);
             var sx = vec4<f32>(0.0);
             for (var i = 0u; i < 4u; i++) {
-                let x0 = xload(x + i);
-                let x1 = xload(x + 8u + i);
-                let x2 = xload(x + 16u + i);
-                let x3 = xload(x + 24u + i);
+                let x0 = act[x + i];
+                let x1 = act[x + 8u + i];
+                let x2 = act[x + 16u + i];
+                let x3 = act[x + 24u + i];
                 let q0 = (a[i] & lo) | ((h[i] & two) << 4u);
                 let q1 = (b[i] & lo) | (((h[i] >> 2u) & two) << 4u);
                 let q2 = ((a[i] >> 4u) & lo) | (((h[i] >> 4u) & two) << 4u);
