@@ -1,6 +1,7 @@
 // Several matrix × vector products in one dispatch (decode: the first, or the second,
 // products of the four low-rank chains w, a, g, v): up to 4 segments, each its own
-// matrix (same encoding, in one buffer at byte offset w_off), input, output, epilogue.
+// matrix (in one buffer at byte offset w_off; one encoding, or F16 and F32 with
+// `mv_step2` for the second), input, output, epilogue.
 // Workgroups [wg0 of segment s, wg0 of s + 1) compute segment s exactly as `matvec`
 // does (LANES lanes per row, `mv_step` of the encoding, `row_sum`).
 
@@ -16,7 +17,7 @@ struct Seg {
     act: u32,
     bias_off: u32,
     wg0: u32,
-    _p: u32,
+    dt2: u32,   // 1: the matrix is in the second encoding (`mv_step2`, F16 / F32 groups)
 }
 
 struct Params {
@@ -73,9 +74,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {
         let rb = sg.w_off + r * sg.row_bytes;
-        let steps = sg.k / MV_STEP;
-        for (var g = lane; g < steps; g += LANES) {
-            acc += mv_step(rb, g, xb, nt);
+        if (sg.dt2 == 1u) {
+            let steps = sg.k / MV_STEP2;
+            for (var g = lane; g < steps; g += LANES) {
+                acc += mv_step2(rb, g, xb, nt);
+            }
+        } else {
+            let steps = sg.k / MV_STEP;
+            for (var g = lane; g < steps; g += LANES) {
+                acc += mv_step(rb, g, xb, nt);
+            }
         }
     }
     let sum = row_sum(acc, li, nt);

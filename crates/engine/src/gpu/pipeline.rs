@@ -256,6 +256,25 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             ROW_SUM_WG
         });
         src.push_str(matvec_step(key.dtype));
+        // A group's second encoding (F32 beside F16, or F16 beside F32), renamed.
+        if key.op == "matvec_group" {
+            let second = match (key.dtype, spec(key, "DT2")) {
+                (Some(DType::F16), Some(1)) => DType::F32,
+                (_, Some(1)) => DType::F16,
+                _ => DType::F32,
+            };
+            let text = if spec(key, "DT2") == Some(1) {
+                matvec_step(Some(second))
+                    .replace("mv_step", "mv_step2")
+                    .replace("MV_STEP", "MV_STEP2")
+                    .replace("fn h4(", "fn h4_2(")
+                    .replace("h4(q", "h4_2(q")
+            } else {
+                // Never called; keeps the kernel's call site valid.
+                "const MV_STEP2: u32 = 32u;\nfn mv_step2(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n".to_string()
+            };
+            src.push_str(&text);
+        }
     }
     src.push_str(&body);
     Ok(src)
@@ -400,11 +419,16 @@ mod tests {
                         spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
                     });
                     if sep == 0 {
-                        keys.push(PipelineKey {
-                            op: "matvec_group",
-                            dtype: Some(d),
-                            spec: vec![("LANES", lanes), ("SG", sg)],
-                        });
+                        for dt2 in [0, 1] {
+                            if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {
+                                continue;
+                            }
+                            keys.push(PipelineKey {
+                                op: "matvec_group",
+                                dtype: Some(d),
+                                spec: vec![("LANES", lanes), ("SG", sg), ("DT2", dt2)],
+                            });
+                        }
                     }
                 }
             }

@@ -239,22 +239,25 @@ impl<'a> Planner<'a, '_> {
     /// Several matrices in one buffer, each at a multiple of the storage offset
     /// alignment, so that one dispatch can read them all (the decode kernel of the
     /// low-rank products, `matvec_group`); each is still bound on its own elsewhere.
-    /// Matrices whose encoding on the GPU differs from the one most of them have get
-    /// their own buffers.
+    /// Matrices whose encoding on the GPU differs from the one most of them have (other
+    /// than F16 beside F32) get their own buffers.
     fn group(&mut self, ms: &[&Matrix<'a>]) -> Result<Vec<GpuMatrix>> {
         let mut planned = Vec::with_capacity(ms.len());
         for m in ms {
             planned.push(self.matrix_source(m, 0, m.n_out)?);
         }
         let align = u64::from(self.gpu.limits.min_storage_buffer_offset_alignment).max(256);
-        // The encoding most of them share (decay LoRA is often F32 beside F16 others).
+        // The encoding most of them share (decay LoRA is often F32 beside F16 others);
+        // F16 and F32 may share a buffer (the group kernel reads both).
         let dtype0 = planned
             .iter()
             .map(|p| p.1)
             .max_by_key(|d| planned.iter().filter(|p| p.1 == *d).count());
+        let floats = |d: DType| matches!(d, DType::F16 | DType::F32);
+        let joins = |d: DType| Some(d) == dtype0 || (floats(d) && dtype0.is_some_and(floats));
         let mut total = 0u64;
         for (_, dtype, len, _) in &planned {
-            if Some(*dtype) == dtype0 {
+            if joins(*dtype) {
                 total = total.next_multiple_of(align) + (*len as u64).next_multiple_of(16);
             }
         }
@@ -267,7 +270,7 @@ impl<'a> Planner<'a, '_> {
         let mut at = 0u64;
         let mut out = Vec::with_capacity(ms.len());
         for ((name, dtype, len, source), m) in planned.into_iter().zip(ms) {
-            if Some(dtype) != dtype0 {
+            if !joins(dtype) {
                 out.push(self.put(&name, dtype, source, 0, m.n_out, m.n_in)?);
                 continue;
             }

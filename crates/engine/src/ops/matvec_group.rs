@@ -21,7 +21,7 @@ struct Seg {
     act: u32,
     bias_off: u32,
     wg0: u32,
-    _p: u32,
+    dt2: u32,
 }
 
 #[repr(C)]
@@ -65,7 +65,10 @@ pub fn matvec_group(
     let mut wg = 0u32;
     let mut k_max = 0;
     for (i, (m, a)) in segs.iter().enumerate() {
-        if m.buffer != first.buffer || m.dtype != first.dtype {
+        let floats = |d: crate::DType| matches!(d, crate::DType::F16 | crate::DType::F32);
+        if m.buffer != first.buffer
+            || (m.dtype != first.dtype && !(floats(m.dtype) && floats(first.dtype)))
+        {
             return Err(op_err(
                 op,
                 format!("{} is not in {}'s buffer and encoding", m.name, first.name),
@@ -93,10 +96,14 @@ pub fn matvec_group(
             act: a.act as u32,
             bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
             wg0: 0, // set below, once LANES is known
-            _p: 0,
+            dt2: u32::from(m.dtype != first.dtype),
         };
     }
-    let steps = (k_max / matvec_step(first.dtype)) as u32;
+    let steps = segs
+        .iter()
+        .map(|(m, _)| m.n_in / matvec_step(m.dtype))
+        .max()
+        .unwrap_or(1) as u32;
     let lanes = steps.next_power_of_two().clamp(4, 32);
     let rows = 256 / lanes;
     for (i, (m, _)) in segs.iter().enumerate() {
@@ -117,7 +124,14 @@ pub fn matvec_group(
         &PipelineKey {
             op: "matvec_group",
             dtype: Some(first.dtype),
-            spec: vec![("LANES", lanes), ("SG", u32::from(sg))],
+            spec: vec![
+                ("LANES", lanes),
+                ("SG", u32::from(sg)),
+                (
+                    "DT2",
+                    u32::from(segs.iter().any(|(m, _)| m.dtype != first.dtype)),
+                ),
+            ],
         },
         &p,
         vec![
@@ -143,7 +157,7 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
-    /// Three F16 matrices of different shapes at aligned offsets of one buffer, with
+    /// Three matrices (F16, F32, F16) of different shapes at aligned offsets of one buffer, with
     /// their own inputs, outputs, biases and epilogues, for 1 and 3 tokens; with
     /// subgroup sums and without.
     #[test]
@@ -173,26 +187,33 @@ mod tests {
         let mut bytes = Vec::new();
         let mut mats = Vec::new();
         let mut ws = Vec::new();
+        // The second matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
         for (i, &(n, k, _)) in shapes.iter().enumerate() {
             let w = rand_vec(90 + i as u64, n * k, 0.2);
-            let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
-            ws.push(w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>());
             bytes.resize(bytes.len().next_multiple_of(256), 0);
-            mats.push((bytes.len() as u64, n, k));
-            bytes.extend_from_slice(bytemuck::cast_slice(&w16));
+            if i == 1 {
+                mats.push((bytes.len() as u64, n, k, DType::F32));
+                bytes.extend_from_slice(bytemuck::cast_slice(&w));
+                ws.push(w);
+            } else {
+                let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+                ws.push(w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>());
+                mats.push((bytes.len() as u64, n, k, DType::F16));
+                bytes.extend_from_slice(bytemuck::cast_slice(&w16));
+            }
         }
         let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
         let gm: Vec<GpuMatrix> = mats
             .iter()
-            .map(|&(offset, n, k)| GpuMatrix {
+            .map(|&(offset, n, k, dtype)| GpuMatrix {
                 name: format!("m{offset}"),
                 buffer: buf.clone(),
                 offset,
-                dtype: DType::F16,
+                dtype,
                 row0: 0,
                 n_out: n,
                 n_in: k,
-                row_bytes: 2 * k,
+                row_bytes: if dtype == DType::F32 { 4 * k } else { 2 * k },
             })
             .collect();
         // act: x_i [t, k_i] then y_i [t, n_i]
