@@ -118,16 +118,49 @@ fn bench_reports_every_figure_and_catches_a_perturbed_weight() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A decode-sized pass (3 tokens: the fused kernels) and a prefill-sized one (20 tokens:
+/// the per-op kernels) both name every op they ran, per layer, in the JSON and the SVG.
 #[test]
 fn profile_names_every_op_and_layer() {
-    let dir = std::env::temp_dir().join(format!("rwkv-profile-test-{}", std::process::id()));
+    let decode = [
+        "wkv_fused",
+        "ln_shift",
+        "att.lora1",
+        "att.lora2",
+        "att.rkv",
+        "layer_norm",
+        "att.output",
+        "ffn.value",
+        "head",
+        "embed",
+    ];
+    let prefill = [
+        "wkv",
+        "wkv_prep",
+        "wkv_out",
+        "ln_shift",
+        "att.w1",
+        "att.a2",
+        "att.key",
+        "ffn.value",
+        "head",
+        "embed",
+    ];
+    for (tokens, want) in [("3", &decode[..]), ("20", &prefill[..])] {
+        profile_case(tokens, want);
+    }
+}
+
+fn profile_case(tokens: &str, want: &[&str]) {
+    let dir =
+        std::env::temp_dir().join(format!("rwkv-profile-test-{}-{tokens}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("profile.json");
     let svg = dir.join("profile.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
         .args(["profile", "--model"])
         .arg(fixtures().join("rwkv7-tiny-Q8_0.gguf"))
-        .args(["--tokens", "3", "--json"])
+        .args(["--tokens", tokens, "--json"])
         .arg(&json)
         .arg("--svg")
         .arg(&svg)
@@ -146,18 +179,11 @@ fn profile_names_every_op_and_layer() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    for op in [
-        "wkv",
-        "wkv_prep",
-        "wkv_out",
-        "layer_norm",
-        "ln_shift",
-        "att.key",
-        "ffn.value",
-        "head",
-        "embed",
-    ] {
-        assert!(ops.contains(&op), "profile lacks `{op}`: {ops:?}");
+    for op in want {
+        assert!(
+            ops.contains(op),
+            "{tokens} tokens: profile lacks `{op}`: {ops:?}"
+        );
     }
     let layers: Vec<&str> = p["by_layer"]
         .as_array()
@@ -178,7 +204,7 @@ fn profile_names_every_op_and_layer() {
     assert!((pct - 100.0).abs() < 0.5, "op shares sum to {pct}");
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("wkv"),
+        svg.starts_with("<svg") && svg.contains("ffn.value"),
         "{}",
         &svg[..svg.len().min(200)]
     );

@@ -917,13 +917,15 @@ impl GpuWeights {
             let mut seconds = up.group(&seconds)?.into_iter();
             let missing = || EngineError::Op {
                 op: "upload",
-                what: format!("block {l}: a low-rank matrix went missing while grouping"),
+                what: format!("block {l}: a matrix went missing while grouping"),
             };
+            // r, k, v read by one decode dispatch: one buffer.
+            let mut rkv = up.group(&[&a.receptance, &a.key, &a.value])?.into_iter();
             let layer = GpuLayer {
                 vecs,
-                receptance: up.matrix(&a.receptance)?,
-                key: up.matrix(&a.key)?,
-                value: up.matrix(&a.value)?,
+                receptance: rkv.next().ok_or_else(missing)?,
+                key: rkv.next().ok_or_else(missing)?,
+                value: rkv.next().ok_or_else(missing)?,
                 output: up.matrix(&a.output)?,
                 w1: firsts.next().ok_or_else(missing)?,
                 a1: firsts.next().ok_or_else(missing)?,

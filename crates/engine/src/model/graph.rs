@@ -125,6 +125,66 @@ impl Regions {
     }
 }
 
+/// For decode passes, runs the products of `segs` (independent, nodes `nodes` in the
+/// same order) whose matrices share the buffer most of them share as one
+/// `matvec_group` dispatch: in the first such node's place, the others dispatch nothing.
+/// Larger passes keep every node's own kernels.
+fn group_decode(
+    cx: &Ctx,
+    name: &'static str,
+    layer: Option<usize>,
+    nodes: &mut [Node],
+    segs: &[(&crate::ops::GpuMatrix, MatmulArgs)],
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+) -> Result<()> {
+    let in_buf = |b: &wgpu::Buffer| segs.iter().filter(|(m, _)| m.buffer == *b).count();
+    let Some(buf) = segs
+        .iter()
+        .map(|(m, _)| m.buffer.clone())
+        .max_by_key(|b| in_buf(b))
+    else {
+        return Ok(());
+    };
+    let members: Vec<usize> = (0..segs.len())
+        .filter(|&i| segs[i].0.buffer == buf)
+        .collect();
+    let group: Vec<_> = members.iter().map(|&i| segs[i]).collect();
+    let lo = group.iter().map(|(m, _)| m.offset).min().unwrap_or(0);
+    let hi = group
+        .iter()
+        .map(|(m, _)| m.offset + m.span())
+        .max()
+        .unwrap_or(0);
+    // One binding covers the group: skip grouping where that exceeds the device's limit.
+    if members.len() < 2 || hi - lo > cx.gpu.max_binding() {
+        return Ok(());
+    }
+    let mut fused = Some(ops::matvec_group::matvec_group(
+        cx, name, layer, &group, vecs, act,
+    )?);
+    for &i in &members {
+        let node = &mut nodes[i];
+        // The decode variant hangs below the node's matrix × vector variant.
+        let Some(mv) = node.small.as_mut() else {
+            return Err(EngineError::Op {
+                op: "graph",
+                what: format!("{}: no matrix × vector variant", node.op),
+            });
+        };
+        let instead = match fused.take() {
+            Some(f) => f,
+            None => mv.node.skip(),
+        };
+        mv.node.small = Some(Small {
+            count: Count::Tokens,
+            max: SMALL_T,
+            node: Box::new(instead),
+        });
+    }
+    Ok(())
+}
+
 /// GPU buffers and nodes of the forward pass at a given capacity.
 pub struct Graph {
     pub t_cap: usize,
@@ -288,28 +348,37 @@ impl Graph {
                 &cx, lid, &shift, v, &meta, &state, &act,
             )?);
             let mix = |i: usize| rg.mix + i * tc;
-            // 4: r, k, v
-            let (node, reduce) = big(
-                "att.receptance",
-                &ly.receptance,
-                &mm(mix(0), c, rg.r, c, Act::None, false, None),
-            )?;
-            body.push(node);
-            body.push(reduce);
-            let (node, reduce) = big(
-                "att.key",
-                &ly.key,
-                &mm(mix(2), c, rg.k, c, Act::None, false, None),
-            )?;
-            body.push(node);
-            body.push(reduce);
-            let (node, reduce) = big(
-                "att.value",
-                &ly.value,
-                &mm(mix(3), c, rg.v, c, Act::None, false, None),
-            )?;
-            body.push(node);
-            body.push(reduce);
+            // 4: r, k, v (one `matvec_group` dispatch in a decode step)
+            let rkv = [
+                (
+                    "att.receptance",
+                    &ly.receptance,
+                    mm(mix(0), c, rg.r, c, Act::None, false, None),
+                ),
+                (
+                    "att.key",
+                    &ly.key,
+                    mm(mix(2), c, rg.k, c, Act::None, false, None),
+                ),
+                (
+                    "att.value",
+                    &ly.value,
+                    mm(mix(3), c, rg.v, c, Act::None, false, None),
+                ),
+            ];
+            let mut nodes = Vec::new();
+            let mut reduces = Vec::new();
+            for (name, m, args) in &rkv {
+                let (node, reduce) = big(name, m, args)?;
+                nodes.push(node);
+                reduces.push(reduce);
+            }
+            let segs: Vec<_> = rkv.iter().map(|(_, m, args)| (*m, *args)).collect();
+            group_decode(&cx, "att.rkv", lid, &mut nodes, &segs, v, &act)?;
+            for (node, reduce) in nodes.into_iter().zip(reduces) {
+                body.push(node);
+                body.push(reduce);
+            }
             // The variant of a node for passes of at most SMALL_T tokens (decode).
             let few = |node: Node| Small {
                 count: Count::Tokens,
@@ -390,42 +459,8 @@ impl Graph {
                     reduces.push(reduce);
                     group.push((m, args));
                 }
-                // The members in the buffer most of them share form the group.
-                let in_buf =
-                    |b: &wgpu::Buffer| group.iter().filter(|(m, _)| m.buffer == *b).count();
-                let Some(buf) = group
-                    .iter()
-                    .map(|(m, _)| m.buffer.clone())
-                    .max_by_key(|b| in_buf(b))
-                else {
-                    continue;
-                };
-                let members: Vec<usize> = (0..group.len())
-                    .filter(|&i| group[i].0.buffer == buf)
-                    .collect();
-                if members.len() > 1 {
-                    let name = if second { "att.lora2" } else { "att.lora1" };
-                    let segs: Vec<_> = members.iter().map(|&i| group[i]).collect();
-                    let fused = ops::matvec_group::matvec_group(&cx, name, lid, &segs, v, &act)?;
-                    // Decode passes: the group runs in the first member's place and the
-                    // others dispatch nothing (as the variant of their matrix × vector
-                    // variant, so larger passes keep theirs).
-                    let mut fused = Some(fused);
-                    for &i in &members {
-                        let node = &mut nodes[i];
-                        let Some(mv) = node.small.as_mut() else {
-                            return Err(EngineError::Op {
-                                op: "graph",
-                                what: format!("{}: no matrix × vector variant", node.op),
-                            });
-                        };
-                        let instead = match fused.take() {
-                            Some(f) => f,
-                            None => mv.node.skip(),
-                        };
-                        mv.node.small = Some(few(instead));
-                    }
-                }
+                let name = if second { "att.lora2" } else { "att.lora1" };
+                group_decode(&cx, name, lid, &mut nodes, &group, v, &act)?;
                 for (node, reduce) in nodes.into_iter().zip(reduces) {
                     body.push(node);
                     body.push(reduce);

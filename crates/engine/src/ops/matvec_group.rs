@@ -63,7 +63,6 @@ pub fn matvec_group(
         .max()
         .unwrap_or(0);
     let mut wg = 0u32;
-    let mut k_max = 0;
     for (i, (m, a)) in segs.iter().enumerate() {
         let floats = |d: crate::DType| matches!(d, crate::DType::F16 | crate::DType::F32);
         if m.buffer != first.buffer
@@ -83,7 +82,6 @@ pub fn matvec_group(
                 format!("{}: x offset/stride or K not aligned", m.name),
             ));
         }
-        k_max = k_max.max(m.n_in);
         p.seg[i] = Seg {
             k: m.n_in as u32,
             n: m.n_out as u32,
