@@ -942,7 +942,7 @@ fn stream_rows(
 
 /// Writes a synthetic RWKV-7 GGUF (see the module docs) to `path`.
 ///
-/// Errors: as [`write`].
+/// Errors: as [`write()`].
 pub fn write_gguf(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<SynthReport> {
     let path = path.as_ref();
     let t0 = Instant::now();
@@ -1019,7 +1019,7 @@ impl safetensors::View for LazyF16<'_> {
 /// Writes a synthetic RWKV-7 SafeTensors file (BlinkDL names and shapes, f16, metadata
 /// `{"format": "pt"}` as `make_model.py`) to `path`. `opts.dtype` is ignored.
 ///
-/// Errors: as [`write`].
+/// Errors: as [`write()`].
 pub fn write_safetensors(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<SynthReport> {
     let path = path.as_ref();
     let t0 = Instant::now();

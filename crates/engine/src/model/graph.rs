@@ -12,6 +12,12 @@
 //! 13. `xx = ln2(x)`; 14. lerp; 15. save shift (13–15: `ln_shift`); 16. `h = relu(Wk xk)²`; 17. `x += Wv h`.
 //!
 //! Then the head: gather the wanted rows, `ln_out`, logits in row chunks of the head.
+//!
+//! Passes of at most [`SMALL_T`] tokens (decode) run other kernels, picked per pass from
+//! each node's variants: `ln_shift` over channel slices, r/k/v and each set of low-rank
+//! products as one `matvec_group` dispatch, 9–11 as one `wkv_fused`. Larger passes
+//! (prefill) run the tiled products — on tensor cores where the adapter has them, with k
+//! split for the C-row products — and the per-op WKV kernels.
 
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;

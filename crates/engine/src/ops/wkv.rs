@@ -84,7 +84,7 @@ pub fn wkv(
     )
 }
 
-/// CPU reference for one head: updates `s [64*64]` (S[i][j] at i*64+j) and returns y.
+/// CPU reference for one head: updates `s [64*64]` (`S[i][j]` at `i*64+j`) and returns y.
 pub fn reference_step(
     s: &mut [f32],
     r: &[f32],
