@@ -23,6 +23,16 @@ fn tanh_safe(x: f32) -> f32 {
     return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
+// The epilogue of a matrix product: 0 none, 1 tanh, 2 sigmoid, 3 relu² (channel mix).
+fn activation(y: f32, act: u32) -> f32 {
+    switch act {
+        case 1u: { return tanh_safe(y); }
+        case 2u: { return sigmoid(y); }
+        case 3u: { let q = max(y, 0.0); return q * q; }
+        default: { return y; }
+    }
+}
+
 // Linear invocation index over a 2D grid of 1D workgroups (the host splits large counts
 // over y because a dimension holds at most 65535 workgroups).
 fn linear_id(gid: vec3<u32>, nwg: vec3<u32>, wg_size: u32) -> u32 {

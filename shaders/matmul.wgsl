@@ -4,22 +4,8 @@
 // tokens per workgroup, K in steps of 32; tiles are stored k-major as vec4s so that each
 // thread's 4 rows and 4 tokens are one vec4 load each, and its 4×4 outputs live in four
 // vec4 registers (no arrays, nothing indexed at run time).
-// `y_load` / `y_store` come from the prelude: into `act`, or into a separate `out`.
-
-struct Params {
-    k: u32,           // K: input features (multiple of 32)
-    n: u32,           // rows of W in this binding
-    row0: u32,        // output column of W's first row
-    row_bytes: u32,   // bytes of one encoded row of W
-    x_off: u32,       // act offset of x [T, K] (row stride x_stride)
-    x_stride: u32,
-    y_off: u32,       // offset of y [T, *] (row stride y_stride)
-    y_stride: u32,
-    act: u32,         // 0 none, 1 tanh, 2 sigmoid, 3 relu²
-    accumulate: u32,  // 1: y += result (residual add)
-    bias_off: u32,    // vec offset of bias [N], or 0xffffffff for none
-    rows_sel: u32,    // 0: T tokens, 1: R gathered rows
-}
+// `y_load` / `y_store` come from the prelude: into `act`, or into a separate `out`;
+// Params and `finish` from matmul_params.wgsl.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -33,19 +19,6 @@ const BT: u32 = 64u;
 var<workgroup> ws: array<vec4<f32>, 512>; // [32 k][16 row groups of 4]
 var<workgroup> xs: array<vec4<f32>, 512>; // [32 k][16 token groups of 4]
 
-fn finish(v: f32, r: u32) -> f32 {
-    var y = v;
-    if (p.bias_off != 0xffffffffu) {
-        y += vecs[p.bias_off + p.row0 + r];
-    }
-    switch p.act {
-        case 1u: { y = tanh_safe(y); }
-        case 2u: { y = sigmoid(y); }
-        case 3u: { let q = max(y, 0.0); y = q * q; }
-        default: {}
-    }
-    return y;
-}
 
 fn store(r: u32, t: u32, t_count: u32, v: f32) {
     if (r < p.n && t < t_count) {

@@ -8,23 +8,8 @@
 // tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part: each of KSPLIT workgroups
 // sums one slice of k and writes its raw tile to `part` ([KSPLIT][T][N]); the
 // `matmul_reduce` dispatch adds the slices and applies the epilogue (more workgroups
-// for products with few output tiles and a long k). Same Params as `matmul`; `act`
-// seen as vec4s; needs subgroups of exactly 32.
-
-struct Params {
-    k: u32,
-    n: u32,
-    row0: u32,
-    row_bytes: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    accumulate: u32,
-    bias_off: u32,
-    rows_sel: u32,
-}
+// for products with few output tiles and a long k). Params and `finish` from
+// matmul_params.wgsl; `act` seen as vec4s; needs subgroups of exactly 32.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -46,19 +31,6 @@ var<workgroup> sa: array<f16, 2u * SA>; // x tiles [2][BM][LD]
 var<workgroup> sb: array<f16, 2u * SB>; // W tiles [2][BN][LD] (column-major B = W^T)
 var<workgroup> sc: array<f32, 256u * NSG>; // one 16 × 16 result per subgroup
 
-fn finish(v: f32, r: u32) -> f32 {
-    var y = v;
-    if (p.bias_off != 0xffffffffu) {
-        y += vecs[p.bias_off + p.row0 + r];
-    }
-    switch p.act {
-        case 1u: { y = tanh_safe(y); }
-        case 2u: { y = sigmoid(y); }
-        case 3u: { let q = max(y, 0.0); y = q * q; }
-        default: {}
-    }
-    return y;
-}
 
 // Writes the 16 × 16 result a subgroup left in `sc` at tokens tm.., rows tn.. (raw into
 // slice ks of `part` when k is split).

@@ -1,20 +1,5 @@
 // Second half of a k-split `matmul_coop`: y[t, row0 + n] (+)= act(Σ_s part[s][t][n] +
-// bias) for every token and row. Same Params as `matmul`.
-
-struct Params {
-    k: u32,
-    n: u32,
-    row0: u32,
-    row_bytes: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    accumulate: u32,
-    bias_off: u32,
-    rows_sel: u32,
-}
+// bias) for every token and row. Params and `finish` from matmul_params.wgsl.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -35,15 +20,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var s = 0u; s < KSPLIT; s++) {
         v += part[(s * t_count + t) * p.n + n];
     }
-    if (p.bias_off != 0xffffffffu) {
-        v += vecs[p.bias_off + p.row0 + n];
-    }
-    switch p.act {
-        case 1u: { v = tanh_safe(v); }
-        case 2u: { v = sigmoid(v); }
-        case 3u: { let q = max(v, 0.0); v = q * q; }
-        default: {}
-    }
+    v = finish(v, n);
     let idx = p.y_off + t * p.y_stride + p.row0 + n;
     if (p.accumulate == 1u) {
         v += act[idx];

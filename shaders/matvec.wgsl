@@ -3,22 +3,8 @@
 // workgroup (grid y). Each lane takes steps of MV_STEP weights (`mv_step`, from the
 // encoding's snippet in shaders/matvec/: 16-byte weight loads, x read as vec4s) and the
 // lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
-// Same Params as `matmul`; `act` is seen as vec4s, the weights also as `w4`.
-
-struct Params {
-    k: u32,
-    n: u32,
-    row0: u32,
-    row_bytes: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    accumulate: u32,
-    bias_off: u32,
-    rows_sel: u32,
-}
+// Params and `finish` from matmul_params.wgsl; `act` is seen as vec4s, the weights also
+// as `w4`.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -29,19 +15,6 @@ struct Params {
 
 const ROWS: u32 = 256u / LANES;
 
-fn finish(v: f32, r: u32) -> f32 {
-    var y = v;
-    if (p.bias_off != 0xffffffffu) {
-        y += vecs[p.bias_off + p.row0 + r];
-    }
-    switch p.act {
-        case 1u: { y = tanh_safe(y); }
-        case 2u: { y = sigmoid(y); }
-        case 3u: { let q = max(y, 0.0); y = q * q; }
-        default: {}
-    }
-    return y;
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

@@ -42,13 +42,7 @@ fn finish(v: f32, r: u32, sg: Seg) -> f32 {
     if (sg.bias_off != 0xffffffffu) {
         y += vecs[sg.bias_off + r];
     }
-    switch sg.act {
-        case 1u: { y = tanh_safe(y); }
-        case 2u: { y = sigmoid(y); }
-        case 3u: { let q = max(y, 0.0); y = q * q; }
-        default: {}
-    }
-    return y;
+    return activation(y, sg.act);
 }
 
 @compute @workgroup_size(256)

@@ -22,6 +22,8 @@ pub struct PipelineKey {
 }
 
 const COMMON: &str = include_str!("../../../../shaders/common.wgsl");
+/// Params and epilogue of the matrix-product kernels.
+const MATMUL_PARAMS: &str = include_str!("../../../../shaders/matmul_params.wgsl");
 const BYTES: &str = include_str!("../../../../shaders/decode/bytes.wgsl");
 
 /// Matrix products write into the activations…
@@ -256,25 +258,30 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             ROW_SUM_WG
         });
         src.push_str(matvec_step(key.dtype));
-        // A group's second encoding (F32 beside F16, or F16 beside F32), renamed.
+        // A group's second encoding (F32 beside F16, or F16 beside F32), its step
+        // renamed (the F32 step has no helpers of its own, so nothing else collides).
         if key.op == "matvec_group" {
-            let second = match (key.dtype, spec(key, "DT2")) {
-                (Some(DType::F16), Some(1)) => DType::F32,
-                (_, Some(1)) => DType::F16,
-                _ => DType::F32,
-            };
             let text = if spec(key, "DT2") == Some(1) {
+                let second = if key.dtype == Some(DType::F16) {
+                    DType::F32
+                } else {
+                    DType::F16
+                };
                 matvec_step(Some(second))
                     .replace("mv_step", "mv_step2")
                     .replace("MV_STEP", "MV_STEP2")
-                    .replace("fn h4(", "fn h4_2(")
-                    .replace("h4(q", "h4_2(q")
             } else {
                 // Never called; keeps the kernel's call site valid.
                 "const MV_STEP2: u32 = 32u;\nfn mv_step2(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n".to_string()
             };
             src.push_str(&text);
         }
+    }
+    if matches!(
+        key.op,
+        "matmul" | "matvec" | "matmul_coop" | "matmul_reduce"
+    ) {
+        src.push_str(MATMUL_PARAMS);
     }
     src.push_str(&body);
     Ok(src)

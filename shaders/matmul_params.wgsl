@@ -1,0 +1,26 @@
+// Shared by the matrix-product kernels (matmul, matvec, matmul_coop, matmul_reduce):
+// their parameters (mirrored by `Params` in crates/engine/src/ops/matmul.rs) and the
+// epilogue `finish` (bias, then the activation) of output row r.
+
+struct Params {
+    k: u32,           // K: input features (multiple of 32)
+    n: u32,           // rows of W in this binding
+    row0: u32,        // output column of W's first row
+    row_bytes: u32,   // bytes of one encoded row of W
+    x_off: u32,       // act offset of x [T, K] (row stride x_stride)
+    x_stride: u32,
+    y_off: u32,       // offset of y [T, *] (row stride y_stride)
+    y_stride: u32,
+    act: u32,         // 0 none, 1 tanh, 2 sigmoid, 3 relu²
+    accumulate: u32,  // 1: y += result (residual add)
+    bias_off: u32,    // vec offset of bias [N], or 0xffffffff for none
+    rows_sel: u32,    // 0: T tokens, 1: R gathered rows
+}
+
+fn finish(v: f32, r: u32) -> f32 {
+    var y = v;
+    if (p.bias_off != 0xffffffffu) {
+        y += vecs[p.bias_off + p.row0 + r];
+    }
+    return activation(y, p.act);
+}
