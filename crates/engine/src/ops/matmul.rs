@@ -371,6 +371,34 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
+    /// `bytes` (an `[n, k]` matrix of `dtype`) in a buffer of its own.
+    fn test_matrix(h: &Harness, dtype: DType, bytes: &[u8], n: usize, k: usize) -> GpuMatrix {
+        GpuMatrix {
+            name: format!("{dtype}"),
+            buffer: buffer::storage_init(&h.gpu, "w", bytes).unwrap(),
+            offset: 0,
+            dtype,
+            row0: 0,
+            n_out: n,
+            n_in: k,
+            row_bytes: bytes.len() / n,
+        }
+    }
+
+    /// x `[t, k]` at 0, y `[t, n]` right after it, bias at 0 of the vectors.
+    fn test_args(n: usize, k: usize, t: usize, act: Act, accumulate: bool) -> MatmulArgs {
+        MatmulArgs {
+            x_off: 0,
+            x_stride: k,
+            y_off: t * k,
+            y_stride: n,
+            act,
+            accumulate,
+            bias_off: Some(0),
+            rows: Count::Tokens,
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn check(
         dtype: DType,
@@ -410,26 +438,8 @@ mod tests {
         let mut act_host = x.clone();
         act_host.extend(&y0);
         let act_buf = h.f32_buf(&act_host);
-        let m = GpuMatrix {
-            name: format!("{dtype}"),
-            buffer: buffer::storage_init(&h.gpu, "w", bytes).unwrap(),
-            offset: 0,
-            dtype,
-            row0: 0,
-            n_out: n,
-            n_in: k,
-            row_bytes: bytes.len() / n,
-        };
-        let args = MatmulArgs {
-            x_off: 0,
-            x_stride: k,
-            y_off: t * k,
-            y_stride: n,
-            act,
-            accumulate,
-            bias_off: Some(0),
-            rows: Count::Tokens,
-        };
+        let m = test_matrix(&h, dtype, bytes, n, k);
+        let args = test_args(n, k, t, act, accumulate);
         let bias_buf = h.f32_buf(&bias);
         let mut want = reference(w, n, k, &x, Some(&bias), act);
         if accumulate {
@@ -636,26 +646,8 @@ mod tests {
             let y0 = rand_vec(53, t * n, 1.0);
             let bias = rand_vec(54, n, 0.5);
             let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
-            let m = GpuMatrix {
-                name: "q4k".into(),
-                buffer: buffer::storage_init(&h.gpu, "w", &q4).unwrap(),
-                offset: 0,
-                dtype: DType::Q4_K,
-                row0: 0,
-                n_out: n,
-                n_in: k,
-                row_bytes: q4.len() / n,
-            };
-            let args = MatmulArgs {
-                x_off: 0,
-                x_stride: k,
-                y_off: t * k,
-                y_stride: n,
-                act: Act::ReluSq,
-                accumulate: true,
-                bias_off: Some(0),
-                rows: Count::Tokens,
-            };
+            let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
+            let args = test_args(n, k, t, Act::ReluSq, true);
             let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
             let (node, reduce) = matmul_split(
                 &h.ctx(),
