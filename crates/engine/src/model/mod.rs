@@ -3,4 +3,5 @@ pub mod config;
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
+pub mod upload;
 pub mod weights;

@@ -1,0 +1,513 @@
+//! Streaming the planned weights to the GPU (the plan: [`super::gpu_weights`]).
+//!
+//! 1. **Plan** (this thread, milliseconds): walk the tensors in model order, check the
+//!    memory budget and the binding limit, create every destination buffer (device memory,
+//!    not mapped) and list what fills it: bytes of the file, rows of the file decoded to
+//!    F16, or bytes built on the CPU (packed vectors, transposed LoRA matrices).
+//! 2. **Fill** (`threads` workers; this thread coordinates): tensors are cut into pieces
+//!    of at most [`UploadOptions::piece_bytes`], pieces packed into waves, one wave per
+//!    reusable staging buffer (`MAP_WRITE | COPY_SRC`, [`UploadOptions::wave_bytes`]).
+//!    Workers copy or decode their piece from the file mapping into the mapped staging
+//!    buffer and drop the piece's file pages from the resident set (`release`). When a
+//!    wave is full the coordinator unmaps it, records one `copy_buffer_to_buffer` per
+//!    piece, submits, and asks for the buffer to be mapped again once the GPU has copied
+//!    it. At most `in_flight_bytes / wave_bytes` staging buffers exist; the coordinator
+//!    blocks on the GPU only when all of them are in flight, so the CPU fills wave N+1
+//!    while the GPU copies wave N.
+//!
+//! Why reusable staging buffers, not a buffer `mapped_at_creation` per tensor (the
+//! earlier scheme) or `Queue::write_buffer_with`: both of those allocate fresh
+//! host-visible staging memory for every tensor (wgpu-core makes a staging buffer per
+//! call), which the driver must allocate, pin and the kernel zero page by page on first
+//! touch, and which is freed only after a blocking wait. For a 2 GB model that is 2 GB
+//! of page faults and allocations on top of the copy. A ring of a few staging buffers is
+//! faulted in once and reused, so each byte costs one memcpy (or decode) on the host,
+//! spread over threads, plus the GPU's copy. Destination buffers are written whole (their
+//! padding included) by the copies, so wgpu never needs to zero them first. A mapped range
+//! ([`wgpu::BufferViewMut`]) holds its own handle to the buffer and is `Send`, so each
+//! worker fills its own disjoint range of a staging buffer; no `unsafe`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
+
+use crate::error::{EngineError, Result};
+use crate::format::DType;
+use crate::gpu::GpuContext;
+
+/// How the upload is cut up. The defaults suit any GPU; tests force tiny waves to run
+/// every path of the pipeline on a small model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadOptions {
+    /// Bytes of one staging buffer: a wave of pieces copied to the GPU by one submission.
+    pub wave_bytes: u64,
+    /// Most staging bytes alive at once (being filled, or waiting for the GPU to copy
+    /// them): the host memory the load takes beyond the file's page cache.
+    pub in_flight_bytes: u64,
+    /// Largest piece of a tensor one worker fills at a time, bytes (load balance).
+    pub piece_bytes: u64,
+    /// Worker threads filling staging memory; 0: the machine's parallelism, at most 8.
+    pub threads: usize,
+}
+
+impl Default for UploadOptions {
+    fn default() -> Self {
+        UploadOptions {
+            wave_bytes: 32 << 20,
+            in_flight_bytes: 128 << 20,
+            piece_bytes: 4 << 20,
+            threads: 0,
+        }
+    }
+}
+
+/// Upload progress: tensors and bytes written to staging memory so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadProgress {
+    pub tensors_done: usize,
+    pub tensors_total: usize,
+    /// Bytes as laid out on the GPU (decoded tensors count their F16 size).
+    pub bytes_done: u64,
+    pub bytes_total: u64,
+}
+
+/// What fills a destination buffer.
+pub(crate) enum Source<'a> {
+    /// Bytes of the file mapping, copied as they are (and released after).
+    File(&'a [u8]),
+    /// Rows of `n_in` values of a non-native encoding in the file, decoded to F16.
+    Decode {
+        dtype: DType,
+        src: &'a [u8],
+        n_in: usize,
+    },
+    /// Bytes built while planning (packed vectors, transposed matrices).
+    Owned(Vec<u8>),
+}
+
+/// One destination range and what fills it.
+pub(crate) struct Job<'a> {
+    pub(crate) name: String,
+    pub(crate) buffer: wgpu::Buffer,
+    /// Where the tensor starts in `buffer` (0, or its place in a group buffer).
+    pub(crate) dst_off: u64,
+    /// Bytes of the tensor; its range is this padded with zeros to `span` bytes.
+    pub(crate) len: u64,
+    pub(crate) span: u64,
+    pub(crate) source: Source<'a>,
+}
+
+/// Bytes `[off, off + len)` of job `job`'s buffer; `len` and `off` are multiples of 4
+/// (the copy alignment), and a decoded piece holds whole rows.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    job: usize,
+    off: u64,
+    len: u64,
+}
+
+/// Cuts every job into pieces of at most `piece` bytes (a multiple of 16; decoded jobs
+/// into whole rows, an even number of them when a row is not a multiple of 4 bytes).
+fn pieces(jobs: &[Job], piece: u64) -> Vec<Piece> {
+    let mut out = Vec::new();
+    for (j, job) in jobs.iter().enumerate() {
+        let step = match job.source {
+            Source::Decode { n_in, .. } => {
+                let row = (n_in as u64 * 2).max(1);
+                let mut rows = (piece / row).max(1);
+                if row % 4 != 0 && rows % 2 == 1 {
+                    rows += 1;
+                }
+                rows * row
+            }
+            _ => (piece / 16 * 16).max(16),
+        };
+        let size = job.span;
+        let mut off = 0;
+        while off < size {
+            let len = step.min(size - off);
+            out.push(Piece { job: j, off, len });
+            off += len;
+        }
+    }
+    out
+}
+
+/// Writes piece `off..off + view.len()` of `job` into `view`: the source's bytes there,
+/// zeros past the tensor's end. Releases the file pages it read.
+fn fill(
+    job: &Job,
+    off: u64,
+    view: &mut wgpu::BufferViewMut,
+    release: &(dyn Fn(&[u8]) + Sync),
+) -> Result<()> {
+    let off = off as usize;
+    let n = view.len();
+    let (raw, from_file) = match &job.source {
+        Source::File(b) => (Some(*b), true),
+        Source::Owned(b) => (Some(b.as_slice()), false),
+        Source::Decode { .. } => (None, false),
+    };
+    let written = match (&job.source, raw) {
+        (_, Some(b)) => {
+            let end = (off + n).min(b.len());
+            let part = b.get(off.min(end)..end).unwrap_or(&[]);
+            if !part.is_empty() {
+                view.slice(..part.len()).copy_from_slice(part);
+            }
+            if from_file {
+                release(part);
+            }
+            part.len()
+        }
+        (Source::Decode { dtype, src, n_in }, None) => {
+            let row_out = n_in * 2;
+            let rows_total = job.len as usize / row_out.max(1);
+            let r0 = off / row_out.max(1);
+            let r1 = ((off + n) / row_out.max(1)).min(rows_total);
+            let row_src = dtype.bytes_for(*n_in).ok_or_else(|| EngineError::Op {
+                op: "upload",
+                what: format!(
+                    "`{}`: rows of {n_in} are not whole {dtype} blocks",
+                    job.name
+                ),
+            })?;
+            let part =
+                src.get(r0 * row_src..r1.max(r0) * row_src)
+                    .ok_or_else(|| EngineError::Op {
+                        op: "upload",
+                        what: format!("`{}`: rows {r0}..{r1} past the tensor's end", job.name),
+                    })?;
+            let mut f = vec![0f32; r1.saturating_sub(r0) * n_in];
+            crate::quant::dequantize(*dtype, part, &mut f)?;
+            let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let bytes: &[u8] = bytemuck::cast_slice(&h);
+            if !bytes.is_empty() {
+                view.slice(..bytes.len()).copy_from_slice(bytes);
+            }
+            release(part);
+            bytes.len()
+        }
+        (_, None) => 0,
+    };
+    if written < n {
+        // Staging buffers are reused: the padding must be written, not assumed zero.
+        view.slice(written..).fill(0);
+    }
+    Ok(())
+}
+
+/// A piece handed to a worker, with its mapped range of a staging buffer.
+struct Work {
+    wave: usize,
+    piece: Piece,
+    view: wgpu::BufferViewMut,
+}
+
+/// A worker's answer for one piece.
+struct Done {
+    wave: usize,
+    piece: Piece,
+    result: Result<()>,
+}
+
+/// A staging buffer's wave: the copies to record once every piece is filled.
+struct Wave {
+    staging: usize,
+    /// (piece, offset in the staging buffer)
+    copies: Vec<(Piece, u64)>,
+    left: usize,
+}
+
+/// Time spent in the fill, for the load log.
+#[derive(Default)]
+struct FillStats {
+    threads: usize,
+    waves: usize,
+    staging_buffers: usize,
+    /// Time the coordinator spent blocked on the GPU for a free staging buffer.
+    gpu_wait: std::time::Duration,
+}
+
+fn worker(
+    jobs: &[Job],
+    rx: &Mutex<mpsc::Receiver<Work>>,
+    tx: mpsc::Sender<Done>,
+    cancel: &AtomicBool,
+    release: &(dyn Fn(&[u8]) + Sync),
+) {
+    loop {
+        let next = match rx.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return,
+        };
+        let Ok(mut work) = next else { return };
+        let result = match jobs.get(work.piece.job) {
+            _ if cancel.load(Ordering::Relaxed) => Ok(()),
+            Some(job) => fill(job, work.piece.off, &mut work.view, release),
+            None => Err(EngineError::gpu("upload: piece of an unknown tensor")),
+        };
+        // The mapped range must be gone before the coordinator unmaps the wave.
+        drop(work.view);
+        let done = Done {
+            wave: work.wave,
+            piece: work.piece,
+            result,
+        };
+        if tx.send(done).is_err() {
+            return;
+        }
+    }
+}
+
+/// Fills every job's buffer through the staging ring (see the module doc). Returns once
+/// the last copy is submitted (not completed).
+fn stream(
+    gpu: &GpuContext,
+    jobs: &[Job],
+    opts: &UploadOptions,
+    release: &(dyn Fn(&[u8]) + Sync),
+    progress: &mut dyn FnMut(UploadProgress),
+) -> Result<FillStats> {
+    let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
+    let ring = (opts.in_flight_bytes / wave_bytes).max(2) as usize;
+    let piece_bytes = opts.piece_bytes.clamp(16, wave_bytes);
+    let threads = match opts.threads {
+        0 => std::thread::available_parallelism().map_or(4, |n| n.get().min(8)),
+        n => n,
+    };
+    let pieces = pieces(jobs, piece_bytes);
+    // Staging bytes still to hand out: a small model gets a staging buffer its size.
+    let mut unstaged: u64 = pieces.iter().map(|p| p.len.next_multiple_of(16)).sum();
+    let mut left_per_job = vec![0usize; jobs.len()];
+    for p in &pieces {
+        left_per_job[p.job] += 1;
+    }
+    let mut prog = UploadProgress {
+        tensors_done: 0,
+        tensors_total: jobs.len(),
+        bytes_done: 0,
+        bytes_total: jobs.iter().map(|j| j.len).sum(),
+    };
+    let mut stats = FillStats {
+        threads,
+        ..Default::default()
+    };
+    let cancel = AtomicBool::new(false);
+    // Workers take pieces from one queue (behind a mutex: `Receiver` is not `Sync`).
+    let (work_tx, work_rx) = mpsc::channel::<Work>();
+    let work_rx = Mutex::new(work_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    std::thread::scope(|s| {
+        for i in 0..threads {
+            let (rx, tx, cancel) = (&work_rx, done_tx.clone(), &cancel);
+            std::thread::Builder::new()
+                .name(format!("rwkv-upload-{i}"))
+                .spawn_scoped(s, move || worker(jobs, rx, tx, cancel, release))
+                .map_err(|e| EngineError::gpu(format!("upload: cannot start a thread: {e}")))?;
+        }
+        drop(done_tx);
+
+        let new_staging = |size: u64| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("upload staging"),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            })
+        };
+        let mut staging: Vec<wgpu::Buffer> = Vec::new();
+        // Mapped staging buffers ready for a wave.
+        let mut free: Vec<usize> = Vec::new();
+        // Submitted staging buffers waiting to be mapped again, oldest first.
+        let mut pending: VecDeque<(usize, wgpu::SubmissionIndex)> = VecDeque::new();
+        let (mapped_tx, mapped_rx) =
+            mpsc::channel::<(usize, std::result::Result<(), wgpu::BufferAsyncError>)>();
+        let mut waves: Vec<Option<Wave>> = Vec::new();
+        let mut active = 0usize;
+        let mut next = pieces.into_iter().peekable();
+        let result = (|| -> Result<()> {
+            loop {
+                if free.is_empty() && !pending.is_empty() {
+                    gpu.device
+                        .poll(wgpu::PollType::Poll)
+                        .map_err(|e| EngineError::gpu(format!("upload: polling the GPU: {e}")))?;
+                }
+                while let Ok((id, r)) = mapped_rx.try_recv() {
+                    r.map_err(|e| {
+                        EngineError::gpu(format!("upload: mapping a staging buffer: {e}"))
+                    })?;
+                    pending.retain(|(i, _)| *i != id);
+                    free.push(id);
+                }
+                // Start waves while there are pieces and staging buffers for them.
+                while let Some(first) = next.peek() {
+                    let need = first.len.next_multiple_of(16);
+                    let id = if let Some(id) = free.pop() {
+                        id
+                    } else if staging.len() < ring {
+                        staging.push(new_staging(wave_bytes.min(unstaged).max(need)));
+                        staging.len() - 1
+                    } else {
+                        break;
+                    };
+                    if staging[id].size() < need {
+                        // One piece larger than a wave (a decoded row, with tiny waves).
+                        staging[id] = new_staging(need);
+                    }
+                    let cap = staging[id].size();
+                    let wave = waves.len();
+                    let mut w = Wave {
+                        staging: id,
+                        copies: Vec::new(),
+                        left: 0,
+                    };
+                    let mut at = 0u64;
+                    while let Some(p) = next.next_if(|p| at + p.len.next_multiple_of(16) <= cap) {
+                        let view = staging[id]
+                            .slice(at..at + p.len)
+                            .get_mapped_range_mut()
+                            .map_err(|e| {
+                                EngineError::gpu(format!(
+                                    "upload: staging range of `{}`: {e}",
+                                    jobs[p.job].name
+                                ))
+                            })?;
+                        work_tx
+                            .send(Work {
+                                wave,
+                                piece: p,
+                                view,
+                            })
+                            .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
+                        w.copies.push((p, at));
+                        w.left += 1;
+                        at += p.len.next_multiple_of(16);
+                        unstaged -= p.len.next_multiple_of(16);
+                    }
+                    waves.push(Some(w));
+                    active += 1;
+                    stats.waves += 1;
+                }
+                if active > 0 {
+                    let d = done_rx
+                        .recv()
+                        .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
+                    d.result?;
+                    prog.bytes_done += d
+                        .piece
+                        .len
+                        .min(jobs[d.piece.job].len.saturating_sub(d.piece.off));
+                    left_per_job[d.piece.job] -= 1;
+                    if left_per_job[d.piece.job] == 0 {
+                        prog.tensors_done += 1;
+                        progress(prog);
+                    }
+                    let Some(w) = waves.get_mut(d.wave).and_then(|w| w.as_mut()) else {
+                        return Err(EngineError::gpu("upload: piece of an unknown wave"));
+                    };
+                    w.left -= 1;
+                    if w.left == 0 {
+                        let Some(w) = waves[d.wave].take() else {
+                            return Err(EngineError::gpu("upload: wave finished twice"));
+                        };
+                        active -= 1;
+                        let buf = &staging[w.staging];
+                        buf.unmap();
+                        let mut enc =
+                            gpu.device
+                                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                                    label: Some("upload"),
+                                });
+                        for (p, at) in &w.copies {
+                            let job = &jobs[p.job];
+                            enc.copy_buffer_to_buffer(
+                                buf,
+                                *at,
+                                &job.buffer,
+                                job.dst_off + p.off,
+                                p.len,
+                            );
+                        }
+                        let index = gpu.queue.submit([enc.finish()]);
+                        if next.peek().is_some() {
+                            let tx = mapped_tx.clone();
+                            let id = w.staging;
+                            buf.map_async(wgpu::MapMode::Write, .., move |r| {
+                                let _ = tx.send((id, r));
+                            });
+                            pending.push_back((id, index));
+                        }
+                    }
+                } else if next.peek().is_some() {
+                    // Every staging buffer is on its way through the GPU: wait for the
+                    // oldest (its map callback runs inside the poll).
+                    let Some((_, index)) = pending.front().cloned() else {
+                        return Err(EngineError::gpu("upload: no staging buffer to wait for"));
+                    };
+                    let t = Instant::now();
+                    gpu.device
+                        .poll(wgpu::PollType::Wait {
+                            submission_index: Some(index),
+                            timeout: None,
+                        })
+                        .map_err(|e| {
+                            EngineError::gpu(format!("upload: waiting for the GPU: {e}"))
+                        })?;
+                    stats.gpu_wait += t.elapsed();
+                } else {
+                    return Ok(());
+                }
+            }
+        })();
+        if result.is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+        stats.staging_buffers = staging.len();
+        // Dropping `work_tx` (end of scope) stops the workers; the scope joins them.
+        drop(work_tx);
+        result
+    })?;
+    Ok(stats)
+}
+
+/// Destination buffers created but not yet filled: what [`super::gpu_weights::GpuWeights::plan`] leaves for
+/// [`PendingUpload::stream`].
+pub struct PendingUpload<'a> {
+    pub(crate) jobs: Vec<Job<'a>>,
+}
+
+impl PendingUpload<'_> {
+    /// Fills every buffer of the planned weights (see the module doc). `progress` is
+    /// called on this thread each time a tensor is in staging memory. Returns once the
+    /// last copy is submitted: later GPU work is ordered after the copies.
+    ///
+    /// Errors: [`EngineError::Op`] for a tensor whose bytes do not match its shape,
+    /// [`EngineError::Gpu`] when mapping, a thread or the device fails.
+    pub fn stream(
+        self,
+        gpu: &GpuContext,
+        opts: &UploadOptions,
+        release: &(dyn Fn(&[u8]) + Sync),
+        progress: &mut dyn FnMut(UploadProgress),
+    ) -> Result<()> {
+        let t0 = Instant::now();
+        let stats = stream(gpu, &self.jobs, opts, release, progress)?;
+        let t = t0.elapsed().as_secs_f64();
+        let total: u64 = self.jobs.iter().map(|j| j.len).sum();
+        log::debug!(
+            "upload: fill {:.1} ms for {} buffers, {:.1} MiB ({:.2} GB/s; {} threads, {} waves \
+             through {} staging buffers; {:.1} ms blocked on the GPU)",
+            t * 1e3,
+            self.jobs.len(),
+            total as f64 / (1 << 20) as f64,
+            total as f64 / t.max(1e-9) / 1e9,
+            stats.threads,
+            stats.waves,
+            stats.staging_buffers,
+            stats.gpu_wait.as_secs_f64() * 1e3,
+        );
+        gpu.check_lost()
+    }
+}
