@@ -20,18 +20,8 @@ mkdir -p "$OUT" "$M"
 T0=$(date +%s)
 stamp() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 
-# Vulkan loader: unpack the carried debs unless the machine has one.
-if ! ldconfig -p | grep -q libvulkan; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-if ! "$BIN/rwkv" adapters 2>/dev/null | grep -q DiscreteGpu; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-"$BIN/rwkv" adapters
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
-export XDG_RUNTIME_DIR=$(mktemp -d); chmod 700 "$XDG_RUNTIME_DIR"
-export RWKV_CACHE=$OUT/cache
+# shellcheck source=scripts/gpu-env.sh
+source "$(dirname "$0")/gpu-env.sh"
 COMMIT=$(cat "$BIN/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 # web-rwkv's figures from its log, as JSON for `rwkv bench --peer`.

@@ -1,15 +1,17 @@
 // Matrix × matrix on cooperative matrices (tensor cores): y[t, row0 + n] (+)=
-// act(Σ_k W[n, k] x[t, k] + bias) for BM tokens × BN rows per workgroup (spec consts;
-// BM, BN multiples of 32). Per step of 32 in k, the workgroup decodes W's BN × 32 block
-// (`dec8`) and converts x's BM × 32 block into f16 tiles in workgroup memory (array<f16>:
-// the element type the NVIDIA driver compiles coopLoad from), double-buffered so one
-// barrier per step suffices; each subgroup of 32 multiplies a 32 × 32 block as 2 × 2
-// 16×16×16 f16 products accumulated in f32. The epilogue goes through a per-subgroup f32
-// tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part: each of KSPLIT workgroups
-// sums one slice of k and writes its raw tile to `part` ([KSPLIT][T][N]); the
-// `matmul_reduce` dispatch adds the slices and applies the epilogue (more workgroups
-// for products with few output tiles and a long k). Params and `finish` from
-// matmul_params.wgsl; `act` seen as vec4s; needs subgroups of exactly 32.
+// act(Σ_k W[n, k] x[t, k] + bias) for BM tokens × BN rows per workgroup (spec consts).
+// Each subgroup of 32 owns a WM × 32 block (WM = 32 or 64 tokens: 2 or 4 × 2 16×16×16 f16
+// products accumulated in f32); BM / WM × BN / 32 subgroups. Per step of 32 in k the
+// workgroup decodes W's BN × 32 block (`dec8`) and converts x's BM × 32 block into f16
+// tiles in workgroup memory (array<f16>: the element type the NVIDIA driver compiles
+// coopLoad from), double-buffered: a step first issues the products on the current
+// buffer and only then fills the other one, so the global loads of step s + 1 are in
+// flight while the tensor cores work on step s; one barrier per step. The epilogue goes
+// through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
+// each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
+// ([KSPLIT][T][N]); the `matmul_reduce` dispatch adds the slices and applies the
+// epilogue. Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs
+// subgroups of exactly 32.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -20,7 +22,7 @@
 const BK: u32 = 32u;
 const LD: u32 = 40u;                   // tile row stride in halves (80 bytes)
 const SGN: u32 = BN / 32u;             // subgroups across rows
-const NSG: u32 = (BM / 32u) * SGN;     // subgroups
+const NSG: u32 = (BM / WM) * SGN;      // subgroups
 const THREADS: u32 = 32u * NSG;
 const APT: u32 = BM * BK / THREADS;    // x values each thread converts per step
 const BPT: u32 = BN * BK / THREADS;    // weights each thread decodes per step
@@ -103,12 +105,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let ks = wid.x % KSPLIT;
     let sg = li / 32u;
     let lane = li % 32u;
-    let wm0 = (sg / SGN) * 32u;
+    let wm0 = (sg / SGN) * WM;
     let wn0 = (sg % SGN) * 32u;
+    // acc<i><j>: tokens wm0 + 16 i, rows wn0 + 16 j (i ≥ 2 only when WM = 64).
     var acc00: coop_mat16x16<f32, C>;
     var acc01: coop_mat16x16<f32, C>;
     var acc10: coop_mat16x16<f32, C>;
     var acc11: coop_mat16x16<f32, C>;
+    var acc20: coop_mat16x16<f32, C>;
+    var acc21: coop_mat16x16<f32, C>;
+    var acc30: coop_mat16x16<f32, C>;
+    var acc31: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
     let s0 = ks * steps / KSPLIT;
     let s1 = (ks + 1u) * steps / KSPLIT;
@@ -116,20 +123,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     for (var s = s0; s < s1; s++) {
         let buf = s & 1u;
-        if (s + 1u < s1) {
-            fill(buf ^ 1u, (s + 1u) * BK, li, m0, n0, t_count);
-        }
         let ab = buf * SA + wm0 * LD;
         let bb = buf * SB + wn0 * LD;
         for (var h = 0u; h < BK; h += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
             let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + h], LD);
             let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + 16u * LD + h], LD);
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
             acc11 = coopMultiplyAdd(a1, b1, acc11);
+            if (WM == 64u) {
+                let a2 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 32u * LD + h], LD);
+                let a3 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 48u * LD + h], LD);
+                acc20 = coopMultiplyAdd(a2, b0, acc20);
+                acc21 = coopMultiplyAdd(a2, b1, acc21);
+                acc30 = coopMultiplyAdd(a3, b0, acc30);
+                acc31 = coopMultiplyAdd(a3, b1, acc31);
+            }
+        }
+        // The other buffer was last read in step s - 1, before that step's barrier.
+        if (s + 1u < s1) {
+            fill(buf ^ 1u, (s + 1u) * BK, li, m0, n0, t_count);
         }
         workgroupBarrier();
     }
@@ -150,4 +166,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     coopStoreT(acc11, &sc[sg * 256u], 16u);
     workgroupBarrier();
     emit(sg, lane, tm + 16u, tn + 16u, t_count, ks);
+    workgroupBarrier();
+    if (WM == 64u) {
+        coopStoreT(acc20, &sc[sg * 256u], 16u);
+        workgroupBarrier();
+        emit(sg, lane, tm + 32u, tn, t_count, ks);
+        workgroupBarrier();
+        coopStoreT(acc21, &sc[sg * 256u], 16u);
+        workgroupBarrier();
+        emit(sg, lane, tm + 32u, tn + 16u, t_count, ks);
+        workgroupBarrier();
+        coopStoreT(acc30, &sc[sg * 256u], 16u);
+        workgroupBarrier();
+        emit(sg, lane, tm + 48u, tn, t_count, ks);
+        workgroupBarrier();
+        coopStoreT(acc31, &sc[sg * 256u], 16u);
+        workgroupBarrier();
+        emit(sg, lane, tm + 48u, tn + 16u, t_count, ks);
+        workgroupBarrier();
+    }
 }

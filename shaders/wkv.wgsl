@@ -1,12 +1,15 @@
 // The WKV-7 recurrence, token by token for each (head, sequence):
 //   S = S * diag(w) + (S (-kk)) (kk * a)^T + v k^T,   y = S r
 // S[i][j] pairs value index i with key index j (RWKV_x070 RNN mode; fixtures' layout).
-// Rows of S are independent: one workgroup of 64 × TPR per (head, sequence), TPR
-// threads per row i, each keeping NV = 16 / TPR vec4s of the row in registers and
-// summing its partial dot products with the row's other threads through subgroup
-// shuffles (TPR > 1). Tokens go in chunks of CH: the workgroup first copies the chunk's
-// r, w, k, kk, kk·a and v of its head into workgroup memory (coalesced, one barrier),
-// then steps through them reading only workgroup memory.
+// Rows of S are independent: one workgroup of RB × TPR threads per (block of RB rows of
+// a head, sequence), TPR threads per row i, each keeping NV = 16 / TPR vec4s of the row
+// in registers and summing its partial dot products with the row's other threads
+// through subgroup shuffles (TPR > 1). Tokens go in chunks of CH: the workgroup first
+// copies the chunk's r, w, k, kk, kk·a and v of its head into workgroup memory
+// (coalesced, one barrier), then steps through them reading only workgroup memory.
+// Every row reads all 64 columns of those vectors each token, so workgroup memory
+// bandwidth bounds a step: splitting a head's 64 rows over 64 / RB workgroups spreads
+// that traffic (and the sequential scan) over more SMs.
 
 struct Params {
     c: u32,
@@ -31,7 +34,8 @@ struct Params {
 
 const NV: u32 = 16u / TPR;
 const CH: u32 = 16u;
-const WG: u32 = 64u * TPR;
+const WG: u32 = RB * TPR;
+const BLOCKS: u32 = 64u / RB; // row blocks per head
 
 // The chunk's vectors of this head: [CH][16] vec4s each, v as [CH][64].
 var<workgroup> cr: array<vec4<f32>, 256>;
@@ -43,7 +47,7 @@ var<workgroup> cv: array<vec4<f32>, 256>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let h = wid.x;
+    let h = wid.x / BLOCKS;
     let b = wid.y;
     if (b >= d.n_seqs) {
         return; // uniform per workgroup
@@ -51,7 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let start = tmeta[d.off_seqs + 4u * b];
     let len = tmeta[d.off_seqs + 4u * b + 1u];
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
-    let i = li / TPR;       // row of S (value index) within the head
+    let i = (wid.x % BLOCKS) * RB + li / TPR; // row of S (value index) within the head
     let q = li % TPR;       // which NV vec4s of the row
     let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
     var s: array<vec4<f32>, NV>;

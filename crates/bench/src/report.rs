@@ -48,6 +48,10 @@ pub struct ModelFacts {
     /// Encodings on the GPU with tensor counts, e.g. `["25×Q4_K", "24×F16"]`.
     pub types: Vec<String>,
     pub file_bytes: u64,
+    /// First 16 hex digits of the file's SHA-256, where the run was given it (the same
+    /// file as the peers': `rwkv bench --file-sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// One benchmark run. The flat keys are the stable interface every script reads.
@@ -69,6 +73,10 @@ pub struct BenchReport {
     pub load_ms: f64,
     /// After dropping the file's pages (posix_fadvise DONTNEED), ms; null where not allowed.
     pub load_cold_ms: Option<f64>,
+    /// Call → GPU-ready in a fresh process with empty pipeline caches (the driver's and
+    /// ours): what a new user's first run pays, ms (`rwkv bench --first-run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_first_run_ms: Option<f64>,
     pub ttft_ms: f64,
     /// Prompt length → median prefill tok/s.
     pub prefill_tok_s: BTreeMap<String, f64>,

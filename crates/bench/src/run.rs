@@ -319,6 +319,7 @@ pub fn run(
                 .map(|(t, n)| format!("{n}×{t}"))
                 .collect(),
             file_bytes: info.file_bytes,
+            sha256: None,
         },
         adapter: info.adapter.name.clone(),
         backend: info.adapter.backend.clone(),
@@ -330,6 +331,7 @@ pub fn run(
         command: opts.command.clone(),
         load_ms: figures.get("load_ms").map_or(0.0, |f| f.median),
         load_cold_ms,
+        load_first_run_ms: None,
         ttft_ms: figures.get("ttft_ms").map_or(0.0, |f| f.median),
         prefill_tok_s,
         decode_tok_s: figures.get("decode_tok_s").map_or(0.0, |f| f.median),

@@ -55,6 +55,42 @@ pub struct BenchArgs {
     /// Commit to record (default: `git rev-parse --short HEAD`).
     #[arg(long)]
     pub commit: Option<String>,
+    /// Also time a first run: `rwkv generate` in a fresh process with empty pipeline
+    /// caches (the NVIDIA driver's shader cache and Mesa's pointed at a new empty folder),
+    /// recorded as `load_first_run_ms`.
+    #[arg(long)]
+    pub first_run: bool,
+    /// The model file's SHA-256 prefix to record (the same file the peers ran on).
+    #[arg(long)]
+    pub file_sha256: Option<String>,
+}
+
+/// Call → ready of `rwkv generate` in a child process whose shader caches start empty,
+/// ms (read from its "ready in N ms" line).
+fn first_run_load_ms(model: &crate::common::ModelArgs) -> anyhow::Result<f64> {
+    let dir = std::env::temp_dir().join(format!("rwkv-first-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args(["generate", "--prompt", "The", "-n", "1", "--model"])
+        .arg(&model.model)
+        .env("__GL_SHADER_DISK_CACHE_PATH", &dir)
+        .env("MESA_SHADER_CACHE_DIR", &dir)
+        .env("RWKV_PIPELINE_CACHE", &dir)
+        .env("XDG_CACHE_HOME", &dir);
+    if let Some(a) = &model.adapter {
+        cmd.args(["--adapter", a]);
+    }
+    let out = cmd.output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("ready in ")?;
+            rest.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .ok_or_else(|| {
+            anyhow::anyhow!("first-run load: no \"ready in\" line from rwkv generate: {err}")
+        })
 }
 
 fn git_commit() -> String {
@@ -93,6 +129,10 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if a.first_run {
+        report.load_first_run_ms = Some(first_run_load_ms(&a.model)?);
+    }
+    report.model.sha256 = a.file_sha256.clone();
     print_report(&report);
     let json = serde_json::to_string_pretty(&report)?;
     if let Some(p) = &a.json {
@@ -186,6 +226,9 @@ fn print_report(r: &BenchReport) {
         r.load_cold_ms
             .map_or("n/a".into(), |v| format!("{v:.1} ms"))
     );
+    if let Some(v) = r.load_first_run_ms {
+        println!("load      {v:.1} ms on a first run (fresh process, empty shader caches)");
+    }
     println!("TTFT      {:.1} ms{}", r.ttft_ms, f("ttft_ms"));
     for (k, v) in &r.prefill_tok_s {
         println!(

@@ -7,6 +7,7 @@ mod cmd_eval;
 mod cmd_fields;
 mod cmd_generate;
 mod cmd_inspect;
+mod cmd_kernels;
 mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
@@ -35,6 +36,9 @@ enum Command {
     Bench(cmd_bench::BenchArgs),
     /// GPU time of every dispatch of one forward pass.
     Profile(cmd_bench::ProfileArgs),
+    /// Kernel microbenchmark: GB/s of the decode and TFLOP/s of the prefill matrix kernels
+    /// per encoding and shape, the per-dispatch floor, the WKV scan.
+    Kernels(cmd_kernels::KernelsArgs),
     /// Embed texts (hidden state after ln_out, no head) in one batched pass.
     Embed(cmd_embed::EmbedArgs),
     /// Save, load, inspect and export document states (.rwkvstate).
@@ -90,6 +94,7 @@ fn main() -> anyhow::Result<()> {
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Profile(a) => cmd_bench::profile(a),
+        Command::Kernels(a) => cmd_kernels::run(a),
         Command::Embed(a) => cmd_embed::run(a),
         Command::State(a) => cmd_state::run(a),
         Command::Fields(a) => cmd_fields::run(a),

@@ -10,6 +10,7 @@ pub mod api;
 pub mod error;
 pub mod format;
 pub mod gpu;
+pub mod kernel_bench;
 pub mod model;
 pub mod npy;
 pub mod ops;

@@ -4,5 +4,6 @@
 pub mod buffer;
 pub mod context;
 pub mod pipeline;
+pub mod pipeline_cache;
 
 pub use context::{AdapterChoice, GpuContext, GpuFeatures};

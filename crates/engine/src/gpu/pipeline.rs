@@ -3,9 +3,6 @@
 //! Shader sources live in `shaders/<op>.wgsl`; shared snippets (byte access, the decode
 //! of each weight encoding) are prepended by [`shader_source`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use crate::error::{EngineError, Result};
 use crate::format::DType;
 use crate::gpu::GpuContext;
@@ -303,78 +300,12 @@ pub fn gpu_native(dtype: DType) -> bool {
 
 /// Whether shaders may be built without wgpu's runtime bounds checks: on Vulkan (where
 /// robust buffer access stands behind them) unless `RWKV_CHECKED_SHADERS` is set.
-fn unchecked_ok(ctx: &GpuContext) -> bool {
+pub(crate) fn unchecked_ok(ctx: &GpuContext) -> bool {
     ctx.adapter.get_info().backend == wgpu::Backend::Vulkan
         && std::env::var_os("RWKV_CHECKED_SHADERS").is_none()
 }
 
-/// Pipelines by key; compiled on first use, shared afterwards.
-#[derive(Default)]
-pub struct PipelineCache {
-    map: Mutex<HashMap<PipelineKey, Arc<wgpu::ComputePipeline>>>,
-}
-
-impl PipelineCache {
-    /// The pipeline for `key`, compiling it (inside a validation error scope) if needed.
-    ///
-    /// Errors: [`EngineError::Op`] carrying the shader compiler's message.
-    pub fn get(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<wgpu::ComputePipeline>> {
-        if let Ok(map) = self.map.lock() {
-            if let Some(p) = map.get(key) {
-                return Ok(p.clone());
-            }
-        }
-        let src = shader_source(key)?;
-        let label = format!(
-            "{}{}",
-            key.op,
-            key.dtype.map(|d| format!("[{d}]")).unwrap_or_default()
-        );
-        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let desc = wgpu::ShaderModuleDescriptor {
-            label: Some(&label),
-            source: wgpu::ShaderSource::Wgsl(src.into()),
-        };
-        let module = if unchecked_ok(ctx) {
-            // SAFETY: wgpu's own bounds checks (a clamp or test on every storage access,
-            // measured at 30–50 % of a matrix kernel's time on NVIDIA) are left out. On
-            // Vulkan the driver's robustBufferAccess, which wgpu turns on, still keeps every
-            // access inside its binding; the engine's shaders index only within the
-            // regions their ops check on the host (op tests cover every kernel), and
-            // every loop is bounded by a uniform count.
-            unsafe {
-                ctx.device
-                    .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
-            }
-        } else {
-            ctx.device.create_shader_module(desc)
-        };
-        let pipeline = ctx
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(&label),
-                layout: None,
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: &[],
-                    zero_initialize_workgroup_memory: false,
-                },
-                cache: None,
-            });
-        if let Some(err) = pollster::block_on(scope.pop()) {
-            return Err(EngineError::Op {
-                op: key.op,
-                what: format!("shader `{label}` failed to compile: {err}"),
-            });
-        }
-        let p = Arc::new(pipeline);
-        if let Ok(mut map) = self.map.lock() {
-            map.insert(key.clone(), p.clone());
-        }
-        Ok(p)
-    }
-}
+pub use crate::gpu::pipeline_cache::{Pipeline, PipelineCache};
 
 #[cfg(test)]
 mod tests {
@@ -407,7 +338,7 @@ mod tests {
                     dtype: Some(d),
                     spec: vec![("OUT_SEP", sep)],
                 });
-                for (bm, bn) in crate::ops::matmul::COOP_TILES {
+                for (bm, bn, wm) in crate::ops::matmul::COOP_TILES {
                     for ks in [1, 4] {
                         if sep == 1 && ks > 1 {
                             continue;
@@ -415,7 +346,13 @@ mod tests {
                         keys.push(PipelineKey {
                             op: "matmul_coop",
                             dtype: Some(d),
-                            spec: vec![("OUT_SEP", sep), ("BM", bm), ("BN", bn), ("KSPLIT", ks)],
+                            spec: vec![
+                                ("OUT_SEP", sep),
+                                ("BM", bm),
+                                ("BN", bn),
+                                ("WM", wm),
+                                ("KSPLIT", ks),
+                            ],
                         });
                     }
                 }
@@ -441,13 +378,18 @@ mod tests {
             }
         }
         for tpr in [1, 4] {
-            for op in ["wkv", "wkv_fused"] {
+            for rb in [8, 16, 64] {
                 keys.push(PipelineKey {
-                    op,
+                    op: "wkv",
                     dtype: None,
-                    spec: vec![("TPR", tpr)],
+                    spec: vec![("TPR", tpr), ("RB", rb)],
                 });
             }
+            keys.push(PipelineKey {
+                op: "wkv_fused",
+                dtype: None,
+                spec: vec![("TPR", tpr)],
+            });
         }
         keys.push(PipelineKey {
             op: "matmul_reduce",
@@ -465,9 +407,34 @@ mod tests {
             let src = shader_source(&key).unwrap();
             let module = naga::front::wgsl::parse_str(&src)
                 .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&src)));
-            Validator::new(ValidationFlags::all(), caps)
+            let info = Validator::new(ValidationFlags::all(), caps)
                 .validate(&module)
                 .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&src)));
+            // The layout the cache builds from the declarations is the one wgpu would
+            // derive from the shader: every declared binding is used, with its access.
+            let ep = info.get_entry_point(0);
+            let mut used: Vec<(u32, Option<bool>)> = module
+                .global_variables
+                .iter()
+                .filter(|(h, _)| !ep[*h].is_empty())
+                .filter_map(|(_, g)| {
+                    let b = g.binding.as_ref()?;
+                    let access = match g.space {
+                        naga::AddressSpace::Uniform => None,
+                        naga::AddressSpace::Storage { access } => {
+                            Some(!access.contains(naga::StorageAccess::STORE))
+                        }
+                        _ => return None,
+                    };
+                    Some((b.binding, access))
+                })
+                .collect();
+            used.sort_by_key(|e| e.0);
+            assert_eq!(
+                crate::gpu::pipeline_cache::declared_bindings(&src),
+                used,
+                "{key:?}: declared bindings differ from the ones the shader uses"
+            );
         }
     }
 }

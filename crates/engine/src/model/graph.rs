@@ -630,6 +630,9 @@ impl Graph {
                 &args,
             )?);
         }
+        // The pipelines compile on worker threads while the graph is built (and the
+        // weights upload): the graph is ready once every compile is done.
+        pipelines.finish()?;
         Ok(Graph {
             t_cap,
             r_cap,
@@ -687,8 +690,8 @@ impl Graph {
                     end_of_pass_write_index: Some(2 * i as u32 + 1),
                 }),
             });
-            if let Some((x, y, z)) = n.grid.size(&dims) {
-                pass.set_pipeline(&n.pipeline);
+            if let (Some((x, y, z)), Ok(pipeline)) = (n.grid.size(&dims), n.pipeline.wait()) {
+                pass.set_pipeline(&pipeline);
                 pass.set_bind_group(0, &n.bind_group, &[]);
                 pass.dispatch_workgroups(x, y, z);
             }

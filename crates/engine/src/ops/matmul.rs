@@ -178,10 +178,11 @@ fn build(
     let mut reduce = None;
     let mut node = if cx.gpu.features.coopmat {
         // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
-        let (bm, bn) = coop_tile(n_out, m.n_in as u32);
+        let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
         let ks = split.map_or(1, |s| s.1);
         let mut k = key("matmul_coop");
-        k.spec.extend([("BM", bm), ("BN", bn), ("KSPLIT", ks)]);
+        k.spec
+            .extend([("BM", bm), ("BN", bn), ("WM", wm), ("KSPLIT", ks)]);
         let mut res = bind(false);
         if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
@@ -287,26 +288,38 @@ fn build(
     Ok((node, reduce))
 }
 
-/// Tile shapes (tokens × rows) of `matmul_coop`.
-pub const COOP_TILES: [(u32, u32); 3] = [(64, 128), (128, 64), (32, 64)];
+/// Tile shapes of `matmul_coop`: (BM tokens, BN rows, WM tokens per subgroup).
+pub const COOP_TILES: [(u32, u32, u32); 3] = [(128, 128, 64), (64, 128, 32), (32, 64, 32)];
 
-/// The `matmul_coop` tile for `n` output rows and depth `k`. The weights are decoded
-/// once per BM tokens, which dominates: on an H100, 64 × 128 ran the N = C and N = 4C
-/// products 1.7× faster than 32 × 128 (despite twice fewer workgroups); 32 × 64 for the
+/// Workgroup memory of a `matmul_coop` tile in bytes: two f16 x and W tiles of stride 40
+/// halves, and one 16 × 16 f32 tile per subgroup.
+pub fn coop_tile_bytes((bm, bn, wm): (u32, u32, u32)) -> u32 {
+    2 * (bm + bn) * 40 * 2 + (bm / wm) * (bn / 32) * 1024
+}
+
+/// The `matmul_coop` tile for `n` output rows on a device with `wg_bytes` of workgroup
+/// memory. The weights are decoded once per BM tokens and each subgroup's products per
+/// tile load grow with its block, so the largest tile that fits wins for the N = C and
+/// N = 4C products (the 128 × 128 block with 64 × 32 per subgroup is what reached
+/// 118–144 TFLOP/s on an H100 in ../shared/anchor/wgpu-coopmat-probe); 32 × 64 for the
 /// low-rank products. `RWKV_COOP_TILE=BMxBN` (one of `COOP_TILES`) overrides it for
 /// tuning runs.
-fn coop_tile(n: u32, k: u32) -> (u32, u32) {
+fn coop_tile(n: u32, wg_bytes: u32) -> (u32, u32, u32) {
+    let fits = |t: &&(u32, u32, u32)| coop_tile_bytes(**t) <= wg_bytes;
     let forced = std::env::var("RWKV_COOP_TILE").ok().and_then(|v| {
         let (m, n) = v.split_once('x')?;
-        let t = (m.parse().ok()?, n.parse().ok()?);
-        COOP_TILES.contains(&t).then_some(t)
+        let (m, n): (u32, u32) = (m.parse().ok()?, n.parse().ok()?);
+        COOP_TILES
+            .iter()
+            .filter(fits)
+            .find(|t| t.0 == m && t.1 == n)
+            .copied()
     });
+    let small = COOP_TILES[2];
     match forced {
         Some(t) if n >= 1024 => t,
-        // k longer than n (the FFN value product): 128 × 64 measured 12 % faster.
-        _ if n >= 1024 && k > n => COOP_TILES[1],
-        _ if n >= 1024 => COOP_TILES[0],
-        _ => COOP_TILES[2],
+        _ if n >= 1024 => COOP_TILES[..2].iter().find(fits).copied().unwrap_or(small),
+        _ => small,
     }
 }
 
@@ -624,6 +637,34 @@ mod tests {
                 check(dtype, &bytes, &wd, n, k, t, Act::ReluSq, true);
                 check(dtype, &bytes, &wd, n, k, t, Act::None, false);
             }
+        }
+    }
+
+    /// More rows than the largest tensor-core tile (1,100: a ragged 128-row tile) and
+    /// 130 / 200 tokens (ragged 128-token tiles), F16 and Q4_K, with and without the
+    /// residual add: every tile shape's edges (on adapters without cooperative matrices,
+    /// the plain tiled kernel's).
+    #[test]
+    fn large_tiles_with_ragged_edges() {
+        let (n, k) = (1100, 256);
+        let w = rand_vec(45, n * k, 0.3);
+        let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+        let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+        let mut q4f = vec![0f32; n * k];
+        crate::quant::dequantize(DType::Q4_K, &q4, &mut q4f).unwrap();
+        for t in [130, 200] {
+            check(
+                DType::F16,
+                bytemuck::cast_slice(&w16),
+                &w16f,
+                n,
+                k,
+                t,
+                Act::None,
+                true,
+            );
+            check(DType::Q4_K, &q4, &q4f, n, k, t, Act::ReluSq, false);
         }
     }
 

@@ -101,7 +101,7 @@ impl Grid {
 pub struct Node {
     pub op: &'static str,
     pub layer: Option<usize>,
-    pub pipeline: Arc<wgpu::ComputePipeline>,
+    pub pipeline: Arc<crate::gpu::pipeline::Pipeline>,
     pub bind_group: wgpu::BindGroup,
     pub grid: Grid,
     /// Keeps the params uniform alive as long as the bind group.
@@ -179,13 +179,13 @@ impl Ctx<'_> {
                 resource,
             });
         }
-        let layout = pipeline.get_bind_group_layout(0);
+        let layout = pipeline.bind_group_layout();
         let bind_group = self
             .gpu
             .device
             .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(op),
-                layout: &layout,
+                layout,
                 entries: &entries,
             });
         Ok(Node {
@@ -205,7 +205,11 @@ pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
     for n in nodes {
         let n = n.pick(dims);
         if let Some((x, y, z)) = n.grid.size(dims) {
-            pass.set_pipeline(&n.pipeline);
+            let Ok(pipeline) = n.pipeline.wait() else {
+                // A failed compile was reported when the graph was built.
+                continue;
+            };
+            pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &n.bind_group, &[]);
             pass.dispatch_workgroups(x, y, z);
         }

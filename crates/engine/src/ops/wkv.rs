@@ -31,6 +31,18 @@ pub fn threads_per_row(cx: &Ctx) -> u32 {
     }
 }
 
+/// Rows of S per workgroup for `heads` heads: a head's 64 rows split over 64 / RB
+/// workgroups so that a pass of one sequence still spreads over many SMs (each step reads
+/// every column vector from workgroup memory once per row, which bounds the scan).
+/// `RWKV_WKV_ROWS` (8, 16, 32 or 64) overrides it for tuning runs.
+pub fn rows_per_workgroup(heads: u32) -> u32 {
+    let forced = std::env::var("RWKV_WKV_ROWS")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|r| [8, 16, 32, 64].contains(r));
+    forced.unwrap_or(if heads >= 32 { 16 } else { 8 })
+}
+
 /// `S = S diag(w) + (S(-kk))(kk·a)^T + v k^T; y = S r` per head, over each sequence's
 /// tokens in order; S read from and written back to the sequence's state slot.
 pub fn wkv(
@@ -40,6 +52,19 @@ pub fn wkv(
     meta: &wgpu::Buffer,
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
+) -> Result<Node> {
+    wkv_rows(cx, layer, a, meta, state, act, rows_per_workgroup(a.c / 64))
+}
+
+/// [`wkv`] with `rb` rows of S per workgroup (8, 16, 32 or 64).
+fn wkv_rows(
+    cx: &Ctx,
+    layer: Option<usize>,
+    a: &WkvArgs,
+    meta: &wgpu::Buffer,
+    state: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    rb: u32,
 ) -> Result<Node> {
     if a.c % 64 != 0 {
         return Err(op_err(
@@ -68,7 +93,7 @@ pub fn wkv(
     let key = PipelineKey {
         op: "wkv",
         dtype: None,
-        spec: vec![("TPR", tpr)],
+        spec: vec![("TPR", tpr), ("RB", rb)],
     };
     cx.node(
         "wkv",
@@ -77,7 +102,7 @@ pub fn wkv(
         a,
         &[meta, state, act],
         Grid::Tiles {
-            x: a.c / 64,
+            x: a.c / 64 * (64 / rb),
             count: crate::ops::Count::Seqs,
             per_y: 1,
         },
@@ -112,16 +137,20 @@ mod tests {
     use crate::ops::Dims;
 
     /// Two sequences (lengths 19 and 2) in slots 1 and 0, two heads, random initial state;
-    /// with subgroups (4 threads per row of S) and without (1).
+    /// with subgroups (4 threads per row of S) and without (1), a head's rows in one
+    /// workgroup and split over eight.
     #[test]
     fn matches_cpu_reference() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
-        check_on(gpu());
-        check_on(std::sync::Arc::new(plain));
+        let plain = std::sync::Arc::new(plain);
+        for rb in [64, 8] {
+            check_on(gpu(), rb);
+            check_on(plain.clone(), rb);
+        }
     }
 
-    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>) {
+    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>, rb: u32) {
         // The first sequence spans two chunks of the kernel (CH = 16 tokens).
         let (l0, l1) = (19usize, 2usize);
         let (c, t) = (128usize, l0 + l1);
@@ -180,13 +209,14 @@ mod tests {
             slot_len: slot_len as u32,
             _p: [0; 2],
         };
-        let node = wkv(
+        let node = wkv_rows(
             &h.ctx(),
             None,
             &args,
             &h.u32_buf(&meta),
             &state_buf,
             &act_buf,
+            rb,
         )
         .unwrap();
         h.run(&[node]);
@@ -205,7 +235,7 @@ mod tests {
                     // Recurrence in f32 on both sides, differing summation order only.
                     assert!(
                         max_abs(&y[o..o + 64], &want_y) < 1e-4,
-                        "token {ti} head {hd}"
+                        "token {ti} head {hd} rb {rb}"
                     );
                 }
             }

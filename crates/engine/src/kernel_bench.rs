@@ -1,0 +1,363 @@
+//! Kernel microbenchmark: each matrix kernel's distance to its limit, one command away
+//! (`rwkv kernels`).
+//!
+//! For every encoding (F16, Q8_0, Q4_K, Q6_K) × shape (rows × K: the 2.9B model's
+//! 2560×2560 attention products, 10240×2560 channel-mix key, 2560×10240 channel-mix value
+//! and the 65536×2560 head) it times
+//! - **decode**: the matrix × vector kernel at T = 1, as effective bandwidth (encoded weight
+//!   bytes / time, GB/s) against the device's memory bandwidth;
+//! - **prefill**: the tiled kernel (tensor cores where the adapter has them) at T = 512, as
+//!   TFLOP/s (2·rows·K·T / time);
+//!
+//! plus the per-dispatch floor (a chain of dispatches of a 32 × 32 product) and the WKV
+//! scan at T = 512 for 12 and 40 heads. Each figure is the median of `repeats` compute
+//! passes of `chain` back-to-back dispatches of the same node (each writing what the next
+//! reads, so the driver orders them as in a forward pass), timed with GPU timestamps at
+//! the pass boundaries. Weights are seeded random values quantized by this crate's
+//! reference quantizers (`quant`), never zeros.
+
+use std::time::Instant;
+
+use crate::error::{EngineError, Result};
+use crate::format::DType;
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{buffer, GpuContext};
+use crate::ops::matmul::{matmul, Act, MatmulArgs};
+use crate::ops::wkv::{wkv, WkvArgs};
+use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct KernelBenchOptions {
+    /// Encodings of the matrix kernels.
+    pub dtypes: Vec<DType>,
+    /// Shapes as (rows N, K).
+    pub shapes: Vec<(usize, usize)>,
+    /// Tokens of the prefill figure.
+    pub prefill_tokens: usize,
+    /// Dispatches per timed pass.
+    pub chain: usize,
+    /// Timed passes (the median is reported), after one warm-up pass.
+    pub repeats: usize,
+    /// Lanes per row of the decode kernel to try besides the engine's choice (tuning:
+    /// each is timed as `matvec/L<lanes>` through `RWKV_MV_LANES`).
+    pub mv_lanes: Vec<u32>,
+}
+
+impl Default for KernelBenchOptions {
+    fn default() -> Self {
+        KernelBenchOptions {
+            dtypes: vec![DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K],
+            shapes: vec![(2560, 2560), (10240, 2560), (2560, 10240), (65536, 2560)],
+            prefill_tokens: 512,
+            chain: 20,
+            repeats: 5,
+            mv_lanes: Vec::new(),
+        }
+    }
+}
+
+/// One measured kernel.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelFigure {
+    /// `matvec`, `matmul_coop` / `matmul` (whichever the pass picks), `floor`, `wkv`.
+    pub kernel: String,
+    pub dtype: Option<String>,
+    /// Rows × K of the product, or heads for `wkv`.
+    pub shape: String,
+    /// Tokens in the pass.
+    pub tokens: usize,
+    /// Median GPU time of one dispatch, µs.
+    pub us: f64,
+    /// Encoded weight bytes over time (decode figures), GB/s.
+    pub gb_s: Option<f64>,
+    /// 2·N·K·T over time (prefill figures), TFLOP/s.
+    pub tflop_s: Option<f64>,
+}
+
+/// Runs the microbenchmark on `gpu`, calling `progress` with a line per figure.
+///
+/// Errors: [`EngineError::Gpu`] when the adapter has no timestamp queries; GPU errors.
+pub fn run(
+    gpu: &GpuContext,
+    opts: &KernelBenchOptions,
+    progress: &mut dyn FnMut(&KernelFigure),
+) -> Result<Vec<KernelFigure>> {
+    if !gpu.features.timestamp {
+        return Err(EngineError::gpu(format!(
+            "{} has no timestamp queries: no kernel timings",
+            gpu.summary.name
+        )));
+    }
+    let pipelines = PipelineCache::default();
+    let mut out = Vec::new();
+    let mut push = |f: KernelFigure, out: &mut Vec<KernelFigure>| {
+        progress(&f);
+        out.push(f);
+    };
+    // The per-dispatch floor: a tiny product, so the time is the launch and the barrier.
+    let f = time_product(gpu, &pipelines, DType::F16, 32, 32, 1, opts)?;
+    push(
+        KernelFigure {
+            kernel: "floor".into(),
+            gb_s: None,
+            tflop_s: None,
+            ..f
+        },
+        &mut out,
+    );
+    for &dtype in &opts.dtypes {
+        for &(n, k) in &opts.shapes {
+            for t in [1, opts.prefill_tokens] {
+                match time_product(gpu, &pipelines, dtype, n, k, t, opts) {
+                    Ok(f) => push(f, &mut out),
+                    Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
+                }
+            }
+            for &lanes in &opts.mv_lanes {
+                // The lanes knob is read when a node is built (single-threaded CLI).
+                std::env::set_var("RWKV_MV_LANES", lanes.to_string());
+                let r = time_product(gpu, &pipelines, dtype, n, k, 1, opts);
+                std::env::remove_var("RWKV_MV_LANES");
+                match r {
+                    Ok(f) => push(
+                        KernelFigure {
+                            kernel: format!("matvec/L{lanes}"),
+                            ..f
+                        },
+                        &mut out,
+                    ),
+                    Err(e) => log::warn!("kernel bench {dtype} {n}x{k} lanes {lanes}: {e}"),
+                }
+            }
+        }
+    }
+    for heads in [12usize, 40] {
+        push(time_wkv(gpu, &pipelines, heads, opts)?, &mut out);
+    }
+    Ok(out)
+}
+
+/// Seeded uniform values in [-scale, scale).
+fn rand_vec(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(-scale..scale)).collect()
+}
+
+/// A seeded random `[n, k]` matrix in `dtype`: 64 quantized rows repeated (the timing
+/// depends on the bytes moved, not on their values).
+fn matrix_bytes(dtype: DType, n: usize, k: usize) -> Result<Vec<u8>> {
+    let base_rows = n.min(64);
+    let w = rand_vec(7, base_rows * k, 0.5);
+    let base: Vec<u8> = match dtype {
+        DType::F16 => bytemuck::cast_slice(&crate::quant::quantize_f16(&w)).to_vec(),
+        DType::Q8_0 => bytemuck::cast_slice(&crate::quant::quantize_q8_0(&w)).to_vec(),
+        DType::Q4_K => bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec(),
+        DType::Q6_K => bytemuck::cast_slice(&crate::quant::quantize_q6_k_rtn(&w)).to_vec(),
+        other => {
+            return Err(EngineError::invalid(format!(
+                "kernel bench: no encoder for {other}"
+            )))
+        }
+    };
+    let row = base.len() / base_rows;
+    let mut bytes = Vec::with_capacity(row * n);
+    while bytes.len() < row * n {
+        let take = (row * n - bytes.len()).min(base.len());
+        bytes.extend_from_slice(&base[..take]);
+    }
+    Ok(bytes)
+}
+
+/// Times `y = W x` for `t` tokens (x `[t, k]`, y `[t, n]` in one activation buffer).
+fn time_product(
+    gpu: &GpuContext,
+    pipelines: &PipelineCache,
+    dtype: DType,
+    n: usize,
+    k: usize,
+    t: usize,
+    opts: &KernelBenchOptions,
+) -> Result<KernelFigure> {
+    let bytes = matrix_bytes(dtype, n, k)?;
+    if bytes.len() as u64 > gpu.max_binding() {
+        return Err(EngineError::invalid(format!(
+            "{} bytes exceed one binding ({})",
+            bytes.len(),
+            gpu.max_binding()
+        )));
+    }
+    let dims = Dims {
+        n_tokens: t as u32,
+        n_seqs: 1,
+        ..Default::default()
+    };
+    let dims_buf = buffer::uniform(gpu, "dims", &dims);
+    let cx = Ctx {
+        gpu,
+        pipelines,
+        dims: &dims_buf,
+    };
+    let m = GpuMatrix {
+        name: format!("bench {dtype} {n}x{k}"),
+        buffer: buffer::storage_init(gpu, "bench.w", &bytes)?,
+        offset: 0,
+        dtype,
+        row0: 0,
+        n_out: n,
+        n_in: k,
+        row_bytes: bytes.len() / n,
+    };
+    let x = rand_vec(8, t * k, 1.0);
+    let mut host = x;
+    host.resize(t * k + t * n, 0.0);
+    let act = buffer::storage_init(gpu, "bench.act", bytemuck::cast_slice(&host))?;
+    let vecs = buffer::storage_init(gpu, "bench.vecs", &[0u8; 16])?;
+    let args = MatmulArgs {
+        x_off: 0,
+        x_stride: k,
+        y_off: t * k,
+        y_stride: n,
+        act: Act::None,
+        // y += W x: every dispatch reads what the previous one wrote.
+        accumulate: true,
+        bias_off: None,
+        rows: Count::Tokens,
+    };
+    let node = matmul(&cx, "bench", None, &m, &vecs, &act, None, &args)?;
+    let us = time_chain(gpu, &node, &dims, opts)?;
+    let s = us * 1e-6;
+    let decode = t <= crate::ops::matmul::SMALL_T as usize;
+    let kernel = if decode {
+        "matvec"
+    } else if gpu.features.coopmat {
+        "matmul_coop"
+    } else {
+        "matmul"
+    };
+    Ok(KernelFigure {
+        kernel: kernel.to_string(),
+        dtype: Some(dtype.to_string()),
+        shape: format!("{n}x{k}"),
+        tokens: t,
+        us,
+        gb_s: decode.then(|| bytes.len() as f64 / s / 1e9),
+        tflop_s: (!decode).then(|| 2.0 * (n * k * t) as f64 / s / 1e12),
+    })
+}
+
+/// Times the WKV scan over `prefill_tokens` tokens of one sequence with `heads` heads.
+fn time_wkv(
+    gpu: &GpuContext,
+    pipelines: &PipelineCache,
+    heads: usize,
+    opts: &KernelBenchOptions,
+) -> Result<KernelFigure> {
+    let (c, t) = (heads * 64, opts.prefill_tokens);
+    let dims = Dims {
+        n_tokens: t as u32,
+        n_seqs: 1,
+        off_seqs: 0,
+        ..Default::default()
+    };
+    let dims_buf = buffer::uniform(gpu, "dims", &dims);
+    let cx = Ctx {
+        gpu,
+        pipelines,
+        dims: &dims_buf,
+    };
+    let n = t * c;
+    let mut host = rand_vec(9, 7 * n, 0.5);
+    // Decays in (0, 1) so the state stays bounded over repeats.
+    host[n..2 * n].iter_mut().for_each(|w| *w = 0.75 + 0.2 * *w);
+    let act = buffer::storage_init(gpu, "bench.act", bytemuck::cast_slice(&host))?;
+    let slot_len = heads * 64 * 64;
+    let state = buffer::storage(gpu, "bench.state", (slot_len * 4) as u64);
+    let meta = buffer::storage_init(
+        gpu,
+        "bench.meta",
+        bytemuck::cast_slice(&[0u32, t as u32, 0, 0]),
+    )?;
+    let a = WkvArgs {
+        c: c as u32,
+        r_off: 0,
+        w_off: n as u32,
+        k_off: 2 * n as u32,
+        v_off: 3 * n as u32,
+        kk_off: 4 * n as u32,
+        a_off: 5 * n as u32,
+        y_off: 6 * n as u32,
+        state_off: 0,
+        slot_len: slot_len as u32,
+        _p: [0; 2],
+    };
+    let node = wkv(&cx, None, &a, &meta, &state, &act)?;
+    let us = time_chain(gpu, &node, &dims, opts)?;
+    Ok(KernelFigure {
+        kernel: "wkv".into(),
+        dtype: None,
+        shape: format!("{heads} heads"),
+        tokens: t,
+        us,
+        gb_s: None,
+        tflop_s: None,
+    })
+}
+
+/// Median over `opts.repeats` passes of the GPU time of one dispatch in a chain of
+/// `opts.chain` dispatches of `node`, µs.
+fn time_chain(
+    gpu: &GpuContext,
+    node: &Node,
+    dims: &Dims,
+    opts: &KernelBenchOptions,
+) -> Result<f64> {
+    let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+        label: Some("kernel_bench"),
+        ty: wgpu::QueryType::Timestamp,
+        count: 2,
+    });
+    let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("kernel_bench.resolve"),
+        size: 16,
+        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let period = gpu.queue.get_timestamp_period() as f64;
+    let mut times = Vec::with_capacity(opts.repeats);
+    let t0 = Instant::now();
+    for rep in 0..=opts.repeats {
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("kernel_bench"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &qs,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
+            for _ in 0..opts.chain {
+                crate::ops::encode(&mut pass, std::slice::from_ref(node), dims);
+            }
+        }
+        enc.resolve_query_set(&qs, 0..2, &resolve, 0);
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        let mut raw = [0u8; 16];
+        buffer::read_bytes(gpu, &resolve, 0, 16, &mut raw)?;
+        let ticks: [u64; 2] = bytemuck::cast(raw);
+        if rep > 0 {
+            let ns = ticks[1].saturating_sub(ticks[0]) as f64 * period;
+            times.push(ns / 1e3 / opts.chain as f64);
+        }
+    }
+    log::debug!(
+        "kernel bench: {} passes in {:?}",
+        opts.repeats + 1,
+        t0.elapsed()
+    );
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
