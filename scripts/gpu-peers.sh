@@ -37,7 +37,7 @@ stamp "llama.cpp driver (build in background)"
 OUT=$LC_W/out bash "$LCB/driver.sh" 30 "$SHAPES" > "$R/driver1.log" 2>&1
 # 2. our kernel microbenchmark while it builds (the build uses the CPUs, not the GPU).
 stamp "rwkv kernels"
-[ -f "$R/kernels.json" ] || "$BIN/rwkv" kernels --json "$R/kernels.json" 2>&1 | tee "$R/kernels.txt"
+[ -f "$R/kernels.json" ] || "$BIN/rwkv" kernels ${KERNEL_ARGS:-} --json "$R/kernels.json" 2>&1 | tee "$R/kernels.txt"
 # 3. finish llama.cpp: wait for the build, quantize, llama-bench every file.
 stamp "llama.cpp driver (quantize + llama-bench)"
 OUT=$LC_W/out bash "$LCB/driver.sh" $(( DEADLINE - ($(date +%s) - T0) - 120 )) "$SHAPES" > "$R/driver2.log" 2>&1
