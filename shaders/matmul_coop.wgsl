@@ -4,9 +4,10 @@
 // products accumulated in f32); BM / WM × BN / 32 subgroups. Per step of 32 in k the
 // workgroup decodes W's BN × 32 block (`dec8`) and converts x's BM × 32 block into f16
 // tiles in workgroup memory (array<f16>: the element type the NVIDIA driver compiles
-// coopLoad from), double-buffered: a step first issues the products on the current
-// buffer and only then fills the other one, so the global loads of step s + 1 are in
-// flight while the tensor cores work on step s; one barrier per step. The epilogue goes
+// coopLoad from), double-buffered: a step loads x (and F16 weights, W16 = 1: 16-byte
+// loads through `w4`) of step s + 1 into registers, issues the products on the current
+// buffer, then converts / decodes into the other buffer, so the global loads are in
+// flight while the tensor cores work; one barrier per step. The epilogue goes
 // through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
 // each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
 // ([KSPLIT][T][N]); the `matmul_reduce` dispatch adds the slices and applies the
@@ -18,6 +19,7 @@
 @group(0) @binding(2) var<storage, read> w: array<u32>;               // [N, K] encoded
 @group(0) @binding(3) var<storage, read> vecs: array<f32>;            // bias vectors
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
+@group(0) @binding(5) var<storage, read> w4: array<vec4<u32>>;        // the same W (F16)
 
 const BK: u32 = 32u;
 const LD: u32 = 40u;                   // tile row stride in halves (80 bytes)
@@ -26,6 +28,8 @@ const NSG: u32 = (BM / WM) * SGN;      // subgroups
 const THREADS: u32 = 32u * NSG;
 const APT: u32 = BM * BK / THREADS;    // x values each thread converts per step
 const BPT: u32 = BN * BK / THREADS;    // weights each thread decodes per step
+const XV: u32 = APT / 4u;              // x vec4s each thread loads per step
+const WV: u32 = BPT / 8u;              // 16-byte F16 weight loads (or dec8 calls) per step
 const SA: u32 = BM * LD;
 const SB: u32 = BN * LD;
 
@@ -58,34 +62,78 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
     }
 }
 
-// Fills tile buffer `buf` with the step at k0: this thread's APT x values of row
-// li / (BK / APT) and BPT weights of row li / (BK / BPT).
-fn fill(buf: u32, k0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
+// This thread's part of a step: APT x values of row li / (BK / APT) and BPT weights of
+// row li / (BK / BPT).
+fn load_x(k0: u32, li: u32, m0: u32, t_count: u32, xr: ptr<function, array<vec4<f32>, XV>>) {
     let ar = li / (BK / APT);
     let ak = (li % (BK / APT)) * APT;
     let t = m0 + ar;
     let xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
-    let ao = buf * SA + ar * LD + ak;
-    for (var u = 0u; u < APT / 4u; u++) {
+    for (var u = 0u; u < XV; u++) {
         var v = vec4<f32>(0.0);
         if (t < t_count) {
             v = act[xo + u];
         }
+        (*xr)[u] = v;
+    }
+}
+
+fn store_x(buf: u32, li: u32, xr: ptr<function, array<vec4<f32>, XV>>) {
+    let ar = li / (BK / APT);
+    let ak = (li % (BK / APT)) * APT;
+    let ao = buf * SA + ar * LD + ak;
+    for (var u = 0u; u < XV; u++) {
+        let v = (*xr)[u];
         sa[ao + 4u * u] = f16(v.x);
         sa[ao + 4u * u + 1u] = f16(v.y);
         sa[ao + 4u * u + 2u] = f16(v.z);
         sa[ao + 4u * u + 3u] = f16(v.w);
     }
+}
+
+// F16 weights (W16 = 1): eight halves per 16-byte load.
+fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>) {
+    let br = li / (BK / BPT);
+    let bk = (li % (BK / BPT)) * BPT;
+    let n = n0 + br;
+    for (var u = 0u; u < WV; u++) {
+        var q = vec4<u32>(0u);
+        if (n < p.n) {
+            q = w4[(n * p.row_bytes + (k0 + bk + 8u * u) * 2u) >> 4u];
+        }
+        (*wr)[u] = q;
+    }
+}
+
+// Stores the weights of the step at k0: the loaded halves (W16 = 1) or `dec8` of the
+// encoded rows.
+fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>) {
     let br = li / (BK / BPT);
     let bk = (li % (BK / BPT)) * BPT;
     let n = n0 + br;
     let bo = buf * SB + br * LD + bk;
-    for (var u = 0u; u < BPT / 8u; u++) {
+    for (var u = 0u; u < WV; u++) {
+        let o = bo + 8u * u;
+        if (W16 == 1u) {
+            let q = (*wr)[u];
+            let h0 = unpack2x16float(q.x);
+            let h1 = unpack2x16float(q.y);
+            let h2 = unpack2x16float(q.z);
+            let h3 = unpack2x16float(q.w);
+            sb[o] = f16(h0.x);
+            sb[o + 1u] = f16(h0.y);
+            sb[o + 2u] = f16(h1.x);
+            sb[o + 3u] = f16(h1.y);
+            sb[o + 4u] = f16(h2.x);
+            sb[o + 5u] = f16(h2.y);
+            sb[o + 6u] = f16(h3.x);
+            sb[o + 7u] = f16(h3.y);
+            continue;
+        }
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         if (n < p.n) {
             q = dec8(n * p.row_bytes, k0 + bk + 8u * u);
         }
-        let o = bo + 8u * u;
         sb[o] = f16(q.a.x);
         sb[o + 1u] = f16(q.a.y);
         sb[o + 2u] = f16(q.a.z);
@@ -119,10 +167,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let steps = p.k / BK;
     let s0 = ks * steps / KSPLIT;
     let s1 = (ks + 1u) * steps / KSPLIT;
-    fill(s0 & 1u, s0 * BK, li, m0, n0, t_count);
+    // Both views of the weights stay in the layout whichever one the encoding reads.
+    _ = arrayLength(&w);
+    _ = arrayLength(&w4);
+    var xr: array<vec4<f32>, XV>;
+    var wr: array<vec4<u32>, WV>;
+    load_x(s0 * BK, li, m0, t_count, &xr);
+    if (W16 == 1u) {
+        load_w(s0 * BK, li, n0, &wr);
+    }
+    store_x(s0 & 1u, li, &xr);
+    store_w(s0 & 1u, s0 * BK, li, n0, &wr);
     workgroupBarrier();
     for (var s = s0; s < s1; s++) {
         let buf = s & 1u;
+        let more = s + 1u < s1;
+        if (more) {
+            load_x((s + 1u) * BK, li, m0, t_count, &xr);
+            if (W16 == 1u) {
+                load_w((s + 1u) * BK, li, n0, &wr);
+            }
+        }
         let ab = buf * SA + wm0 * LD;
         let bb = buf * SB + wn0 * LD;
         for (var h = 0u; h < BK; h += 16u) {
@@ -144,8 +209,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         // The other buffer was last read in step s - 1, before that step's barrier.
-        if (s + 1u < s1) {
-            fill(buf ^ 1u, (s + 1u) * BK, li, m0, n0, t_count);
+        if (more) {
+            store_x(buf ^ 1u, li, &xr);
+            store_w(buf ^ 1u, (s + 1u) * BK, li, n0, &wr);
         }
         workgroupBarrier();
     }

@@ -114,6 +114,21 @@ pub fn run(
                     Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
                 }
             }
+            if dtype == DType::Q4_K {
+                std::env::set_var("RWKV_Q4K_MV", "1");
+                let r = time_product(gpu, &pipelines, dtype, n, k, 1, opts);
+                std::env::remove_var("RWKV_Q4K_MV");
+                match r {
+                    Ok(f) => push(
+                        KernelFigure {
+                            kernel: "matvec/words".into(),
+                            ..f
+                        },
+                        &mut out,
+                    ),
+                    Err(e) => log::warn!("kernel bench {dtype} {n}x{k} words: {e}"),
+                }
+            }
             for &lanes in &opts.mv_lanes {
                 // The lanes knob is read when a node is built (single-threaded CLI).
                 std::env::set_var("RWKV_MV_LANES", lanes.to_string());
@@ -134,6 +149,30 @@ pub fn run(
     }
     for heads in [12usize, 40] {
         push(time_wkv(gpu, &pipelines, heads, opts)?, &mut out);
+        // Tuning variants: threads per row of S × rows per workgroup (env knobs read
+        // when the node is built; single-threaded CLI).
+        for (tpr, rb) in [
+            ("1", "8"),
+            ("1", "16"),
+            ("1", "32"),
+            ("4", "8"),
+            ("4", "16"),
+            ("4", "64"),
+        ] {
+            std::env::set_var("RWKV_WKV_TPR", tpr);
+            std::env::set_var("RWKV_WKV_ROWS", rb);
+            let r = time_wkv(gpu, &pipelines, heads, opts);
+            std::env::remove_var("RWKV_WKV_TPR");
+            std::env::remove_var("RWKV_WKV_ROWS");
+            let f = r?;
+            push(
+                KernelFigure {
+                    kernel: format!("wkv/T{tpr}R{rb}"),
+                    ..f
+                },
+                &mut out,
+            );
+        }
     }
     Ok(out)
 }

@@ -48,9 +48,9 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
-/// `matmul_coop` also sees the activations as vec4s; its logits binding is 5.
+/// `matmul_coop` also sees the activations as vec4s; its logits binding is 6.
 const COOP_OUT_SEP: &str = "
-@group(0) @binding(5) var<storage, read_write> out: array<f32>; // [R, vocab] logits
+@group(0) @binding(6) var<storage, read_write> out: array<f32>; // [R, vocab] logits
 fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
@@ -145,10 +145,11 @@ fn tpr_sum(v: f32) -> f32 {
 ";
 
 /// The `matvec` step for an encoding (shaders/matvec/), generic on top of `dec8`.
-fn matvec_step(dtype: Option<DType>) -> &'static str {
+fn matvec_step(dtype: Option<DType>, q4v: bool) -> &'static str {
     match dtype {
         Some(DType::F16) => include_str!("../../../../shaders/matvec/f16.wgsl"),
         Some(DType::F32) => include_str!("../../../../shaders/matvec/f32.wgsl"),
+        Some(DType::Q4_K) if q4v => include_str!("../../../../shaders/matvec/q4_k_words.wgsl"),
         Some(DType::Q4_K) => include_str!("../../../../shaders/matvec/q4_k.wgsl"),
         Some(DType::Q6_K) => include_str!("../../../../shaders/matvec/q6_k.wgsl"),
         _ => include_str!("../../../../shaders/matvec/generic.wgsl"),
@@ -219,7 +220,7 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     if key.op == "matmul_coop" {
         src.push_str(if sep { COOP_OUT_SEP } else { MV_OUT_ACT });
         src.push_str(if spec(key, "KSPLIT").unwrap_or(1) > 1 {
-            "@group(0) @binding(5) var<storage, read_write> part: array<f32>; // [KSPLIT][T][N]
+            "@group(0) @binding(6) var<storage, read_write> part: array<f32>; // [KSPLIT][T][N]
 fn y_part(i: u32, v: f32) { part[i] = v; }
 "
         } else {
@@ -254,7 +255,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         } else {
             ROW_SUM_WG
         });
-        src.push_str(matvec_step(key.dtype));
+        src.push_str(matvec_step(key.dtype, spec(key, "Q4V") == Some(1)));
         // A group's second encoding (F32 beside F16, or F16 beside F32), its step
         // renamed (the F32 step has no helpers of its own, so nothing else collides).
         if key.op == "matvec_group" {
@@ -264,7 +265,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
                 } else {
                     DType::F16
                 };
-                matvec_step(Some(second))
+                matvec_step(Some(second), false)
                     .replace("mv_step", "mv_step2")
                     .replace("MV_STEP", "MV_STEP2")
             } else {
@@ -352,6 +353,7 @@ mod tests {
                                 ("BN", bn),
                                 ("WM", wm),
                                 ("KSPLIT", ks),
+                                ("W16", u32::from(d == DType::F16)),
                             ],
                         });
                     }
@@ -362,6 +364,13 @@ mod tests {
                         dtype: Some(d),
                         spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
                     });
+                    if d == DType::Q4_K {
+                        keys.push(PipelineKey {
+                            op: "matvec",
+                            dtype: Some(d),
+                            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg), ("Q4V", 1)],
+                        });
+                    }
                     if sep == 0 {
                         for dt2 in [0, 1] {
                             if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {

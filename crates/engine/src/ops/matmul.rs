@@ -181,9 +181,24 @@ fn build(
         let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
         let ks = split.map_or(1, |s| s.1);
         let mut k = key("matmul_coop");
-        k.spec
-            .extend([("BM", bm), ("BN", bn), ("WM", wm), ("KSPLIT", ks)]);
-        let mut res = bind(false);
+        let w16 = u32::from(m.dtype == crate::DType::F16);
+        k.spec.extend([
+            ("BM", bm),
+            ("BN", bn),
+            ("WM", wm),
+            ("KSPLIT", ks),
+            ("W16", w16),
+        ]);
+        // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
+        let mut res = vec![
+            m.binding(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+            m.binding(),
+        ];
+        if let Some(o) = out {
+            res.push(o.as_entire_binding());
+        }
         if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
             reduce = Some(cx.node(
@@ -251,7 +266,13 @@ fn build(
         &PipelineKey {
             op: "matvec",
             dtype: Some(m.dtype),
-            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
+            spec: {
+                let mut s = vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))];
+                if m.dtype == crate::DType::Q4_K && q4k_words() {
+                    s.push(("Q4V", 1));
+                }
+                s
+            },
         },
         &p,
         bind(true),
@@ -286,6 +307,12 @@ fn build(
         });
     }
     Ok((node, reduce))
+}
+
+/// Whether the Q4_K decode kernel reads its nibbles as words of `w`
+/// (`shaders/matvec/q4_k_words.wgsl`) instead of 16-byte loads: `RWKV_Q4K_MV=1` (tuning).
+fn q4k_words() -> bool {
+    std::env::var("RWKV_Q4K_MV").is_ok_and(|v| v == "1")
 }
 
 /// Tile shapes of `matmul_coop`: (BM tokens, BN rows, WM tokens per subgroup).

@@ -23,8 +23,10 @@ pub struct WkvArgs {
 }
 
 /// Threads per row of S: four where subgroup shuffles can sum them, else one.
+/// `RWKV_WKV_TPR=1` forces one (tuning runs).
 pub fn threads_per_row(cx: &Ctx) -> u32 {
-    if cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
+    let forced_one = std::env::var("RWKV_WKV_TPR").is_ok_and(|v| v == "1");
+    if !forced_one && cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
         4
     } else {
         1
