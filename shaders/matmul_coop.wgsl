@@ -5,8 +5,9 @@
 // workgroup decodes W's BN × 32 block (`dec8`) and converts x's BM × 32 block into f16
 // tiles in workgroup memory (array<f16>: the element type the NVIDIA driver compiles
 // coopLoad from), double-buffered: a step loads x (and F16 weights, W16 = 1: 16-byte
-// loads through `w4`) of step s + 1 into registers, issues the products on the current
-// buffer, then converts / decodes into the other buffer, so the global loads are in
+// loads through `w4`; Q4_K: its block words, `raw8`) of step s + 1 into registers,
+// issues the products on the current buffer, then converts / decodes into the other
+// buffer, so the global loads are in
 // flight while the tensor cores work; one barrier per step. The epilogue goes
 // through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
 // each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
@@ -91,48 +92,43 @@ fn store_x(buf: u32, li: u32, xr: ptr<function, array<vec4<f32>, XV>>) {
     }
 }
 
-// F16 weights (W16 = 1): eight halves per 16-byte load.
-fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>) {
+// The weights of the step at k0 into registers: eight halves per 16-byte load (F16,
+// W16 = 1) or the encoding's `raw8` words (Q4_K; a no-op for the others).
+fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>,
+          rr: ptr<function, array<R8, WV>>) {
     let br = li / (BK / BPT);
     let bk = (li % (BK / BPT)) * BPT;
-    let n = n0 + br;
+    // Rows past the matrix read row n - 1 and are stored as zeros.
+    let n = min(n0 + br, p.n - 1u);
     for (var u = 0u; u < WV; u++) {
-        var q = vec4<u32>(0u);
-        if (n < p.n) {
-            q = w4[(n * p.row_bytes + (k0 + bk + 8u * u) * 2u) >> 4u];
+        if (W16 == 1u) {
+            (*wr)[u] = w4[(n * p.row_bytes + (k0 + bk + 8u * u) * 2u) >> 4u];
+        } else {
+            (*rr)[u] = raw8(n * p.row_bytes, k0 + bk + 8u * u);
         }
-        (*wr)[u] = q;
     }
 }
 
-// Stores the weights of the step at k0: the loaded halves (W16 = 1) or `dec8` of the
-// encoded rows.
-fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>) {
+// Stores the weights of the step at k0 as f16 (the loaded halves, or `cvt8` of the
+// loaded words).
+fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>,
+           rr: ptr<function, array<R8, WV>>) {
     let br = li / (BK / BPT);
     let bk = (li % (BK / BPT)) * BPT;
-    let n = n0 + br;
+    let inside = n0 + br < p.n;
     let bo = buf * SB + br * LD + bk;
     for (var u = 0u; u < WV; u++) {
         let o = bo + 8u * u;
-        if (W16 == 1u) {
-            let q = (*wr)[u];
-            let h0 = unpack2x16float(q.x);
-            let h1 = unpack2x16float(q.y);
-            let h2 = unpack2x16float(q.z);
-            let h3 = unpack2x16float(q.w);
-            sb[o] = f16(h0.x);
-            sb[o + 1u] = f16(h0.y);
-            sb[o + 2u] = f16(h1.x);
-            sb[o + 3u] = f16(h1.y);
-            sb[o + 4u] = f16(h2.x);
-            sb[o + 5u] = f16(h2.y);
-            sb[o + 6u] = f16(h3.x);
-            sb[o + 7u] = f16(h3.y);
-            continue;
-        }
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (n < p.n) {
-            q = dec8(n * p.row_bytes, k0 + bk + 8u * u);
+        if (W16 == 1u) {
+            let h = (*wr)[u];
+            q = W8(vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
+                   vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
+        } else {
+            q = cvt8((*rr)[u], k0 + bk + 8u * u);
+        }
+        if (!inside) {
+            q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         }
         sb[o] = f16(q.a.x);
         sb[o + 1u] = f16(q.a.y);
@@ -172,21 +168,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     _ = arrayLength(&w4);
     var xr: array<vec4<f32>, XV>;
     var wr: array<vec4<u32>, WV>;
+    var rr: array<R8, WV>;
     load_x(s0 * BK, li, m0, t_count, &xr);
-    if (W16 == 1u) {
-        load_w(s0 * BK, li, n0, &wr);
-    }
+    load_w(s0 * BK, li, n0, &wr, &rr);
     store_x(s0 & 1u, li, &xr);
-    store_w(s0 & 1u, s0 * BK, li, n0, &wr);
+    store_w(s0 & 1u, s0 * BK, li, n0, &wr, &rr);
     workgroupBarrier();
     for (var s = s0; s < s1; s++) {
         let buf = s & 1u;
         let more = s + 1u < s1;
         if (more) {
             load_x((s + 1u) * BK, li, m0, t_count, &xr);
-            if (W16 == 1u) {
-                load_w((s + 1u) * BK, li, n0, &wr);
-            }
+            load_w((s + 1u) * BK, li, n0, &wr, &rr);
         }
         let ab = buf * SA + wm0 * LD;
         let bb = buf * SB + wn0 * LD;
@@ -211,7 +204,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // The other buffer was last read in step s - 1, before that step's barrier.
         if (more) {
             store_x(buf ^ 1u, li, &xr);
-            store_w(buf ^ 1u, (s + 1u) * BK, li, n0, &wr);
+            store_w(buf ^ 1u, (s + 1u) * BK, li, n0, &wr, &rr);
         }
         workgroupBarrier();
     }

@@ -42,3 +42,36 @@ fn dec8(rb: u32, k: u32) -> W8 {
     let sh = (s & 1u) * 4u;
     return W8(d * nib4(w[qw] >> sh) - m, d * nib4(w[qw + 1u] >> sh) - m);
 }
+
+// Prefetch pair for `matmul_coop` (loads of the next step in flight during the products):
+// `raw8` reads the block header (d/dmin and the 12 scale bytes) and the two words of
+// nibbles of values k .. k + 8; `cvt8` decodes them without further loads.
+struct R8 {
+    h: vec4<u32>,
+    q: vec2<u32>,
+}
+
+fn raw8(rb: u32, k: u32) -> R8 {
+    let bw = (rb + (k >> 8u) * 144u) >> 2u;
+    let s = (k >> 5u) & 7u;
+    let qw = bw + 4u + (s >> 1u) * 8u + ((k & 31u) >> 2u);
+    return R8(vec4<u32>(w[bw], w[bw + 1u], w[bw + 2u], w[bw + 3u]), vec2<u32>(w[qw], w[qw + 1u]));
+}
+
+fn cvt8(r: R8, k: u32) -> W8 {
+    let s = (k >> 5u) & 7u;
+    let dm = unpack2x16float(r.h.x);
+    // get_scale_min_k4 on the scale words, without branches.
+    let i = s & 3u;
+    let sh = 8u * i;
+    let b0 = (r.h.y >> sh) & 0xffu;
+    let b1 = (r.h.z >> sh) & 0xffu;
+    let b2 = (r.h.w >> sh) & 0xffu;
+    let hi = s >= 4u;
+    let sc = select(b0 & 63u, (b2 & 0xfu) | ((b0 >> 6u) << 4u), hi);
+    let mn = select(b1 & 63u, (b2 >> 4u) | ((b1 >> 6u) << 4u), hi);
+    let d = dm.x * f32(sc);
+    let m = dm.y * f32(mn);
+    let nsh = (s & 1u) * 4u;
+    return W8(d * nib4(r.q.x >> nsh) - m, d * nib4(r.q.y >> nsh) - m);
+}

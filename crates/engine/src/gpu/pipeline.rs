@@ -48,6 +48,14 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
+/// `matmul_coop`'s prefetch pair for encodings without one of their own (Q4_K has its own
+/// in shaders/decode/q4_k.wgsl): nothing is loaded ahead, `cvt8` decodes as `dec8`.
+const COOP_RAW_GENERIC: &str = "
+struct R8 { rb: u32, k: u32 }
+fn raw8(rb: u32, k: u32) -> R8 { return R8(rb, k); }
+fn cvt8(r: R8, k: u32) -> W8 { return dec8(r.rb, r.k); }
+";
+
 /// `matmul_coop` also sees the activations as vec4s; its logits binding is 6.
 const COOP_OUT_SEP: &str = "
 @group(0) @binding(6) var<storage, read_write> out: array<f32>; // [R, vocab] logits
@@ -218,6 +226,9 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
     if key.op == "matmul_coop" {
+        if key.dtype != Some(DType::Q4_K) {
+            src.push_str(COOP_RAW_GENERIC);
+        }
         src.push_str(if sep { COOP_OUT_SEP } else { MV_OUT_ACT });
         src.push_str(if spec(key, "KSPLIT").unwrap_or(1) > 1 {
             "@group(0) @binding(6) var<storage, read_write> part: array<f32>; // [KSPLIT][T][N]
