@@ -34,11 +34,11 @@ def test_stream_yields_the_text_of_rwkv_generate(demo):
 
 
 def test_seeded_sampling_repeats_and_seeds_differ(demo):
-    a = demo.generate(PROMPT, 24, seed=7, temperature=1.0, top_p=0.9)
-    b = "".join(demo.generate(PROMPT, 24, seed=7, temperature=1.0, top_p=0.9, stream=True))
+    a = demo.generate(PROMPT, 16, seed=7, temperature=1.0, top_p=0.9)
+    b = "".join(demo.generate(PROMPT, 16, seed=7, temperature=1.0, top_p=0.9, stream=True))
     assert a == b
-    others = {demo.generate(PROMPT, 24, seed=s, temperature=1.0, top_p=0.9) for s in range(1, 5)}
-    assert len(others | {a}) > 1, "five seeds gave one text"
+    others = {demo.generate(PROMPT, 16, seed=s, temperature=1.0, top_p=0.9) for s in range(1, 4)}
+    assert len(others | {a}) > 1, "four seeds gave one text"
 
 
 def test_stop_string_cuts_the_text(demo):

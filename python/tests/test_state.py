@@ -50,8 +50,10 @@ def test_prefill_after_a_state_equals_prefill_of_the_whole(tiny):
 
 def test_logits_after_a_state(tiny):
     ids = tiny.tokenize("One two three four")
+    head = tiny.detokenize(ids[:2])
+    assert tiny.tokenize(head) == ids[:2]
     full = tiny.logits(ids)
-    st = tiny.prefill(tiny.detokenize(ids[:2]))
+    st = tiny.prefill(head)
     tail = tiny.logits(ids[2:], state=st)
     np.testing.assert_allclose(tail, full[2:], atol=1e-3)
     assert st.tokens == 2  # untouched by logits()
