@@ -9,11 +9,14 @@
 # -o .whl`), the CLI in $BIN (`cargo build --release -p rwkv-cli`, copy
 # target/release/rwkv), python3 with numpy. No network: the wheel is installed offline into
 # a scratch folder. Usage: BIN=.gpu bash scripts/py-bench.sh [MODEL] [ROUNDS]
+# (REPEAT timed calls per run, default 10; N_TEXTS texts, default 1000; PYTHON, default python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.gpu}
 MODEL=${1:-assets/models/rwkv7-demo-6x256-Q4_K_M.gguf}
 ROUNDS=${2:-3}
+REPEAT=${REPEAT:-10}
+N_TEXTS=${N_TEXTS:-1000}
 PY=${PYTHON:-python3}
 work=$(mktemp -d /tmp/rwkv-py-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -25,18 +28,18 @@ whl=$(ls -t .whl/rwkv_studio-*.whl 2>/dev/null | head -1 || true)
 export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
 
 # The same inputs for both: 1,000 short texts, a prompt of well over 512 tokens.
-"$PY" - "$work" <<'PYEOF'
+"$PY" - "$work" "$N_TEXTS" <<'PYEOF'
 import sys
-w = sys.argv[1]
+w, n = sys.argv[1], int(sys.argv[2])
 words = "river stone lantern harbour quiet signal orchard copper winter meadow".split()
 with open(f"{w}/texts.txt", "w") as f:
-    for i in range(1000):
+    for i in range(n):
         f.write(f"Note {i}: the {words[i % 10]} near the {words[(i * 7) % 10]} at {i % 24} o'clock.\n")
 with open(f"{w}/prompt.txt", "w") as f:
     f.write(" ".join(f"{words[i % 10]} {i}" for i in range(600)))
 PYEOF
 
-args=(--model "$MODEL" --texts "$work/texts.txt" --prompt "$work/prompt.txt" --tokens 512)
+args=(--model "$MODEL" --texts "$work/texts.txt" --prompt "$work/prompt.txt" --tokens 512 --repeat "$REPEAT")
 for r in $(seq 1 "$ROUNDS"); do
   "$BIN/rwkv" pybench "${args[@]}" > "$work/rust.$r.json"
   "$PY" python/bench/bench.py "${args[@]}" > "$work/python.$r.json"
