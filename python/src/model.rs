@@ -52,6 +52,9 @@ fn state_of(
     }
 }
 
+/// An RWKV-7 model (GGUF, SafeTensors or `.pth`) loaded onto a GPU:
+/// `Model(path, *, adapter=None, chunk=256, lora=None, init_state=None)`.
+/// Shapes, dtypes and exceptions of every method: `rwkv_studio/__init__.pyi`.
 #[pyclass(frozen, module = "rwkv_studio")]
 pub struct Model {
     pub shared: Arc<Shared>,
@@ -132,7 +135,7 @@ impl Model {
         Ok(d)
     }
 
-    /// World token ids of `text`.
+    /// World token ids of `text` (`list[int]`).
     fn tokenize(&self, text: &str) -> Vec<u32> {
         self.shared.tokenizer.encode(text)
     }
@@ -147,6 +150,10 @@ impl Model {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Continues `prompt` with up to `max_tokens` sampled tokens: the text (`str`), or a
+    /// `TextStream` of pieces with `stream=True`. With `state`, continues it and advances
+    /// it in place. Ctrl-C cancels (the state keeps what was fed) and raises
+    /// KeyboardInterrupt. ValueError: empty prompt, sampler option out of range.
     #[pyo3(signature = (prompt, max_tokens=128, *, temperature=1.0, top_p=0.3, top_k=0,
         presence_penalty=0.5, frequency_penalty=0.5, stop=None, seed=None, stream=false,
         state=None))]
@@ -200,7 +207,8 @@ impl Model {
         }
     }
 
-    /// `[T, V]` float32 next-token logits after each of `ids`.
+    /// `[T, V]` float32 next-token logits after each of `ids` (from the zero state or a
+    /// fork of `state`). ValueError: empty `ids`, an id >= vocab, a foreign state.
     #[pyo3(signature = (ids, *, state=None))]
     fn logits<'py>(
         &self,
@@ -233,7 +241,9 @@ impl Model {
             .into_pyarray(py))
     }
 
-    /// `[N, C]` float32 embeddings of `texts`, batched, no head.
+    /// `[N, C]` float32 embeddings of `texts` (hidden state after `ln_out`, batched, no
+    /// head); `pooling` "last" or "mean"; after a fork of `state` if given. ValueError: a
+    /// text with no tokens (named by index), an unknown pooling.
     #[pyo3(signature = (texts, *, pooling="last", state=None))]
     fn embed<'py>(
         &self,

@@ -13,6 +13,9 @@ use rwkv_engine::StateId;
 use crate::model::Model;
 use crate::shared::{shape_err, Shared};
 
+/// A sequence's recurrent state on its model's GPU (per layer `[att_shift C | wkv H×N×N |
+/// ffn_shift C]` f32): `model.prefill(text)`, `fork()`, `to_numpy()`, `save(path)`,
+/// `State.load(model, path)`. Freed when garbage-collected.
 #[pyclass(frozen, module = "rwkv_studio")]
 pub struct State {
     pub shared: Arc<Shared>,
