@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of RWKV Studio: format and lint checks, the engine's tests on a real
-# Vulkan device (Mesa's lavapipe when there is no GPU), the CLI's, and — when the app is
-# present — the frontend checks and the end-to-end test of the real desktop app.
+# Vulkan device (Mesa's lavapipe when there is no GPU), the CLI's, the Python package's
+# (wheel + pytest), and — when the app is present — the frontend checks and the
+# end-to-end test of the real desktop app.
 # Installs what is missing first (Debian/Ubuntu). Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in mesa-vulkan-drivers libvulkan1 python3 python3-numpy; do have_pkg "$p" || need+=("$p"); done
+# The Python package's tests run in a venv (Debian's python3 needs python3-venv for that).
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then need+=(python3-venv); fi
 if [ -f package.json ]; then
   for p in libwebkit2gtk-4.1-dev librsvg2-dev libayatana-appindicator3-dev libxdo-dev libssl-dev \
            xvfb xauth webkit2gtk-driver; do
@@ -44,6 +47,21 @@ say "cargo test (engine, CLI$( [ -d src-tauri ] && echo ', app commands'))"
 # Release: the GPU tests run the same shaders faster on lavapipe and share the build
 # with the app binary of the end-to-end test.
 cargo test --workspace --release --locked
+
+# --- Python package --------------------------------------------------------------------
+# python/: the abi3 wheel built by maturin (sharing the release build above), installed
+# into a venv with the pinned tools of python/requirements.txt, tested by pytest against
+# the fixtures and against the CLI built above.
+say "Python package: wheel + pytest"
+py_venv=${RWKV_PY_VENV:-$HOME/.cache/rwkv-studio/python-venv}
+[ -x "$py_venv/bin/python" ] || python3 -m venv "$py_venv"
+"$py_venv/bin/python" -m pip install -q -r python/requirements.txt
+rm -f .whl/rwkv_studio-*.whl
+"$py_venv/bin/maturin" build --release --locked -m python/Cargo.toml -o .whl \
+  -i "$py_venv/bin/python"
+"$py_venv/bin/python" -m pip install -q --force-reinstall --no-deps .whl/rwkv_studio-*.whl
+RWKV_CLI="${CARGO_TARGET_DIR:-$root/target}/release/rwkv" \
+  "$py_venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 
 # --- Frontend and the real app ---------------------------------------------------------
 if [ -f package.json ]; then

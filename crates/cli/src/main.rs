@@ -8,6 +8,7 @@ mod cmd_fields;
 mod cmd_generate;
 mod cmd_inspect;
 mod cmd_kernels;
+mod cmd_pybench;
 mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
@@ -55,6 +56,8 @@ enum Command {
     Detokenize(cmd_tokenize::detokenize::Args),
     /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
     Synth(cmd_synth::Args),
+    /// The Rust side of python/bench/bench.py: time embed and logits through the Rust API (JSON).
+    Pybench(cmd_pybench::PyBenchArgs),
 }
 
 /// Engine log lines (`log` crate) to stderr at the level `RUST_LOG` names
@@ -111,5 +114,6 @@ fn main() -> anyhow::Result<()> {
         Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
         Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
         Command::Synth(args) => cmd_synth::run(args),
+        Command::Pybench(args) => cmd_pybench::run(args),
     }
 }
