@@ -299,6 +299,16 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The child, killed if the test fails while it runs (so no orphan keeps working).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn kill_9_at_random_moments_loses_nothing() {
@@ -326,6 +336,7 @@ fn kill_9_at_random_moments_loses_nothing() {
             .spawn()
             .expect("child");
         let stdout = child.stdout.take().expect("stdout");
+        let mut child = KillOnDrop(child);
         let (tx, rx) = mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -335,10 +346,20 @@ fn kill_9_at_random_moments_loses_nothing() {
             }
         });
         // Wait for the model, then kill after a random 50 ms … 2.5 s of work.
-        let ready = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("the child loads the model");
-        assert_eq!(ready, "ready");
+        // (The test harness prints its own lines first.)
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                // libtest's "test crash_child ... " precedes it on the line.
+                Ok(line) if line.ends_with("ready") => break,
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "round {round}: the child did not load the model ({e}):\n{}",
+                    std::fs::read_to_string(dir.join("child.log")).unwrap_or_default()
+                ),
+            }
+        }
         let wait = Duration::from_millis(50 + rng.below(2450));
         let until = Instant::now() + wait;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
@@ -354,8 +375,8 @@ fn kill_9_at_random_moments_loses_nothing() {
                 ),
             }
         }
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
+        child.0.kill().expect("SIGKILL");
+        let _ = child.0.wait();
         // Lines the child wrote before it died count as seen.
         reader.join().expect("reader");
         while let Ok(line) = rx.try_recv() {

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rwkv_engine::analysis::read_state_file;
+use rwkv_engine::Tokenizer;
 
 fn demo_model() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,12 +41,17 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
     let out = dir.join("doc.rwkvstate");
     let model = demo_model();
 
-    // Two texts of different lengths: the header's token count says which one is there.
-    let short = "The lighthouse keeper";
-    let long = "The lighthouse keeper climbed the stairs at dusk. ".repeat(40);
-    let st = save(&model, short, &out).status().unwrap();
+    // Each round's text has its own length: the header's token count says whose state is
+    // there, which must be the last complete one's or this round's.
+    let tok = Tokenizer::world().unwrap();
+    let text_of =
+        |round: u64| "The lighthouse keeper climbed the stairs. ".repeat(1 + round as usize % 12);
+    let st = save(&model, "The lighthouse keeper", &out)
+        .status()
+        .unwrap();
     assert!(st.success(), "the first save completes");
     let (h0, _) = read_state_file(&out).unwrap();
+    let mut last = h0.tokens;
 
     let mut seen_new = 0;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -55,11 +61,12 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let text = if round % 2 == 0 { long.as_str() } else { short };
+        let text = text_of(round);
+        let this = tok.encode(&text).len() as u64;
         let started = Instant::now();
-        let mut child = save(&model, text, &out).spawn().unwrap();
-        // Kill somewhere in 20 ms … 2 s: before, during or after the write.
-        let wait = Duration::from_millis(20 + seed % 1980);
+        let mut child = save(&model, &text, &out).spawn().unwrap();
+        // Kill somewhere in 20 ms … 1.2 s: before, during or after the write.
+        let wait = Duration::from_millis(20 + seed % 1180);
         let mut finished = false;
         while started.elapsed() < wait {
             if let Some(st) = child.try_wait().unwrap() {
@@ -78,9 +85,15 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
             .unwrap_or_else(|e| panic!("round {round}: the state file is damaged: {e}"));
         assert_eq!(h.layout, h0.layout);
         assert_eq!(values.len() as u64, h.values);
-        if h.tokens != h0.tokens {
+        assert!(
+            h.tokens == last || h.tokens == this,
+            "round {round}: a state of {} tokens; expected the old {last} or the new {this}",
+            h.tokens
+        );
+        if h.tokens == this && this != last {
             seen_new += 1;
         }
+        last = h.tokens;
         // The CLI reads the file itself, whatever temporary lies beside it.
         let inspect = Command::new(env!("CARGO_BIN_EXE_rwkv"))
             .args(["state", "inspect", "--json"])
@@ -93,7 +106,7 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
     }
     eprintln!(
         "cli crash: {kills} rounds in {:.0} s, {} saves completed before the kill \
-         ({ms_done:?} ms), the long text's state seen {seen_new} times, temporary left: {}",
+         ({ms_done:?} ms), the new state found {seen_new} times, temporary left: {}",
         t0.elapsed().as_secs_f64(),
         ms_done.len(),
         dir.join("doc.rwkvstate.tmp").exists()
