@@ -266,7 +266,7 @@ mod tests {
         );
         assert!(!bad_path.exists() && !renamed.exists());
         let ids: Vec<String> = s.list_chats().into_iter().map(|c| c.id).collect();
-        assert_eq!(ids, [good.id.clone()]);
+        assert_eq!(ids, std::slice::from_ref(&good.id));
         assert!(s.bench_history().unwrap().is_empty());
         // A second start finds nothing more to set aside.
         assert!(Store::open(&root).unwrap().set_aside().is_empty());

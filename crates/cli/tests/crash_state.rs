@@ -79,8 +79,9 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
         }
         if !finished {
             child.kill().unwrap();
-            let _ = child.wait();
         }
+        // Reaps it (a no-op when it already ended).
+        let _ = child.wait();
         let (h, values) = read_state_file(&out)
             .unwrap_or_else(|e| panic!("round {round}: the state file is damaged: {e}"));
         assert_eq!(h.layout, h0.layout);

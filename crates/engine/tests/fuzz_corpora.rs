@@ -4,6 +4,7 @@
 //! path still gives `Ok` or an error naming the file, and what is accepted round-trips.
 //! The seeds are valid files, so they must be accepted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 use std::path::{Path, PathBuf};
 
 use rwkv_engine::analysis::{read_state_file, read_state_header, write_state_file};
