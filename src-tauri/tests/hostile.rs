@@ -142,14 +142,18 @@ fn a_model_that_disappears_before_its_load_runs_is_an_io_error() {
     let (engine, ipc): (_, &Ipc) = (t.engine(), &t);
     let (release, wait) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
+        let (started, running) = std::sync::mpsc::channel::<()>();
         let hold = s.spawn(|| {
             block_on(engine.run(move |_| {
+                let _ = started.send(());
                 let _ = wait.recv();
                 Ok(())
             }))
         });
+        // The engine thread is busy with the hold job before any load is queued.
+        running.recv().expect("the hold job runs");
         let load = s.spawn(|| ipc.load(Some(&copy)));
-        // The load is queued once its command has sent the job; give it a moment.
+        // Whether the load is queued before or after the removal, it runs after it.
         std::thread::sleep(std::time::Duration::from_millis(300));
         std::fs::remove_file(&copy).expect("remove");
         release.send(()).expect("release");
@@ -182,16 +186,21 @@ fn two_loads_in_a_row_both_finish_and_the_last_one_wins() {
     let (engine, ipc): (_, &Ipc) = (t.engine(), &t);
     let (release, wait) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|s| {
+        let (started, running) = std::sync::mpsc::channel::<()>();
         let hold = s.spawn(|| {
             block_on(engine.run(move |_| {
+                let _ = started.send(());
                 let _ = wait.recv();
                 Ok(())
             }))
         });
+        // The engine thread is busy with the hold job before any load is queued.
+        running.recv().expect("the hold job runs");
+        // Queued in this order (a second is ample for a command to send its job).
         let first = s.spawn(|| ipc.load(None));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::thread::sleep(std::time::Duration::from_millis(1000));
         let second = s.spawn(|| ipc.load(Some(&copy)));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::thread::sleep(std::time::Duration::from_millis(1000));
         release.send(()).expect("release");
         hold.join().expect("hold").expect("hold job");
         let a = first.join().expect("first").expect("first load");
