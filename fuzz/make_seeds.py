@@ -3,7 +3,8 @@
 as SafeTensors with BlinkDL's names, and as a .pth (via tests/data/make_pth.py), so the
 fuzzer starts from inputs that get through the readers *and* the mapping.
 
-usage: fuzz/make_seeds.py   (writes fuzz/corpus/{gguf,safetensors_pth}/, gitignored)
+usage: fuzz/make_seeds.py   (writes fuzz/corpus/{gguf,safetensors_pth}/, gitignored, and the
+                            committed seeds of the small readers, fuzz/seeds/{state_file,npy,store}/)
 
 Then (cargo install cargo-fuzz; RUSTC_BOOTSTRAP=1 lets stable rustc take -Zsanitizer):
   RUSTC_BOOTSTRAP=1 cargo fuzz run gguf -- -max_total_time=600
@@ -92,7 +93,89 @@ def safetensors():
     return struct.pack("<Q", len(h)) + h + bytes(data)
 
 
+def state_file(n_layer, n_embd, n_head, head_size, tokens, seed):
+    """A valid .rwkvstate (docs/state-format.md): 128-byte header, then f32 values."""
+    import hashlib
+    n = n_layer * (2 * n_embd + n_head * head_size * head_size)
+    data = f32(n, seed)
+    h = bytearray(128)
+    h[0:8] = b"RWKVSTAT"
+    struct.pack_into("<II", h, 8, 1, 128)
+    h[16:48] = bytes(range(seed, seed + 32))
+    struct.pack_into("<IIIIIIQQ", h, 48, 1, n_layer, n_embd, n_head, head_size, 0, tokens, n)
+    h[88:120] = hashlib.sha256(data).digest()
+    return bytes(h) + data
+
+
+def npy(shape, major=1):
+    """A little-endian f32 C-order .npy (NumPy format.py), version `major`."""
+    dims = "(%d,)" % shape[0] if len(shape) == 1 else "(" + ", ".join(str(d) for d in shape) + ")"
+    head = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % dims
+    pre = 10 if major == 1 else 12
+    head += " " * (-(pre + len(head) + 1) % 64) + "\n"
+    n = 1
+    for d in shape:
+        n *= d
+    size = struct.pack("<H", len(head)) if major == 1 else struct.pack("<I", len(head))
+    return b"\x93NUMPY" + bytes([major, 0]) + size + head.encode() + f32(n, len(shape))
+
+
+STEM = "00000000000000010000"  # the id the `store` target checks names against
+
+
+def store_seeds():
+    """App store files (src-tauri/src/store.rs), each behind the target's kind byte."""
+    settings = {"max_tokens": 200, "sampler": {"temperature": 1.0, "top_p": 0.85, "top_k": 0,
+                                               "stop_strings": ["\n\n"], "seed": 7}}
+    stats = {"prompt_tokens": 12, "generated_tokens": 5, "ttft_ms": 3.5, "prefill_ms": 2.25,
+             "decode_ms": 10.0, "prefill_tok_s": 5333.3, "decode_tok_s": 500.0, "stop": "stop_string",
+             "resumed": True}
+    msgs = [{"id": "00000000000000020000", "role": "user", "text": "Hello \u00e9\u4e16", "created_ms": 1},
+            {"id": "00000000000000030000", "role": "assistant", "text": " Hi.", "stats": stats,
+             "model": "rwkv7-demo-6x256-Q4_K_M.gguf", "created_ms": 2}]
+    chat = {"id": STEM, "title": "Hello", "created_ms": 1, "updated_ms": 2, "settings": settings,
+            "document": {"id": "00000000000000040000", "name": "letter"}, "messages": msgs}
+    empty = dict(chat, document=None, messages=[])
+    doc = {"id": STEM, "name": "letter", "chars": 9, "tokens": 3, "prefill_ms": 1.5, "tok_s": 2000.0,
+           "model": "m.gguf", "created_ms": 5, "preview": "A letter."}
+    runs = [os.path.join(HERE, "..", "benchmarks", "runs", f)
+            for f in sorted(os.listdir(os.path.join(HERE, "..", "benchmarks", "runs")))]
+    history = []
+    for r in runs:
+        with open(r) as fh:
+            v = json.load(fh)
+        if isinstance(v, dict) and "figures" in v:
+            history.append(v)
+            break
+    out = {"chat": b"\0" + json.dumps(chat, indent=2).encode(),
+           "chat-empty": b"\0" + json.dumps(empty).encode(),
+           "document": b"\1" + json.dumps(doc, indent=2).encode(),
+           "history-empty": b"\2[]"}
+    if history:
+        out["history"] = b"\2" + json.dumps(history).encode()
+    return out
+
+
+def small_seeds():
+    seeds = {
+        # A flag byte first (bit 0: the target fixes the checksum up), then the file.
+        "state_file": {"l1-c8-h1-n8": b"\0" + state_file(1, 8, 1, 8, 3, 1),
+                       "l2-c16-h2-n8": b"\1" + state_file(2, 16, 2, 8, 0, 2)},
+        "npy": {"v1-3x4": npy([3, 4]), "v1-5": npy([5]), "v1-scalar": npy([]),
+                "v2-2x2x2": npy([2, 2, 2], major=2)},
+        "store": store_seeds(),
+    }
+    for target, files in seeds.items():
+        d = os.path.join(HERE, "seeds", target)
+        os.makedirs(d, exist_ok=True)
+        for name, data in files.items():
+            with open(os.path.join(d, name), "wb") as fh:
+                fh.write(data)
+            print(os.path.join(d, name), len(data))
+
+
 def main():
+    small_seeds()
     gdir = os.path.join(HERE, "corpus", "gguf")
     sdir = os.path.join(HERE, "corpus", "safetensors_pth")
     os.makedirs(gdir, exist_ok=True)

@@ -36,6 +36,10 @@ NATIVE_DRIVER=$(command -v WebKitWebDriver || true)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -m 700 "$WORK/runtime" "$WORK/data" "$WORK/saved"
+# A damaged stored chat (as a hand edit would leave it): the app must start, set it aside
+# and name it (docs/reliability.md).
+mkdir -p "$WORK/data/chats"
+printf '{"id": "00ff", "title": "half' > "$WORK/data/chats/00ff.json"
 # Files the native dialogs would return (WebDriver cannot drive GTK dialogs).
 head -c 1000000 assets/models/rwkv7-demo-6x256-Q4_K_M.gguf > "$WORK/broken.gguf"
 cat > "$WORK/letter.txt" <<'TXT'

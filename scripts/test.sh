@@ -46,6 +46,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 say "cargo test (engine, CLI$( [ -d src-tauri ] && echo ', app commands'))"
 # Release: the GPU tests run the same shaders faster on lavapipe and share the build
 # with the app binary of the end-to-end test.
+# This includes the short versions of the reliability tests (docs/reliability.md): SIGKILL
+# crash runs of the app's command layer (8 kills) and of `rwkv state save` (6), a 30-turn
+# soak, GPU faults, hostile input, and the fuzz corpora replayed; the full runs take
+# RWKV_CRASH_KILLS=60 / RWKV_SOAK_TURNS=500.
 cargo test --workspace --release --locked
 
 # --- Python package --------------------------------------------------------------------

@@ -24,8 +24,12 @@ mod rwkv_common {
 
     /// Opens the bytes as a model and maps it; decodes the small tensors.
     pub fn exercise(data: &[u8]) {
-        let Ok(file) = ModelFile::from_bytes("fuzz.gguf", data) else { return };
-        let Ok(w) = Rwkv7Weights::from_file(&file) else { return };
+        let Ok(file) = ModelFile::from_bytes("fuzz.gguf", data) else {
+            return;
+        };
+        let Ok(w) = Rwkv7Weights::from_file(&file) else {
+            return;
+        };
         let _ = w.ln0.weight.to_f32();
         for b in &w.blocks {
             let _ = b.att.x_g.to_f32();

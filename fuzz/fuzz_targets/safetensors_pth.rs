@@ -19,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
     if parsed.is_err() {
         return;
     }
-    let Ok(file) = ModelFile::from_bytes("fuzz.bin", data) else { return };
+    let Ok(file) = ModelFile::from_bytes("fuzz.bin", data) else {
+        return;
+    };
     for t in file.tensors() {
         assert!(t.offset.checked_add(t.len).is_some_and(|e| e <= data.len()));
     }

@@ -12,7 +12,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let ids = t.encode_bytes(data);
     assert!(ids.len() <= data.len());
-    assert!(ids.iter().all(|&id| id != 0 && (id as usize) < t.vocab_size()));
+    assert!(ids
+        .iter()
+        .all(|&id| id != 0 && (id as usize) < t.vocab_size()));
     let back = t.decode(&ids).expect("ids from encode decode");
     assert_eq!(back, data, "round trip");
 

@@ -16,7 +16,11 @@ fuzz_target!(|data: &[u8]| {
         Some((_, rest)) => (false, rest),
         None => (false, data),
     };
-    let mut bytes = if prefix { text.into_bytes() } else { Vec::new() };
+    let mut bytes = if prefix {
+        text.into_bytes()
+    } else {
+        Vec::new()
+    };
     bytes.extend_from_slice(rest);
     match Tokenizer::from_world_vocab(&bytes, "fuzz") {
         Ok(t) => {

@@ -31,6 +31,11 @@ pub enum ChatEvent {
     Text { text: String, tokens: usize },
 }
 
+/// Most bytes of one chat message (about 64k tokens): a longer text (a 10 MB paste) is
+/// refused with a hint, before anything is stored, rather than prefilled for minutes;
+/// documents take up to [`crate::documents::MAX_DOC_CHARS`].
+pub const MAX_MESSAGE_BYTES: usize = 256 << 10;
+
 /// The prompt for a user turn. `first`: nothing (no earlier turn, no document) before it.
 pub fn turn_prompt(first: bool, user: &str) -> String {
     let sep = if first { "" } else { "\n\n" };
@@ -102,6 +107,18 @@ pub async fn reply(
     if text.trim().is_empty() {
         return Err(AppError::bad_request("the message is empty"));
     }
+    if text.len() > MAX_MESSAGE_BYTES {
+        return Err(AppError::new(
+            "too_long",
+            format!(
+                "The message has {:.1} MiB; a chat message takes at most {} KiB. \
+                 Add a long text as a document (Documents view) and chat about it.",
+                text.len() as f64 / 1048576.0,
+                MAX_MESSAGE_BYTES >> 10
+            ),
+        )
+        .with_details(serde_json::json!({ "bytes": text.len(), "max": MAX_MESSAGE_BYTES })));
+    }
     let mut chat = store.load_chat(chat_id)?;
     if keep > chat.messages.len() || keep % 2 != 0 {
         return Err(AppError::bad_request(format!(
@@ -110,7 +127,6 @@ pub async fn reply(
         )));
     }
     chat.messages.truncate(keep);
-    store.prune_chat_states(&chat);
     let user = Message {
         id: store::new_id(),
         role: Role::User,
@@ -125,6 +141,9 @@ pub async fn reply(
     }
     chat.updated_ms = now_ms();
     store.save_chat(&chat)?;
+    // Only once the shorter chat is on disk may the dropped messages' states go: a kill in
+    // between must never leave a stored reply without its snapshot.
+    store.prune_chat_states(&chat);
 
     let assistant_id = store::new_id();
     let _ = events.send(ChatEvent::Started {

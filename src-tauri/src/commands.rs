@@ -34,6 +34,8 @@ pub struct AppInfo {
     pub version: String,
     pub data_dir: String,
     pub default_model: String,
+    /// Stored files that did not read at startup, moved to `set-aside/` (the UI names them).
+    pub set_aside: Vec<store::SetAside>,
 }
 
 #[tauri::command]
@@ -42,6 +44,7 @@ pub fn app_info(paths: State<'_, AppPaths>, store: State<'_, Store>) -> AppInfo 
         version: env!("CARGO_PKG_VERSION").to_string(),
         data_dir: store.root().display().to_string(),
         default_model: paths.default_model.display().to_string(),
+        set_aside: store.set_aside().to_vec(),
     }
 }
 
@@ -224,7 +227,9 @@ pub async fn chat_send(
     text: String,
     on_event: Channel<ChatEvent>,
 ) -> AppResult<Message> {
-    let keep = store.load_chat(&id)?.messages.len();
+    // A chat ends with a user message only when the app was killed before its reply was
+    // stored: the new message takes that turn's place (regenerate retries it instead).
+    let keep = store.load_chat(&id)?.messages.len() & !1;
     chat::reply(&engine, &store, &id, keep, &text, on_event).await
 }
 

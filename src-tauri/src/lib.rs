@@ -5,7 +5,8 @@
 //! - [`commands`]: thin commands (parse → engine → `{ code, message, details }`).
 //! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
 //!   more than one call.
-//! - [`store`]: chats, documents, state files and benchmark history on disk.
+//! - [`store`]: chats, documents, state files and benchmark history on disk;
+//!   [`recovery`]: what opening it repairs and sets aside.
 //! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped.
 
 pub mod bench;
@@ -13,6 +14,7 @@ pub mod chat;
 pub mod commands;
 pub mod documents;
 pub mod error;
+pub mod recovery;
 pub mod scope;
 pub mod store;
 pub mod worker;
@@ -71,8 +73,8 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     data_dir: PathBuf,
     default_model: PathBuf,
 ) -> std::io::Result<()> {
-    std::fs::create_dir_all(&data_dir)?;
-    app.manage(Store::new(data_dir));
+    // Opening recovers from a killed run and sets damaged files aside (`recovery.rs`).
+    app.manage(Store::open(data_dir)?);
     app.manage(EngineHandle::spawn()?);
     app.manage(UserFiles::default());
     app.manage(AppPaths { default_model });

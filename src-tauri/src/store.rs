@@ -7,11 +7,17 @@
 //! documents/<doc>.txt            its text (to prefill again for another model)
 //! documents/<doc>.rwkvstate      its prefilled state (docs/state-format.md)
 //! bench/history.json             benchmark runs
+//!
+//! set-aside/                     files `Store::open` could not read, moved out of the way
 //! ```
 //!
-//! Every write goes through a temporary file and a rename.
+//! Every write goes through a temporary file, an fsync and a rename ([`write_atomic`]), so a
+//! process killed at any moment leaves each file either old or new, never half written;
+//! [`Store::open`] (`recovery.rs`) removes what a killed write or delete left behind and sets
+//! aside files that do not read, so one damaged file never stops the app.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rwkv_bench::BenchReport;
@@ -24,6 +30,22 @@ use crate::error::{AppError, AppResult};
 #[derive(Debug, Clone)]
 pub struct Store {
     root: PathBuf,
+    /// What [`Store::open`] found unreadable and moved to `set-aside/`.
+    set_aside: Arc<Vec<SetAside>>,
+}
+
+/// A stored file that could not be read when the app started, moved to `set-aside/` (its
+/// content is kept there untouched) so that the rest of the store opens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetAside {
+    /// What it was, for people: `chat 0189…`, `document 0189…`, `benchmark history`.
+    pub item: String,
+    /// Where it was, relative to the data folder (`chats/0189….json`).
+    pub was: String,
+    /// Where it is now (absolute).
+    pub now: String,
+    /// Why it could not be read.
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,7 +151,7 @@ pub fn new_id() -> String {
 }
 
 /// Ids come from the frontend: only our own hex ids name files.
-fn check_id(id: &str) -> AppResult<&str> {
+pub(crate) fn check_id(id: &str) -> AppResult<&str> {
     if !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(id)
     } else {
@@ -137,7 +159,7 @@ fn check_id(id: &str) -> AppResult<&str> {
     }
 }
 
-fn read_json<T: DeserializeOwned>(path: &Path) -> AppResult<T> {
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> AppResult<T> {
     let bytes = std::fs::read(path).map_err(|e| AppError::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| AppError::corrupt(path, e))
 }
@@ -179,8 +201,34 @@ pub fn default_chat_settings() -> GenerateOptions {
 }
 
 impl Store {
+    /// A store over `root` as it is (no recovery; see [`Store::open`]).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Store { root: root.into() }
+        Store {
+            root: root.into(),
+            set_aside: Arc::new(Vec::new()),
+        }
+    }
+
+    /// Opens the store at startup: creates `root`, removes what killed writes and deletes
+    /// left (`*.tmp` files, states of deleted chats, parts of documents never completed),
+    /// and moves every chat, document or history file that does not read to `set-aside/`
+    /// ([`Store::set_aside`] names them). Fails only when `root` cannot be created or read.
+    pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let root = root.into();
+        std::fs::create_dir_all(&root)?;
+        let set_aside = crate::recovery::recover(&root)?;
+        for s in &set_aside {
+            log::warn!("set aside {} ({}): {}", s.was, s.item, s.reason);
+        }
+        Ok(Store {
+            root,
+            set_aside: Arc::new(set_aside),
+        })
+    }
+
+    /// The files [`Store::open`] moved aside.
+    pub fn set_aside(&self) -> &[SetAside] {
+        &self.set_aside
     }
 
     pub fn root(&self) -> &Path {
@@ -253,6 +301,9 @@ impl Store {
     pub fn delete_chat(&self, id: &str) -> AppResult<()> {
         let p = self.chat_path(id)?;
         std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+        // The chat is gone once its file is; its states folder follows (a kill in between
+        // leaves an orphan folder, which `Store::open` removes).
+        let _ = sync_dir(&self.root.join("chats"));
         let dir = self.root.join("chats").join(id);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| AppError::io(&dir, e))?;
@@ -370,17 +421,50 @@ impl Store {
     }
 }
 
-/// Writes through a temporary file and a rename, so a crash never leaves half a file.
+/// Writes through a temporary file and a rename, so a crash never leaves half a file: the
+/// bytes go to `<name>.<pid>-<n>.tmp` in the same folder (unique, so two writers of one
+/// file never share a temporary), are fsynced, renamed over `path`, and the folder is
+/// fsynced so that the rename itself survives a power cut (POSIX; Windows has no folder
+/// handles to sync, and its `MoveFileEx` rename is what `std` uses there).
+/// Leftover `*.tmp` files of a killed process are removed by [`Store::open`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> AppResult<()> {
     use std::io::Write;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(
+        ".{}-{}.tmp",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let tmp = dir.join(name);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(AppError::io(path, e));
     }
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| AppError::io(&tmp, e))?;
-    f.write_all(bytes).map_err(|e| AppError::io(&tmp, e))?;
-    f.sync_all().map_err(|e| AppError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| AppError::io(path, e))
+    sync_dir(dir).map_err(|e| AppError::io(dir, e))
+}
+
+/// Makes a folder's entries (renames, removals) durable: fsync of the folder on Unix; a
+/// no-op elsewhere (Windows cannot open a folder as a file; NTFS journals the rename).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::fs::File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

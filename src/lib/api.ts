@@ -57,6 +57,12 @@ export function errorTitle(code: string): string {
     case 'state_model_mismatch':
     case 'bad_state_file':
       return 'This state file cannot be used';
+    case 'too_long':
+      return 'Too long for a chat message';
+    case 'not_text':
+      return 'Not a text file';
+    case 'corrupt_file':
+      return 'A stored file is damaged';
     default:
       return 'Something went wrong';
   }
@@ -156,10 +162,22 @@ export interface GenerateOptions {
 
 // ---------- app types (src-tauri) ----------
 
+/** A stored file that did not read at startup, moved to `set-aside/` (`store::SetAside`). */
+export interface SetAside {
+  /** `chat 0189…`, `document 0189…`, `benchmark history`. */
+  item: string;
+  /** Where it was, relative to the data folder. */
+  was: string;
+  /** Where it is now. */
+  now: string;
+  reason: string;
+}
+
 export interface AppInfo {
   version: string;
   data_dir: string;
   default_model: string;
+  set_aside: SetAside[];
 }
 
 export type FileKind = 'model' | 'text' | 'state' | 'csv' | 'json';

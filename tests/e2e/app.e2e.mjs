@@ -148,6 +148,14 @@ async function main() {
   session = created.sessionId;
   log(`session ${session}`);
 
+  await step('a damaged stored chat is set aside and named, and the app starts', async () => {
+    const banner = await waitFor('the set-aside notice', () =>
+      findAll('[data-testid=set-aside]').then((e) => (e.length > 0 ? text('[data-testid=set-aside]') : null)),
+    );
+    assert(banner.includes('chats/00ff.json') && banner.includes('set-aside'), `the notice names the file (got ${banner})`);
+    await click('[data-testid=set-aside] button');
+  });
+
   await step('the bundled model loads on first start', async () => {
     await waitFor('the model view', () => findAll('[data-testid=view-model]').then((e) => e.length > 0));
     const status = await waitFor(

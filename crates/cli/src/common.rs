@@ -17,6 +17,10 @@ pub struct ModelArgs {
     /// Most tokens per forward pass (prefill chunk).
     #[arg(long, default_value_t = 256)]
     pub chunk: usize,
+    /// GPU memory budget for the weights, MiB (default: what the device offers). A model
+    /// over it is refused at load with the sizes.
+    #[arg(long)]
+    pub max_gpu_mb: Option<u64>,
 }
 
 impl ModelArgs {
@@ -31,6 +35,7 @@ impl ModelArgs {
         LoadOptions {
             adapter,
             max_chunk: self.chunk,
+            max_gpu_bytes: self.max_gpu_mb.map(|m| m << 20),
             ..Default::default()
         }
     }
@@ -45,6 +50,11 @@ impl ModelArgs {
                 }
             }
         })?;
+        // Fault injection for the reliability tests (docs/reliability.md): the device is
+        // destroyed right after the load, as a driver reset or an unplugged GPU would.
+        if std::env::var("RWKV_FAULT").is_ok_and(|f| f == "lose-device") {
+            eng.gpu().device.destroy();
+        }
         if !quiet {
             let i = eng.info();
             eprintln!(

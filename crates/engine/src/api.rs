@@ -443,6 +443,11 @@ impl Engine {
         }
     }
 
+    /// States made and not yet freed (GPU slots in use), for leak checks.
+    pub fn live_states(&self) -> usize {
+        self.used.iter().filter(|u| **u).count()
+    }
+
     /// Frees a state's slot.
     pub fn free_state(&mut self, id: StateId) -> Result<()> {
         self.check(id)?;

@@ -421,7 +421,14 @@ pub fn write_state_file(
         f.write_all(&encode_header(&header, &sha))?;
         f.write_all(&le)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable once the folder is synced (POSIX; Windows has no folder
+        // handle to sync).
+        #[cfg(unix)]
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     };
     write().map_err(|e| {
         let _ = std::fs::remove_file(&tmp);

@@ -1,0 +1,84 @@
+//! GPU faults in the CLI: a device lost after the load (`RWKV_FAULT=lose-device`, which
+//! destroys the device as a driver reset would) and a model over the GPU budget
+//! (`--max-gpu-mb`) end the command with a non-zero status and a message that says what
+//! happened: no panic, no hang (each run is bounded by a deadline).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn demo_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../assets/models/rwkv7-demo-6x256-Q4_K_M.gguf")
+}
+
+/// Runs `rwkv args…` with `env`, failing the test if it runs past 120 s (a hang).
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rwkv"));
+    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("`rwkv {}` hung", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_lost_device_ends_generate_with_a_message() {
+    let model = demo_model();
+    let m = model.to_str().unwrap();
+    for args in [
+        &["generate", "--model", m, "--prompt", "The sea", "-n", "8"][..],
+        &[
+            "state",
+            "save",
+            "--model",
+            m,
+            "--text",
+            "The sea",
+            "--out",
+            "/dev/null/x",
+        ][..],
+    ] {
+        let out = run(args, &[("RWKV_FAULT", "lose-device")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded on a lost device");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.contains("GPU") && err.contains("device"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_model_over_the_gpu_budget_is_refused_with_the_sizes() {
+    let model = demo_model();
+    let out = run(
+        &[
+            "generate",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt",
+            "x",
+            "--max-gpu-mb",
+            "4",
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("the limit is 4194304"), "{err}");
+}

@@ -1,0 +1,351 @@
+//! What [`Store::open`](crate::store::Store::open) does before the app uses its data:
+//! undo what a killed process left half done, and move unreadable files out of the way.
+//!
+//! A process killed at any moment (SIGKILL, power cut) can leave, besides complete files:
+//! - `*.tmp` files of a write that never reached its rename ([`crate::store::write_atomic`],
+//!   the engine's state-file writer): never data, removed;
+//! - `chats/<id>/` (message states) of a chat whose `chats/<id>.json` was deleted, and
+//!   states of messages an edit or regenerate had dropped from the chat: removed;
+//! - `documents/<id>.txt|.rwkvstate` of a document whose `.json` (written last on create,
+//!   removed first on delete) is absent: removed.
+//!
+//! A file that does not read — hand-edited, truncated by a full disk, written by a newer
+//! version — is moved to `set-aside/` untouched and reported (the app names it), so one bad
+//! chat never hides the others nor stops the app. "Reads" means: valid JSON of the right
+//! shape ([`check_chat`], [`check_document`], [`check_history`]).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use rwkv_bench::BenchReport;
+
+use crate::store::{check_id, now_ms, sync_dir, Chat, Document, SetAside};
+
+/// Parses a chat file named `<stem>.json`: JSON of a [`Chat`] whose id is `stem`, whose
+/// message ids are ids ([`check_id`]) and unique (they name state files).
+///
+/// Errors: a sentence saying what is wrong, for people.
+pub fn check_chat(stem: &str, bytes: &[u8]) -> Result<Chat, String> {
+    let chat: Chat = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if chat.id != stem {
+        return Err(format!(
+            "the file says it is chat `{}`; its name says `{stem}`",
+            chat.id
+        ));
+    }
+    let mut seen = HashSet::new();
+    for (i, m) in chat.messages.iter().enumerate() {
+        check_id(&m.id).map_err(|e| format!("message {i}: {}", e.message))?;
+        if !seen.insert(m.id.as_str()) {
+            return Err(format!("message {i}: id `{}` appears twice", m.id));
+        }
+    }
+    Ok(chat)
+}
+
+/// Parses a document file named `<stem>.json`: JSON of a [`Document`] whose id is `stem`.
+pub fn check_document(stem: &str, bytes: &[u8]) -> Result<Document, String> {
+    let doc: Document = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if doc.id != stem {
+        return Err(format!(
+            "the file says it is document `{}`; its name says `{stem}`",
+            doc.id
+        ));
+    }
+    Ok(doc)
+}
+
+/// Parses the benchmark history (a JSON list of `rwkv bench` reports).
+pub fn check_history(bytes: &[u8]) -> Result<Vec<BenchReport>, String> {
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
+/// The entries of `dir` (none when it does not exist).
+fn entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.map(|e| e.path())).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_tmp(p: &Path) -> bool {
+    p.extension().is_some_and(|x| x == "tmp")
+}
+
+fn stem(p: &Path) -> String {
+    p.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn remove(p: &Path) {
+    let r = if p.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else {
+        std::fs::remove_file(p)
+    };
+    match r {
+        Ok(()) => log::info!("removed the leftover {}", p.display()),
+        Err(e) => log::warn!("could not remove the leftover {}: {e}", p.display()),
+    }
+}
+
+/// Moves `p` (relative name `was`) into `root/set-aside/` under a name that keeps the
+/// original and never overwrites an earlier one.
+fn set_aside(root: &Path, p: &Path, was: &str, item: String, reason: String) -> SetAside {
+    let dir = root.join("set-aside");
+    let flat = was.replace(['/', '\\'], "-");
+    let dest = dir.join(format!("{}-{flat}", now_ms()));
+    let moved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::rename(p, &dest));
+    let now = match moved {
+        Ok(()) => dest.display().to_string(),
+        // Not movable (read-only folder): it stays, and is skipped by the lists anyway.
+        Err(e) => {
+            log::warn!("could not move {} aside: {e}", p.display());
+            p.display().to_string()
+        }
+    };
+    SetAside {
+        item,
+        was: was.to_string(),
+        now,
+        reason,
+    }
+}
+
+/// Recovers the store at `root` (see the module docs). Returns what was set aside.
+pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
+    let mut out = Vec::new();
+
+    // Chats: leftovers first, then every chat file read once.
+    let chats = root.join("chats");
+    let mut chat_ids: std::collections::HashMap<String, HashSet<String>> = Default::default();
+    for p in entries(&chats)? {
+        if is_tmp(&p) {
+            remove(&p);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            let id = stem(&p);
+            let was = format!("chats/{id}.json");
+            match std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| check_chat(&id, &b))
+            {
+                Ok(chat) => {
+                    let msgs = chat.messages.into_iter().map(|m| m.id).collect();
+                    chat_ids.insert(id, msgs);
+                }
+                Err(reason) => out.push(set_aside(root, &p, &was, format!("chat {id}"), reason)),
+            }
+        }
+    }
+    for p in entries(&chats)? {
+        if p.is_dir() {
+            match chat_ids.get(&stem(&p)) {
+                None => remove(&p), // the states of a deleted (or set-aside) chat
+                // Temporaries, and states of messages a killed edit had already dropped.
+                Some(msgs) => {
+                    for q in entries(&p)? {
+                        if is_tmp(&q) || !msgs.contains(&stem(&q)) {
+                            remove(&q);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // Documents: a document exists once its .json does (written last, removed first).
+    let docs = root.join("documents");
+    let mut doc_ids = HashSet::new();
+    let all = entries(&docs)?;
+    for p in &all {
+        if is_tmp(p) {
+            remove(p);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            let id = stem(p);
+            let was = format!("documents/{id}.json");
+            match std::fs::read(p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| check_document(&id, &b))
+            {
+                Ok(_) => {
+                    doc_ids.insert(id);
+                }
+                Err(reason) => out.push(set_aside(root, p, &was, format!("document {id}"), reason)),
+            }
+        }
+    }
+    for p in &all {
+        let part = p
+            .extension()
+            .is_some_and(|x| x == "txt" || x == "rwkvstate");
+        if part && p.exists() && !doc_ids.contains(&stem(p)) {
+            remove(p);
+        }
+    }
+
+    // Benchmark history: one file.
+    let bench = root.join("bench");
+    for p in entries(&bench)? {
+        if is_tmp(&p) {
+            remove(&p);
+        }
+    }
+    let history = bench.join("history.json");
+    if history.exists() {
+        if let Err(reason) = std::fs::read(&history)
+            .map_err(|e| e.to_string())
+            .and_then(|b| check_history(&b).map(|_| ()))
+        {
+            out.push(set_aside(
+                root,
+                &history,
+                "bench/history.json",
+                "benchmark history".to_string(),
+                reason,
+            ));
+        }
+    }
+    for d in [&chats, &docs, &bench] {
+        if d.exists() {
+            sync_dir(d)?;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{write_atomic, Store};
+
+    fn temp_root(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("rwkv-recovery-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn damaged_files_are_set_aside_and_named_and_the_rest_opens() {
+        let root = temp_root("aside");
+        let s = Store::new(&root);
+        let good = s.create_chat(None).unwrap();
+        let bad = s.create_chat(None).unwrap();
+        let bad_path = root.join("chats").join(format!("{}.json", bad.id));
+        // A hand edit that breaks the JSON, a chat whose name and id disagree, a history
+        // that is not a list.
+        std::fs::write(&bad_path, b"{\"id\": \"broken").unwrap();
+        let renamed = root.join("chats").join("00aa.json");
+        std::fs::write(
+            &renamed,
+            serde_json::to_vec(&s.load_chat(&good.id).unwrap()).unwrap(),
+        )
+        .unwrap();
+        write_atomic(&root.join("bench/history.json"), b"{}").unwrap();
+
+        let s = Store::open(&root).unwrap();
+        let aside = s.set_aside();
+        let mut items: Vec<&str> = aside.iter().map(|a| a.item.as_str()).collect();
+        items.sort();
+        assert_eq!(
+            items,
+            [
+                "benchmark history",
+                "chat 00aa",
+                &format!("chat {}", bad.id)
+            ]
+        );
+        let broken = aside.iter().find(|a| a.item.contains(&bad.id)).unwrap();
+        assert_eq!(broken.was, format!("chats/{}.json", bad.id));
+        assert!(broken.reason.contains("EOF"), "{}", broken.reason);
+        // Moved, not deleted: the bytes are still there for the user.
+        assert_eq!(
+            std::fs::read(&broken.now).unwrap(),
+            b"{\"id\": \"broken".to_vec()
+        );
+        assert!(!bad_path.exists() && !renamed.exists());
+        let ids: Vec<String> = s.list_chats().into_iter().map(|c| c.id).collect();
+        assert_eq!(ids, std::slice::from_ref(&good.id));
+        assert!(s.bench_history().unwrap().is_empty());
+        // A second start finds nothing more to set aside.
+        assert!(Store::open(&root).unwrap().set_aside().is_empty());
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn leftovers_of_killed_writes_and_deletes_are_removed() {
+        let root = temp_root("leftovers");
+        let s = Store::new(&root);
+        let mut chat = s.create_chat(None).unwrap();
+        chat.messages.push(crate::store::Message {
+            id: "00ab".into(),
+            role: crate::store::Role::Assistant,
+            text: "kept".into(),
+            stats: None,
+            model: None,
+            created_ms: 0,
+        });
+        s.save_chat(&chat).unwrap();
+        let chats = root.join("chats");
+        std::fs::create_dir_all(chats.join(&chat.id)).unwrap();
+        let state = chats.join(&chat.id).join("00ab.rwkvstate");
+        std::fs::write(&state, b"x").unwrap();
+        let partial = [
+            chats.join(format!("{}.json.123-0.tmp", chat.id)),
+            chats.join(&chat.id).join("00ac.rwkvstate.tmp"),
+            chats.join(&chat.id).join("00ad.rwkvstate"), // a message an edit dropped
+            chats.join("00dd"),                          // the states folder of a deleted chat
+            root.join("documents/00ee.txt"),             // a document whose .json was never written
+            root.join("documents/00ee.rwkvstate"),
+            root.join("documents/00ee.json.9-1.tmp"),
+        ];
+        std::fs::create_dir_all(root.join("documents")).unwrap();
+        for p in &partial {
+            if p.extension().is_none() {
+                std::fs::create_dir_all(p).unwrap();
+            } else {
+                std::fs::write(p, b"half").unwrap();
+            }
+        }
+        let s = Store::open(&root).unwrap();
+        for p in &partial {
+            assert!(!p.exists(), "{} should be gone", p.display());
+        }
+        assert!(state.exists(), "a live message's state is kept");
+        assert_eq!(s.load_chat(&chat.id).unwrap().id, chat.id);
+        assert!(s.set_aside().is_empty());
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn message_ids_must_be_ids_and_unique() {
+        let mut chat = Store::new(temp_root("unused")).create_chat(None);
+        // create_chat writes under a fresh temp root; only the value is used here.
+        let chat = chat.as_mut().unwrap();
+        let m = crate::store::Message {
+            id: "00ff".into(),
+            role: crate::store::Role::User,
+            text: "hi".into(),
+            stats: None,
+            model: None,
+            created_ms: 0,
+        };
+        chat.messages = vec![m.clone(), m.clone()];
+        let bytes = serde_json::to_vec(&*chat).unwrap();
+        let e = check_chat(&chat.id, &bytes).unwrap_err();
+        assert!(e.contains("appears twice"), "{e}");
+        chat.messages[1].id = "../x".into();
+        let bytes = serde_json::to_vec(&*chat).unwrap();
+        assert!(check_chat(&chat.id, &bytes)
+            .unwrap_err()
+            .contains("not an id"));
+        chat.messages.truncate(1);
+        let bytes = serde_json::to_vec(&*chat).unwrap();
+        assert_eq!(
+            check_chat(&chat.id, &bytes).unwrap().messages,
+            chat.messages
+        );
+        std::fs::remove_dir_all(temp_root("unused")).ok();
+    }
+}

@@ -1,0 +1,249 @@
+//! Soak (issue 14, part 2): many chat turns on the bundled model through the command layer,
+//! interleaving stop mid-stream, regenerate, edits of earlier messages, document creation,
+//! field analysis while a reply streams, and model reloads. Every `RWKV_SOAK_EVERY` turns it
+//! prints RSS, open file descriptors, the engine's GPU bytes (weights + state slots: a leak
+//! of states grows the slots) and the store's size. At the end every chat reloads
+//! identically in a fresh app over the same data.
+//!
+//! Asserted: no GPU state left allocated between turns, descriptors and GPU bytes flat
+//! after warm-up, chats identical after reopening,
+//! every turn answered. RSS is reported, not asserted (allocator noise; the doc has the full
+//! run's figures). `RWKV_SOAK_TURNS` (default 30: CI; 500 for the full run).
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{app_at, scratch, Ipc, TestApp};
+use tauri::async_runtime::block_on;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn proc_status(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            n += if p.is_dir() {
+                dir_bytes(&p)
+            } else {
+                e.metadata().map_or(0, |m| m.len())
+            };
+        }
+    }
+    n
+}
+
+fn id_of(v: &Value) -> String {
+    v["id"].as_str().expect("id").to_string()
+}
+
+fn n_messages(t: &TestApp, chat: &str) -> usize {
+    t.ok("chat_get", json!({ "id": chat }))["messages"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+struct Sample {
+    turn: usize,
+    rss_mib: f64,
+    fds: usize,
+    gpu_bytes: u64,
+    live_states: usize,
+    store_kib: f64,
+}
+
+#[test]
+fn soak_turns_keep_resources_flat_and_chats_reload_identically() {
+    let turns = env_usize("RWKV_SOAK_TURNS", 30);
+    let every = env_usize("RWKV_SOAK_EVERY", (turns / 5).max(1));
+    let dir = scratch("soak");
+    let data = dir.join("data");
+    let t = app_at(&data);
+    t.load_default();
+    let doc = t.ok(
+        "doc_create",
+        json!({ "name": "harbour", "text": "The harbour was quiet at dawn. Boats rocked. ".repeat(8) }),
+    );
+    let mut chats: Vec<String> = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let (mut stopped, mut regenerated, mut edited, mut docs, mut fields, mut reloads) =
+        (0, 0, 0, 1, 0, 0);
+    let t0 = Instant::now();
+    let prompts = [
+        "Tell me about boats.",
+        "Why is the sea salty?",
+        "Name a bird.",
+        "Go on.",
+    ];
+    for turn in 1..=turns {
+        // A fresh chat every 8 turns keeps prompts short and the store growing with data.
+        if chats.is_empty() || turn % 8 == 0 {
+            let c = t.ok("chat_create", json!({}));
+            let id = id_of(&c);
+            t.set_max_tokens(&id, 12);
+            chats.push(id);
+        }
+        let chat = chats.last().expect("a chat").clone();
+        let text = prompts[turn % prompts.len()];
+        let len = n_messages(&t, &chat);
+        match turn % 10 {
+            3 if len >= 2 => {
+                t.ok(
+                    "chat_regenerate",
+                    json!({ "id": chat, "index": len - 1, "onEvent": "__CHANNEL__:2" }),
+                );
+                regenerated += 1;
+            }
+            5 if len >= 4 => {
+                t.ok(
+                    "chat_edit",
+                    json!({ "id": chat, "index": len - 4, "text": text, "onEvent": "__CHANNEL__:2" }),
+                );
+                edited += 1;
+            }
+            7 => {
+                // Stop mid-stream: a long reply, stopped from another thread.
+                t.set_max_tokens(&chat, 200);
+                std::thread::scope(|s| {
+                    let ipc: &Ipc = &t;
+                    let h = s.spawn(|| ipc.send(&chat, text));
+                    std::thread::sleep(Duration::from_millis(40));
+                    t.call("chat_stop", json!({ "id": chat })).expect("stop");
+                    let m = h
+                        .join()
+                        .expect("send thread")
+                        .expect("a stopped reply stands");
+                    if m["stats"]["stop"] == "cancelled" {
+                        stopped += 1;
+                    }
+                });
+                t.set_max_tokens(&chat, 12);
+            }
+            9 => {
+                // Field analysis queued while a reply streams.
+                std::thread::scope(|s| {
+                    let ipc: &Ipc = &t;
+                    let h = s.spawn(|| ipc.send(&chat, text));
+                    std::thread::sleep(Duration::from_millis(10));
+                    let f = t.call_raw(
+                        "fields_run",
+                        json!({ "document": id_of(&doc), "fields": [
+                            { "label": "a", "text": "boats" }, { "label": "b", "text": "birds" }] }),
+                    );
+                    assert!(f.is_ok(), "fields: {:?}", f.err());
+                    h.join().expect("send thread").expect("reply");
+                    fields += 1;
+                });
+            }
+            _ => {
+                t.send(&chat, text).expect("reply");
+            }
+        }
+        if turn % 25 == 0 {
+            t.ok(
+                "doc_create",
+                json!({ "name": format!("note {turn}"), "text": text.repeat(20) }),
+            );
+            docs += 1;
+        }
+        if turn % 100 == 50 || (turns < 100 && turn == turns / 2) {
+            t.load_default();
+            reloads += 1;
+        }
+        if turn % every == 0 || turn == turns {
+            let info = t.ok("model_info", json!({}));
+            let live_states =
+                block_on(t.engine().run(|w| Ok(w.engine()?.live_states()))).expect("live states");
+            let s = Sample {
+                turn,
+                rss_mib: proc_status("VmRSS:") as f64 / 1024.0,
+                fds: open_fds(),
+                gpu_bytes: info["gpu_total_bytes"].as_u64().unwrap_or(0),
+                live_states,
+                store_kib: dir_bytes(&data) as f64 / 1024.0,
+            };
+            eprintln!(
+                "soak turn {:4}: RSS {:7.1} MiB  fds {:3}  GPU {:6.1} MiB  states {}  store {:8.1} KiB  ({:.0} s)",
+                s.turn,
+                s.rss_mib,
+                s.fds,
+                s.gpu_bytes as f64 / 1048576.0,
+                s.live_states,
+                s.store_kib,
+                t0.elapsed().as_secs_f64()
+            );
+            samples.push(s);
+        }
+    }
+    eprintln!(
+        "soak: {turns} turns in {:.0} s: {} chats, {regenerated} regenerated, {edited} edited, \
+         {stopped} stopped mid-stream, {fields} field analyses during a reply, {docs} documents, \
+         {reloads} reloads",
+        t0.elapsed().as_secs_f64(),
+        chats.len()
+    );
+
+    // Flat: descriptors and GPU bytes, from the first sample (after warm-up) to the last.
+    let (first, last) = (&samples[0], &samples[samples.len() - 1]);
+    assert!(
+        last.fds <= first.fds + 4,
+        "descriptors grew from {} to {}",
+        first.fds,
+        last.fds
+    );
+    assert_eq!(
+        last.gpu_bytes, first.gpu_bytes,
+        "GPU bytes (weights + state slots) changed: states leak"
+    );
+    for s in &samples {
+        assert_eq!(s.live_states, 0, "turn {}: states left allocated", s.turn);
+    }
+    assert!(
+        last.store_kib > first.store_kib,
+        "the store holds the new turns"
+    );
+
+    // Every chat reloads identically in a fresh app over the same data.
+    let before: Vec<Value> = chats
+        .iter()
+        .map(|id| t.ok("chat_get", json!({ "id": id })))
+        .collect();
+    let docs_before = t.ok("doc_list", json!({}));
+    drop(t);
+    let t2 = app_at(&data);
+    let info = t2.ok("app_info", json!({}));
+    assert_eq!(info["set_aside"], json!([]));
+    for (id, b) in chats.iter().zip(&before) {
+        assert_eq!(
+            &t2.ok("chat_get", json!({ "id": id })),
+            b,
+            "chat {id} changed"
+        );
+    }
+    assert_eq!(t2.ok("doc_list", json!({})), docs_before);
+    drop(t2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
