@@ -13,10 +13,10 @@ mod support;
 use std::path::Path;
 use std::time::Instant;
 
-use rwkv_engine::synth::{self, SynthOptions, SynthType};
 use rwkv_engine::{
     Engine, LoadOptions, LoadProgress, ModelFile, Rows, Rwkv7Weights, SeqInput, UploadOptions, Want,
 };
+use rwkv_synth::{self as synth, SynthOptions, SynthType};
 use support::*;
 
 /// Waves of 4 KiB, two of them in flight, pieces of 1 KiB: the fixtures' tensors (up to
