@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use rwkv_engine::format::names::{naming, Naming};
 use rwkv_engine::format::MetaValue;
+use rwkv_engine::model::names::{naming, Naming};
 use rwkv_engine::model::weights::{Matrix, MatrixLayout, Vector};
 use rwkv_engine::{DType, EngineError, LoraRanks, ModelFile, Rwkv7Config, Rwkv7Weights};
 use serde_json::Value as Json;
