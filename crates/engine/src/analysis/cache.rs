@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::analysis::embed::{EmbedInput, Embeddings, Pooling};
-use crate::analysis::state_file::{hex, ModelFingerprint};
+use crate::analysis::fingerprint::{hex, ModelFingerprint};
 use crate::api::{Engine, StateId};
 use crate::error::{EngineError, Result};
 
