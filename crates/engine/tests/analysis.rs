@@ -40,12 +40,6 @@ const FIELD_TEXTS: [&str; 6] = [
     "Q3",
 ];
 
-fn tmp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("rwkv-analysis-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn last_logits(eng: &mut rwkv_engine::Engine, st: StateId, tokens: &[u32]) -> Vec<f32> {
     eng.forward(
         &[SeqInput {
@@ -203,7 +197,7 @@ fn many_inputs_run_in_bounded_groups() {
 fn state_round_trip_through_a_file_in_a_fresh_engine() {
     let r = Reference::load("tiny");
     let (a, b) = r.tokens.split_at(20);
-    let dir = tmp_dir("roundtrip");
+    let dir = scratch("analysis-roundtrip");
     let path = dir.join("a.rwkvstate");
     let file = "rwkv7-tiny.safetensors";
 
@@ -530,7 +524,7 @@ fn field_analysis_returns_vectors_matrix_norms_and_timing() {
 #[test]
 fn bad_state_files_are_clear_errors() {
     let r = Reference::load("tiny");
-    let dir = tmp_dir("bad");
+    let dir = scratch("analysis-bad");
     let mut eng = engine("rwkv7-tiny.safetensors");
     let st = eng.prefill(&r.tokens[..5]).unwrap();
     let good = dir.join("good.rwkvstate");

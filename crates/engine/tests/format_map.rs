@@ -3,16 +3,16 @@
 //! every mapping error (wrong shape, missing tensor, not RWKV-7, bad metadata, bad types).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::path::Path;
 
-use common::*;
 use rwkv_engine::format::MetaValue;
 use rwkv_engine::model::names::{naming, Naming};
 use rwkv_engine::model::weights::{Matrix, MatrixLayout, Vector};
 use rwkv_engine::{DType, EngineError, LoraRanks, ModelFile, Rwkv7Config, Rwkv7Weights};
 use serde_json::Value as Json;
+use support::*;
 
 /// The config `make_model.py` recorded for a fixture (`rwkv7-{tiny,small}.json`).
 fn manifest_config(name: &str) -> Rwkv7Config {

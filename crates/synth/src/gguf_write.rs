@@ -44,31 +44,18 @@ impl GgufTensorSpec {
     }
 }
 
-/// GGUF value type id of a metadata value (`gguf_type`).
-fn type_id(v: &MetaValue) -> u32 {
-    match v {
-        MetaValue::U8(_) => 0,
-        MetaValue::I8(_) => 1,
-        MetaValue::U16(_) => 2,
-        MetaValue::I16(_) => 3,
-        MetaValue::U32(_) => 4,
-        MetaValue::I32(_) => 5,
-        MetaValue::F32(_) => 6,
-        MetaValue::Bool(_) => 7,
-        MetaValue::String(_) => 8,
-        MetaValue::Array(_) => 9,
-        MetaValue::U64(_) => 10,
-        MetaValue::I64(_) => 11,
-        MetaValue::F64(_) => 12,
-    }
-}
-
-fn put_str(buf: &mut Vec<u8>, s: &str) {
+/// Appends a GGUF string: `u64` byte length, then the UTF-8 bytes.
+pub fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
     buf.extend_from_slice(s.as_bytes());
 }
 
-fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
+/// Appends the bytes of value `v` (without its type id: [`MetaValue::gguf_type`]). An array
+/// is its element type, `u64` length and items.
+///
+/// Errors: [`EngineError::InvalidInput`] for nested arrays or items of different types
+/// (llama.cpp writes neither).
+pub fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
     match v {
         MetaValue::U8(x) => buf.push(*x),
         MetaValue::I8(x) => buf.extend_from_slice(&x.to_le_bytes()),
@@ -84,13 +71,13 @@ fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
         MetaValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
         MetaValue::Array(items) => {
             // An empty array still needs an element type; U8 is as good as any.
-            let elem = items.first().map(type_id).unwrap_or(0);
+            let elem = items.first().map(MetaValue::gguf_type).unwrap_or(0);
             if elem == 9 {
                 return Err(EngineError::invalid(
                     "GGUF writer: nested arrays are not written",
                 ));
             }
-            if items.iter().any(|i| type_id(i) != elem) {
+            if items.iter().any(|i| i.gguf_type() != elem) {
                 return Err(EngineError::invalid(
                     "GGUF writer: array items of different types",
                 ));
@@ -125,7 +112,7 @@ pub fn encode_header(
     buf.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
     for (k, v) in metadata {
         put_str(&mut buf, k);
-        buf.extend_from_slice(&type_id(v).to_le_bytes());
+        buf.extend_from_slice(&v.gguf_type().to_le_bytes());
         put_value(&mut buf, v)?;
     }
     let mut offsets = Vec::with_capacity(tensors.len());
