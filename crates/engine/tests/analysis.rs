@@ -31,15 +31,6 @@ const EMB_TOL: f32 = 1e-3;
 const SPLIT_TOL: f32 = 1e-3;
 const BATCH_TOL: f32 = 1e-4;
 
-const FIELD_TEXTS: [&str; 6] = [
-    "Annual report",
-    "The company grew its revenue by twelve percent while costs stayed flat.",
-    "finance",
-    "A short story about a lighthouse keeper and the storm that changed everything.",
-    "fiction, sea, storms",
-    "Q3",
-];
-
 fn last_logits(eng: &mut rwkv_engine::Engine, st: StateId, tokens: &[u32]) -> Vec<f32> {
     eng.forward(
         &[SeqInput {
@@ -82,21 +73,7 @@ fn embed_matches_the_rwkv_package_and_forward() {
 
         // The same rows computed by forward with the head: identical dispatches up to
         // ln_out, so identical bits.
-        let st = eng.new_state().unwrap();
-        let out = eng
-            .forward(
-                &[SeqInput {
-                    state: st,
-                    tokens: &r.tokens,
-                    rows: Rows::Last,
-                }],
-                Want {
-                    logits: true,
-                    embeddings: true,
-                },
-                None,
-            )
-            .unwrap();
+        let (_, out) = forward_new(&mut eng, &r.tokens, Rows::Last);
         assert_eq!(out.logits[0].len(), eng.config().vocab_size);
         assert_eq!(emb.row(0).unwrap(), &out.embeddings[0][..], "{file}");
 

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use rwkv_engine::format::MetaValue;
-use rwkv_engine::{DType, EngineError, Result, Rwkv7Config};
+use rwkv_engine::{DType, Result, Rwkv7Config};
 
 use crate::gguf_write::{GgufTensorSpec, GgufWriter};
 use crate::init::{encode, stream_rows, Blink, Init};
@@ -453,14 +453,5 @@ pub fn write_gguf(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<SynthRe
         }
     }
     w.finish()?;
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| EngineError::io(path, e))?
-        .len();
-    Ok(SynthReport {
-        bytes,
-        tensors: entries.len(),
-        params,
-        seconds: t0.elapsed().as_secs_f64(),
-        config: cfg,
-    })
+    SynthReport::of_written(path, entries.len(), params, t0, cfg)
 }

@@ -184,6 +184,28 @@ pub struct SynthReport {
     pub config: Rwkv7Config,
 }
 
+impl SynthReport {
+    /// The report of a finished write of `path` started at `t0`.
+    fn of_written(
+        path: &Path,
+        tensors: usize,
+        params: u64,
+        t0: std::time::Instant,
+        config: Rwkv7Config,
+    ) -> Result<Self> {
+        let bytes = std::fs::metadata(path)
+            .map_err(|e| EngineError::io(path, e))?
+            .len();
+        Ok(SynthReport {
+            bytes,
+            tensors,
+            params,
+            seconds: t0.elapsed().as_secs_f64(),
+            config,
+        })
+    }
+}
+
 /// Writes a synthetic model to `path`: GGUF for a `.gguf` extension, SafeTensors (f16,
 /// BlinkDL names; `opts.dtype` ignored) for `.safetensors`.
 ///

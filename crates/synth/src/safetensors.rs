@@ -72,14 +72,5 @@ pub fn write_safetensors(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<
         safetensors::SafeTensorError::IoError(io) => EngineError::io(path, io),
         other => EngineError::invalid(format!("synth: {}: {other}", path.display())),
     })?;
-    let bytes = std::fs::metadata(path)
-        .map_err(|e| EngineError::io(path, e))?
-        .len();
-    Ok(SynthReport {
-        bytes,
-        tensors: n,
-        params,
-        seconds: t0.elapsed().as_secs_f64(),
-        config: cfg,
-    })
+    SynthReport::of_written(path, n, params, t0, cfg)
 }

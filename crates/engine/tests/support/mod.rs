@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use rwkv_engine::gpu::{AdapterChoice, GpuContext};
-use rwkv_engine::{Engine, EngineError, LoadOptions, Rwkv7Config};
+use rwkv_engine::{
+    Engine, EngineError, ForwardOutput, LoadOptions, Rows, Rwkv7Config, SeqInput, StateId, Want,
+};
 
 /// `../shared/fixtures` beside the checkout.
 pub fn fixtures() -> PathBuf {
@@ -74,6 +76,17 @@ pub fn assert_malformed(e: &EngineError, path: &Path, needle: &str) {
     }
 }
 
+/// Six short fields (titles, summaries, labels) of two made-up documents, 1–17 tokens
+/// each, for the analysis tests and the cache benchmark.
+pub const FIELD_TEXTS: [&str; 6] = [
+    "Annual report",
+    "The company grew its revenue by twelve percent while costs stayed flat.",
+    "finance",
+    "A short story about a lighthouse keeper and the storm that changed everything.",
+    "fiction, sea, storms",
+    "Q3",
+];
+
 /// One device for the whole test binary; fails loudly when there is none.
 pub fn gpu() -> Arc<GpuContext> {
     static GPU: OnceLock<Arc<GpuContext>> = OnceLock::new();
@@ -98,6 +111,21 @@ pub fn engine_with(file: &str, opts: &LoadOptions) -> Engine {
         fixtures().join(file)
     };
     Engine::load_on(gpu(), &path, opts).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// Feeds `tokens` into a new state, asking logits and embeddings of `rows`.
+pub fn forward_new(eng: &mut Engine, tokens: &[u32], rows: Rows) -> (StateId, ForwardOutput) {
+    let st = eng.new_state().unwrap();
+    let want = Want {
+        logits: true,
+        embeddings: true,
+    };
+    let seq = SeqInput {
+        state: st,
+        tokens,
+        rows,
+    };
+    (st, eng.forward(&[seq], want, None).unwrap())
 }
 
 pub fn npy(name: &str) -> Vec<f32> {

@@ -219,12 +219,8 @@ fn quantize_block_q4_k(x: &[f32; QK_K], nstep: i32) -> BlockQ4K {
 /// ggml `GROUP_MAX_EPS`: groups whose largest magnitude is below this are all-zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
 
-/// ggml `make_qx_quants` with `rmse_type = 1` (`search`) or `rmse_type = 0` (plain round
-/// to nearest against `max / -nmax`).
-fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
-    if search {
-        return make_qx_quants_rmse1(x, nmax, out);
-    }
+/// The value of largest magnitude in `x` (first one on ties) and its magnitude.
+fn signed_absmax(x: &[f32]) -> (f32, f32) {
     let mut max = 0.0f32;
     let mut amax = 0.0f32;
     for &v in x {
@@ -233,6 +229,16 @@ fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 
             max = v;
         }
     }
+    (max, amax)
+}
+
+/// ggml `make_qx_quants` with `rmse_type = 1` (`search`) or `rmse_type = 0` (plain round
+/// to nearest against `max / -nmax`).
+fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
+    if search {
+        return make_qx_quants_rmse1(x, nmax, out);
+    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out.fill(0);
         return 0.0;
@@ -248,14 +254,7 @@ fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 
 /// symmetric `nmax`-level quantization of `x`, levels `l + nmax` written to `out`,
 /// returns the scale. Searches `nmax ± 0.1·is`, `is ∈ [-9, 9]`.
 fn make_qx_quants_rmse1(x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out.fill(0);
         return 0.0;
