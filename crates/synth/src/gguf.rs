@@ -423,11 +423,8 @@ pub(crate) fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 pub fn write_gguf(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<SynthReport> {
     let path = path.as_ref();
     let t0 = Instant::now();
-    let cfg = opts.config()?;
-    let init = Init {
-        cfg,
-        seed: opts.seed,
-    };
+    let init = Init::new(opts)?;
+    let cfg = init.cfg;
     let entries = gguf_entries(&cfg, opts.dtype);
     let params: u64 = entries.iter().map(|e| e.spec.numel()).sum();
     let meta = gguf_metadata(&cfg, opts, params)?;

@@ -6,7 +6,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 use rwkv_engine::{quant, DType, EngineError, Result, Rwkv7Config};
 
-use crate::HEAD_SIZE;
+use crate::{SynthOptions, HEAD_SIZE};
 
 /// SplitMix64 (Steele, Lea & Flood 2014): one 64-bit state, fast, good enough for weights.
 struct SplitMix64(u64);
@@ -69,6 +69,16 @@ impl Blink {
 }
 
 impl Init {
+    /// The generator of `opts`' model.
+    ///
+    /// Errors: as [`SynthOptions::config`].
+    pub(crate) fn new(opts: &SynthOptions) -> Result<Self> {
+        Ok(Init {
+            cfg: opts.config()?,
+            seed: opts.seed,
+        })
+    }
+
     fn rng(&self, name: &str, row: usize) -> SplitMix64 {
         let mut s = SplitMix64(
             self.seed

@@ -45,11 +45,8 @@ impl safetensors::View for LazyF16<'_> {
 pub fn write_safetensors(opts: &SynthOptions, path: impl AsRef<Path>) -> Result<SynthReport> {
     let path = path.as_ref();
     let t0 = Instant::now();
-    let cfg = opts.config()?;
-    let init = Init {
-        cfg,
-        seed: opts.seed,
-    };
+    let init = Init::new(opts)?;
+    let cfg = init.cfg;
     let tensors = init.blink_tensors();
     let params: u64 = tensors
         .iter()
