@@ -68,7 +68,7 @@ fn render(
 
 /// A tick value with as many decimals as its size needs (no "250.0").
 fn tick(v: f64) -> String {
-    if v.abs() >= 10.0 || v == 0.0 {
+    if v.abs() >= 10.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.1}")
@@ -118,7 +118,8 @@ pub fn history_svg(runs: &[BenchReport]) -> String {
                 .margin_right(14)
                 .x_label_area_size(42)
                 .y_label_area_size(62)
-                .build_cartesian_2d((0usize..n).into_segmented(), 0f64..top)?;
+                // One segment per run: plotters' integer ranges include their end.
+                .build_cartesian_2d((0usize..n - 1).into_segmented(), 0f64..top)?;
             chart
                 .configure_mesh()
                 .disable_x_mesh()
@@ -329,6 +330,7 @@ mod tests {
         assert_eq!(tick(250.0), "250");
         assert_eq!(tick(0.0), "0");
         assert_eq!(tick(2.5), "2.5");
+        assert_eq!(tick(5.0), "5");
         assert_eq!(tick(0.126), "0.13");
     }
 }
