@@ -6,8 +6,8 @@ mod support;
 
 use std::path::Path;
 
-use rwkv_engine::format::gguf_write::{GgufTensorSpec, GgufWriter};
 use rwkv_engine::format::{DType, MetaValue};
+use rwkv_synth::gguf_write::{GgufTensorSpec, GgufWriter};
 use serde_json::{json, Value};
 use support::{scratch, test_app, Ipc, TestApp};
 use tauri::async_runtime::block_on;

@@ -295,6 +295,13 @@ async function main() {
     log(`history chart ${size[0]}×${size[1]}`);
     const profile = await exec(`const img = document.querySelector('[data-testid=profile-chart]'); return !!img && img.naturalWidth > 0;`);
     assert(profile, 'the per-op GPU profile chart is shown');
+    // Readable at the default window: the charts' text is 12.5 SVG px
+    // (rwkv_bench::charts::TEXT_PX), shown at clientWidth / naturalWidth of that.
+    for (const id of ['chart', 'profile-chart']) {
+      const scale = await exec(`const img = document.querySelector('[data-testid=${id}]'); return img.clientWidth / img.naturalWidth;`);
+      log(`${id}: text ${(12.5 * scale).toFixed(1)} px on screen`);
+      assert(12.5 * scale >= 11, `${id}: chart text ${(12.5 * scale).toFixed(1)} px on screen, want ≥ 11`);
+    }
     const table = await text('[data-testid=bench-table]');
     assert(/tok\/s/.test(table), 'the run is listed with speeds');
     // The reloaded model is ready again.

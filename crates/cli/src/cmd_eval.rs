@@ -72,35 +72,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         &[t, cfg.n_embd],
         &out.embeddings[0],
     )?;
-    let mut s = vec![0f32; eng.state_len()];
-    eng.read_state(st, &mut s)?;
-    let (c, hnn, pl) = (
-        cfg.n_embd,
-        cfg.n_head * cfg.head_size * cfg.head_size,
-        cfg.state_len_per_layer(),
-    );
-    let (mut att, mut wkv, mut ffn) = (Vec::new(), Vec::new(), Vec::new());
-    for l in 0..cfg.n_layer {
-        let b = &s[l * pl..(l + 1) * pl];
-        att.extend_from_slice(&b[..c]);
-        wkv.extend_from_slice(&b[c..c + hnn]);
-        ffn.extend_from_slice(&b[c + hnn..]);
-    }
-    npy::write_f32(
-        a.out.join("state_att_x_prev.f32.npy"),
-        &[cfg.n_layer, c],
-        &att,
-    )?;
-    npy::write_f32(
-        a.out.join("state_att_kv.f32.npy"),
-        &[cfg.n_layer, cfg.n_head, cfg.head_size, cfg.head_size],
-        &wkv,
-    )?;
-    npy::write_f32(
-        a.out.join("state_ffn_x_prev.f32.npy"),
-        &[cfg.n_layer, c],
-        &ffn,
-    )?;
+    // The fixtures' three state arrays (state_att_x_prev, state_att_kv, state_ffn_x_prev).
+    eng.export_state_npy(st, &a.out)?;
     std::fs::write(
         a.out.join("tokens.json"),
         serde_json::to_string(&serde_json::json!({ "tokens": tokens }))?,

@@ -1,12 +1,12 @@
 //! `rwkv generate` and `rwkv chat`: streaming text generation.
 
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 
 use clap::Args;
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{CancelToken, GenerateOptions, TextEvent};
+use rwkv_engine::{CancelToken, GenerateOptions};
 
-use crate::common::ModelArgs;
+use crate::common::{generate_to_stdout, ModelArgs};
 
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
@@ -83,15 +83,7 @@ pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
         sampler,
     };
     let cancel = CancelToken::new();
-    let mut out = std::io::stdout().lock();
-    write!(out, "{}", a.prompt)?;
-    let res = eng.generate_text(st, &a.prompt, &opts, &cancel, &mut |ev| {
-        let TextEvent::Text { text, .. } = ev;
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        true
-    })?;
-    writeln!(out)?;
+    let res = generate_to_stdout(&mut eng, st, &a.prompt, &a.prompt, &opts, &cancel)?;
     let s = &res.stats;
     eprintln!(
         "prompt {} tokens: {:.1} ms ({:.0} tok/s); generated {} tokens: {:.0} tok/s; first token {:.1} ms; stop: {:?}",
@@ -136,15 +128,7 @@ pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
         let sep = if first { "" } else { "\n\n" };
         first = false;
         let prompt = format!("{sep}User: {}\n\nAssistant:", line.trim());
-        let mut out = std::io::stdout().lock();
-        write!(out, "Assistant:")?;
-        let res = eng.generate_text(st, &prompt, &opts, &cancel, &mut |ev| {
-            let TextEvent::Text { text, .. } = ev;
-            let _ = write!(out, "{text}");
-            let _ = out.flush();
-            true
-        })?;
-        writeln!(out)?;
+        let res = generate_to_stdout(&mut eng, st, "Assistant:", &prompt, &opts, &cancel)?;
         eprintln!(
             "[{} tokens, {:.0} tok/s]",
             res.stats.generated_tokens, res.stats.decode_tok_s

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rwkv_engine::format::{gguf, names, FileFormat, MetaValue};
+use rwkv_engine::format::{gguf, FileFormat, MetaValue};
+use rwkv_engine::model::names;
 use rwkv_engine::{ModelFile, Rwkv7Config, Rwkv7Weights};
 use serde::Serialize;
 

@@ -1,16 +1,15 @@
 //! `rwkv state save|load|inspect|export`: document states as `.rwkvstate` files
 //! (format: `docs/state-format.md`).
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use rwkv_engine::analysis::{read_state_header, StateHeader};
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{CancelToken, GenerateOptions, TextEvent};
+use rwkv_engine::{CancelToken, GenerateOptions};
 
 use crate::cmd_generate::SamplingArgs;
-use crate::common::ModelArgs;
+use crate::common::{generate_to_stdout, ModelArgs};
 
 #[derive(Args, Debug)]
 pub struct StateArgs {
@@ -156,15 +155,7 @@ fn load(a: LoadArgs) -> anyhow::Result<()> {
             ..Default::default()
         },
     };
-    let mut out = std::io::stdout().lock();
-    write!(out, "{text}")?;
-    let res = eng.generate_text(st, &text, &opts, &CancelToken::new(), &mut |ev| {
-        let TextEvent::Text { text, .. } = ev;
-        let _ = write!(out, "{text}");
-        let _ = out.flush();
-        true
-    })?;
-    writeln!(out)?;
+    let res = generate_to_stdout(&mut eng, st, &text, &text, &opts, &CancelToken::new())?;
     eprintln!(
         "{} + {} tokens: prefill {:.0} tok/s, decode {:.1} tok/s ({:?})",
         res.stats.prompt_tokens,

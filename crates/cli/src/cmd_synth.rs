@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use rwkv_engine::synth::{self, SynthOptions, SynthType};
 use rwkv_engine::LoraRanks;
+use rwkv_synth::{self as synth, SynthOptions, SynthType};
 
 /// Arguments of `rwkv synth`.
 #[derive(clap::Args, Debug)]

@@ -1,10 +1,13 @@
 //! Options shared by the subcommands that load a model.
 
+use std::io::Write;
 use std::time::Instant;
 
 use clap::Args;
 use rwkv_engine::gpu::AdapterChoice;
-use rwkv_engine::{Engine, LoadOptions, LoadProgress};
+use rwkv_engine::{
+    CancelToken, Engine, GenerateOptions, LoadOptions, LoadProgress, StateId, TextEvent, TextOutput,
+};
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
@@ -74,4 +77,26 @@ impl ModelArgs {
         }
         Ok(eng)
     }
+}
+
+/// Prints `lead`, then generates from `prompt` into `state` with `opts`, streaming the
+/// text to stdout as it comes, and ends the line.
+pub fn generate_to_stdout(
+    eng: &mut Engine,
+    state: StateId,
+    lead: &str,
+    prompt: &str,
+    opts: &GenerateOptions,
+    cancel: &CancelToken,
+) -> anyhow::Result<TextOutput> {
+    let mut out = std::io::stdout().lock();
+    write!(out, "{lead}")?;
+    let res = eng.generate_text(state, prompt, opts, cancel, &mut |ev| {
+        let TextEvent::Text { text, .. } = ev;
+        let _ = write!(out, "{text}");
+        let _ = out.flush();
+        true
+    })?;
+    writeln!(out)?;
+    Ok(res)
 }

@@ -16,19 +16,13 @@ mod support;
 use criterion::{criterion_group, criterion_main, Criterion};
 use rwkv_engine::analysis::{EmbedInput, EmbeddingCache, Pooling, PrefixCache};
 
-const FIELDS: [&str; 6] = [
-    "Annual report",
-    "The company grew its revenue by twelve percent while costs stayed flat.",
-    "finance",
-    "A short story about a lighthouse keeper and the storm that changed everything.",
-    "fiction, sea, storms",
-    "Q3",
-];
-
 fn caches(c: &mut Criterion) {
     let mut eng = support::engine("rwkv7-tiny-Q8_0.gguf");
     let r = support::Reference::load("tiny");
-    let ids: Vec<Vec<u32>> = FIELDS.iter().map(|t| eng.tokenizer().encode(t)).collect();
+    let ids: Vec<Vec<u32>> = support::FIELD_TEXTS
+        .iter()
+        .map(|t| eng.tokenizer().encode(t))
+        .collect();
     let doc = eng.prefill(&r.tokens).unwrap();
 
     for (name, from) in [

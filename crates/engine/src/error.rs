@@ -103,15 +103,16 @@ impl EngineError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// [`EngineError::Io`] naming `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EngineError::Io {
             path: path.into(),
             source,
         }
     }
 
-    #[allow(dead_code)] // for the API and GPU modules
-    pub(crate) fn invalid(what: impl Into<String>) -> Self {
+    /// [`EngineError::InvalidInput`] saying `what` (name the option or value in it).
+    pub fn invalid(what: impl Into<String>) -> Self {
         EngineError::InvalidInput { what: what.into() }
     }
 

@@ -17,7 +17,6 @@ pub mod ops;
 pub mod profile;
 pub mod quant;
 pub mod sampler;
-pub mod synth;
 pub mod tokenizer;
 
 pub use analysis::{

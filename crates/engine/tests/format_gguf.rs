@@ -3,15 +3,15 @@
 //! naming the file, never a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::path::Path;
 
-use common::*;
 use proptest::prelude::*;
 use rwkv_engine::format::{gguf, MetaValue};
 use rwkv_engine::{DType, EngineError, ModelFile};
 use serde_json::Value as Json;
+use support::*;
 
 /// Checks a fixture GGUF against its `*.gguf.json` (made by gguf-py from the same file).
 fn check_against_manifest(gguf_name: &str) {

@@ -3,16 +3,16 @@
 //! every mapping error (wrong shape, missing tensor, not RWKV-7, bad metadata, bad types).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::path::Path;
 
-use common::*;
-use rwkv_engine::format::names::{naming, Naming};
 use rwkv_engine::format::MetaValue;
+use rwkv_engine::model::names::{naming, Naming};
 use rwkv_engine::model::weights::{Matrix, MatrixLayout, Vector};
 use rwkv_engine::{DType, EngineError, LoraRanks, ModelFile, Rwkv7Config, Rwkv7Weights};
 use serde_json::Value as Json;
+use support::*;
 
 /// The config `make_model.py` recorded for a fixture (`rwkv7-{tiny,small}.json`).
 fn manifest_config(name: &str) -> Rwkv7Config {
@@ -279,6 +279,20 @@ fn map_err(bytes: &[u8], name: &str) -> EngineError {
     e
 }
 
+/// The (tensor, expected, got) of a [`EngineError::Shape`].
+#[track_caller]
+fn shape_err(e: &EngineError) -> (&str, Vec<usize>, Vec<usize>) {
+    match e {
+        EngineError::Shape {
+            tensor,
+            expected,
+            got,
+            ..
+        } => (tensor.as_str(), expected.clone(), got.clone()),
+        e => panic!("expected a shape error, got {e:?}"),
+    }
+}
+
 fn gguf_fixture() -> Vec<u8> {
     std::fs::read(fixtures().join("rwkv7-tiny-Q8_0.gguf")).unwrap()
 }
@@ -289,20 +303,10 @@ fn wrong_shape_names_tensor_expected_and_got() {
     let mut b = gguf_fixture();
     let at = gguf_tensor_info_at(&b, "blk.0.time_mix_w0.weight") + 4;
     b[at..at + 8].copy_from_slice(&64u64.to_le_bytes());
-    match map_err(&b, "shape.gguf") {
-        EngineError::Shape {
-            tensor,
-            expected,
-            got,
-            ..
-        } => {
-            assert_eq!(
-                (tensor.as_str(), expected, got),
-                ("blk.0.time_mix_w0.weight", vec![128], vec![64])
-            );
-        }
-        e => panic!("{e:?}"),
-    }
+    assert_eq!(
+        shape_err(&map_err(&b, "shape.gguf")),
+        ("blk.0.time_mix_w0.weight", vec![128], vec![64])
+    );
     // SafeTensors: blocks.1.att.a1 [128,32] stored as [64,64] (same size; [32,128] would
     // be web-rwkv's transposed layout, which is accepted).
     let mut b = std::fs::read(fixtures().join("rwkv7-tiny.safetensors")).unwrap();
@@ -311,36 +315,22 @@ fn wrong_shape_names_tensor_expected_and_got() {
         br#""blocks.1.att.a1":{"dtype":"F16","shape":[128,32]"#,
         br#""blocks.1.att.a1":{"dtype":"F16","shape":[64, 64]"#,
     );
-    match map_err(&b, "shape.safetensors") {
-        EngineError::Shape {
-            tensor,
-            expected,
-            got,
-            ..
-        } => {
-            assert_eq!(
-                (tensor.as_str(), expected, got),
-                ("blocks.1.att.a1", vec![128, 32], vec![64, 64])
-            );
-        }
-        e => panic!("{e:?}"),
-    }
+    assert_eq!(
+        shape_err(&map_err(&b, "shape.safetensors")),
+        ("blocks.1.att.a1", vec![128, 32], vec![64, 64])
+    );
     // The fused mixes with 5 instead of 6 rows.
     let mut b = gguf_fixture();
     let at = gguf_tensor_info_at(&b, "blk.1.time_mix_lerp_fused.weight") + 4 + 3 * 8;
     b[at..at + 8].copy_from_slice(&5u64.to_le_bytes());
-    match map_err(&b, "lerp.gguf") {
-        EngineError::Shape {
-            tensor,
-            expected,
-            got,
-            ..
-        } => {
-            assert_eq!(tensor, "blk.1.time_mix_lerp_fused.weight");
-            assert_eq!((expected, got), (vec![6, 1, 1, 128], vec![5, 1, 1, 128]));
-        }
-        e => panic!("{e:?}"),
-    }
+    assert_eq!(
+        shape_err(&map_err(&b, "lerp.gguf")),
+        (
+            "blk.1.time_mix_lerp_fused.weight",
+            vec![6, 1, 1, 128],
+            vec![5, 1, 1, 128]
+        )
+    );
 }
 
 #[test]
@@ -349,20 +339,10 @@ fn metadata_disagreeing_with_shapes_is_a_shape_error() {
     let key = b"rwkv7.embedding_length";
     let at = find(&b, key).unwrap() + key.len() + 4; // past the key and its u32 type
     b[at..at + 4].copy_from_slice(&256u32.to_le_bytes());
-    match map_err(&b, "meta.gguf") {
-        EngineError::Shape {
-            tensor,
-            expected,
-            got,
-            ..
-        } => {
-            assert_eq!(
-                (tensor.as_str(), expected, got),
-                ("token_embd.weight", vec![65536, 256], vec![65536, 128])
-            );
-        }
-        e => panic!("{e:?}"),
-    }
+    assert_eq!(
+        shape_err(&map_err(&b, "meta.gguf")),
+        ("token_embd.weight", vec![65536, 256], vec![65536, 128])
+    );
     // block_count 3 with only two blocks: the third block's first tensor is missing.
     let mut b = gguf_fixture();
     let key = b"rwkv7.block_count";

@@ -3,16 +3,16 @@
 //! maps to exactly the same weights; hand-assembled pickles and zips cover every error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::*;
 use rwkv_engine::format::{pth, FileFormat};
 use rwkv_engine::{DType, EngineError, ModelFile, Rwkv7Weights};
+use support::*;
 
 /// Makes `<scratch>/rwkv7-tiny-<dtype>.pth` once per test run; `None` (with a loud message)
 /// only when python3 is not installed.

@@ -2,15 +2,15 @@
 //! and bad inputs → an error naming the file, never a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+mod support;
 
 use std::path::Path;
 
-use common::*;
 use proptest::prelude::*;
 use rwkv_engine::format::{safetensors, FileFormat, MetaValue};
 use rwkv_engine::{DType, EngineError, ModelFile};
 use serde_json::Value as Json;
+use support::*;
 
 #[test]
 fn tiny_fixture_matches_manifest() {

@@ -28,18 +28,7 @@ fn chunk_sizes_and_token_by_token_agree() {
                 ..Default::default()
             },
         );
-        let st = eng.new_state().unwrap();
-        let out = eng
-            .forward(
-                &[SeqInput {
-                    state: st,
-                    tokens: &r.tokens,
-                    rows: Rows::All,
-                }],
-                BOTH,
-                None,
-            )
-            .unwrap();
+        let (_, out) = forward_new(&mut eng, &r.tokens, Rows::All);
         match &full {
             None => full = Some(out.logits[0].clone()),
             Some(f) => {

@@ -11,7 +11,7 @@
 
 mod support;
 
-use rwkv_engine::{Rows, SeqInput, Want};
+use rwkv_engine::Rows;
 use support::*;
 
 const LOGIT_TOL: f32 = 2e-3;
@@ -51,21 +51,7 @@ fn logits_embeddings_and_state_match_the_rwkv_package() {
     for case in &CASES {
         let r = Reference::load(case.model);
         let mut eng = engine(case.file);
-        let st = eng.new_state().unwrap();
-        let out = eng
-            .forward(
-                &[SeqInput {
-                    state: st,
-                    tokens: &r.tokens,
-                    rows: Rows::All,
-                }],
-                Want {
-                    logits: true,
-                    embeddings: true,
-                },
-                None,
-            )
-            .unwrap();
+        let (st, out) = forward_new(&mut eng, &r.tokens, Rows::All);
         let vocab = eng.config().vocab_size;
         let c = eng.config().n_embd;
         let logits = &out.logits[0];

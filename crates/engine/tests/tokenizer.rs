@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, ensure, Context, Result};
 use proptest::prelude::*;
@@ -19,11 +19,9 @@ use rwkv_engine::{EngineError, ModelFile, Tokenizer};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-mod common;
+mod support;
 
-fn fixtures() -> PathBuf {
-    common::fixtures()
-}
+use support::fixtures;
 
 fn read_fixture(name: &str) -> Result<Vec<u8>> {
     let path = fixtures().join(name);
@@ -233,7 +231,7 @@ fn small_gguf(model: &str, extra: &[(&str, i32)]) -> Vec<u8> {
         tokens.push(MetaValue::String((*t).into()));
         types.push(MetaValue::I32(*ty));
     }
-    common::Gguf::new()
+    support::Gguf::new()
         .kv("general.architecture", MetaValue::String("rwkv7".into()))
         .kv("tokenizer.ggml.model", MetaValue::String(model.into()))
         .kv("tokenizer.ggml.tokens", MetaValue::Array(tokens))
@@ -288,7 +286,7 @@ fn gguf_vocabulary_errors_name_file_and_token() -> Result<()> {
         "{e}"
     );
 
-    let no_vocab = common::Gguf::new()
+    let no_vocab = support::Gguf::new()
         .kv("general.architecture", MetaValue::String("rwkv7".into()))
         .bytes();
     assert!(Tokenizer::from_gguf(&ModelFile::from_bytes("none.gguf", &no_vocab)?)?.is_none());

@@ -13,10 +13,10 @@ mod support;
 use std::path::Path;
 use std::time::Instant;
 
-use rwkv_engine::synth::{self, SynthOptions, SynthType};
 use rwkv_engine::{
     Engine, LoadOptions, LoadProgress, ModelFile, Rows, Rwkv7Weights, SeqInput, UploadOptions, Want,
 };
+use rwkv_synth::{self as synth, SynthOptions, SynthType};
 use support::*;
 
 /// Waves of 4 KiB, two of them in flight, pieces of 1 KiB: the fixtures' tensors (up to
@@ -134,8 +134,7 @@ fn tiny_waves_equal_the_default_load_when_decoding_to_f16() {
     // Rows of 128 values are not whole Q4_K blocks: the Q4_K_M recipe falls back to Q5_0,
     // which the kernels do not read, so the upload decodes those tensors to F16 piece by
     // piece (rows of 256 bytes out).
-    let dir = std::env::temp_dir().join(format!("rwkv-upload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("upload-q5_0");
     let path = dir.join("q5_0.gguf");
     let opts = SynthOptions {
         dtype: SynthType::Q4KM,

@@ -12,7 +12,9 @@
 pub mod cache;
 pub mod embed;
 pub mod fields;
+pub mod fingerprint;
 pub mod state_file;
+mod state_ops;
 
 pub use cache::{
     CacheStats, EmbedKey, EmbeddingCache, Prefilled, PrefixCache, StateKey, ENTRY_OVERHEAD_BYTES,
@@ -22,8 +24,8 @@ pub use embed::{cosine, norm, EmbedInput, Embeddings, Pooling};
 pub use fields::{
     Field, FieldAnalysis, FieldOptions, FieldResult, FieldTiming, MAX_FIELDS, MAX_FIELD_TOKENS,
 };
+pub use fingerprint::{model_fingerprint, ModelFingerprint};
 pub use state_file::{
-    model_fingerprint, read_state_file, read_state_header, write_state_file, ModelFingerprint,
-    StateArrays, StateHeader, StateLayout, LAYOUT_PER_LAYER_V1, STATE_HEADER_BYTES, STATE_MAGIC,
-    STATE_VERSION,
+    read_state_file, read_state_header, write_state_file, StateArrays, StateHeader, StateLayout,
+    LAYOUT_PER_LAYER_V1, STATE_HEADER_BYTES, STATE_MAGIC, STATE_VERSION,
 };

@@ -1,6 +1,7 @@
-//! States as files: the model fingerprint, the `.rwkvstate` format (see
-//! `docs/state-format.md`), `.npy` export in the fixtures' three-array layout, and the
-//! state operations built on them (`prefill`, `save_state`, `load_state`).
+//! The `.rwkvstate` format (see `docs/state-format.md`) and `.npy` export in the fixtures'
+//! three-array layout. The model fingerprint is in `fingerprint.rs`, the engine's state
+//! operations built on these files (`prefill`, `save_state`, `load_state`) in
+//! `state_ops.rs`.
 //!
 //! A `.rwkvstate` file is a 128-byte little-endian header followed by the state's f32
 //! values, little-endian, in the engine's slot layout (layout id 1):
@@ -13,9 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::api::{Engine, Rows, SeqInput, StateId, Want};
+use super::fingerprint::hex;
+pub use super::fingerprint::{model_fingerprint, ModelFingerprint};
 use crate::error::{EngineError, Result};
-use crate::format::ModelFile;
 use crate::model::config::Rwkv7Config;
 
 /// First 8 bytes of every state file.
@@ -26,104 +27,6 @@ pub const STATE_VERSION: u32 = 1;
 pub const STATE_HEADER_BYTES: usize = 128;
 /// Layout id 1: per layer `[att_shift C | wkv H×N×N | ffn_shift C]`, f32.
 pub const LAYOUT_PER_LAYER_V1: u32 = 1;
-
-/// Version string hashed first into every fingerprint; bump it if the hashed text changes.
-const FINGERPRINT_DOMAIN: &str = "rwkv-studio model fingerprint v1\n";
-
-/// sha256 identifying a model: its config and its tensor table (names, encodings,
-/// shapes) — not the tensor bytes, so it costs nothing at load. Two files with the same
-/// tensors in the same encodings and shapes get the same fingerprint; a GGUF and a
-/// SafeTensors of one model differ (other names and encodings, slightly other numbers).
-/// Serialized as 64 lowercase hex digits.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ModelFingerprint(pub [u8; 32]);
-
-impl ModelFingerprint {
-    /// 64 lowercase hex digits.
-    pub fn to_hex(&self) -> String {
-        hex(&self.0)
-    }
-
-    /// Parses 64 hex digits.
-    pub fn from_hex(s: &str) -> Option<Self> {
-        let b = s.as_bytes();
-        if b.len() != 64 {
-            return None;
-        }
-        let mut out = [0u8; 32];
-        for (i, o) in out.iter_mut().enumerate() {
-            let hi = (b[2 * i] as char).to_digit(16)?;
-            let lo = (b[2 * i + 1] as char).to_digit(16)?;
-            *o = (hi * 16 + lo) as u8;
-        }
-        Some(ModelFingerprint(out))
-    }
-
-    /// The first 12 hex digits, for messages.
-    pub fn short(&self) -> String {
-        self.to_hex()[..12].to_string()
-    }
-}
-
-impl std::fmt::Display for ModelFingerprint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
-
-impl std::fmt::Debug for ModelFingerprint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ModelFingerprint({})", self.to_hex())
-    }
-}
-
-impl Serialize for ModelFingerprint {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
-    }
-}
-
-impl<'de> Deserialize<'de> for ModelFingerprint {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ModelFingerprint::from_hex(&s)
-            .ok_or_else(|| serde::de::Error::custom("a model fingerprint is 64 hex digits"))
-    }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The fingerprint of `file` read as a model of shape `cfg`: sha256 over a text of
-/// `key=value` lines of the config, then one `name\tTYPE\td0,d1,…` line per tensor,
-/// sorted by name (so the file's tensor order does not matter).
-pub fn model_fingerprint(file: &ModelFile, cfg: &Rwkv7Config) -> ModelFingerprint {
-    let mut h = Sha256::new();
-    h.update(FINGERPRINT_DOMAIN.as_bytes());
-    let l = &cfg.lora;
-    for (k, v) in [
-        ("n_layer", cfg.n_layer),
-        ("n_embd", cfg.n_embd),
-        ("head_size", cfg.head_size),
-        ("n_head", cfg.n_head),
-        ("ffn_dim", cfg.ffn_dim),
-        ("vocab_size", cfg.vocab_size),
-        ("lora_decay_w", l.decay_w),
-        ("lora_iclr_a", l.iclr_a),
-        ("lora_value_v", l.value_v),
-        ("lora_gate_g", l.gate_g),
-    ] {
-        h.update(format!("{k}={v}\n").as_bytes());
-    }
-    let mut tensors: Vec<_> = file.tensors().iter().collect();
-    tensors.sort_by(|a, b| a.name.cmp(&b.name));
-    for t in tensors {
-        let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-        h.update(format!("{}\t{}\t{}\n", t.name, t.dtype.name(), dims.join(",")).as_bytes());
-    }
-    ModelFingerprint(h.finalize().into())
-}
 
 /// Shape of a state: what layout id 1 needs to be read back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -506,155 +409,6 @@ impl StateArrays {
     }
 }
 
-impl Engine {
-    /// This model's fingerprint (also in [`Engine::info`]).
-    pub fn fingerprint(&self) -> ModelFingerprint {
-        self.info().fingerprint
-    }
-
-    /// The layout of this model's states.
-    pub fn state_layout(&self) -> StateLayout {
-        StateLayout::of(self.config())
-    }
-
-    /// A new state holding `tokens` fed from the zero state (the head never runs).
-    /// An empty `tokens` gives the zero state. The caller owns the state (free it with
-    /// [`Engine::free_state`]).
-    ///
-    /// Errors: as [`Engine::forward`] (token id ≥ vocab, cancelled…); nothing is leaked.
-    pub fn prefill(&mut self, tokens: &[u32]) -> Result<StateId> {
-        let st = self.new_state()?;
-        self.feed_or_free(st, tokens)
-    }
-
-    /// A new state: a fork of `parent` fed with `tokens` (`parent` is untouched).
-    ///
-    /// Errors: unknown `parent`; as [`Engine::prefill`].
-    pub fn prefill_from(&mut self, parent: StateId, tokens: &[u32]) -> Result<StateId> {
-        let st = self.fork_state(parent)?;
-        self.feed_or_free(st, tokens)
-    }
-
-    /// Feeds `tokens` into the existing `state` (no outputs).
-    ///
-    /// Errors: as [`Engine::forward`]; an empty `tokens` does nothing.
-    pub fn feed(&mut self, state: StateId, tokens: &[u32]) -> Result<()> {
-        if tokens.is_empty() {
-            return Ok(());
-        }
-        self.forward(
-            &[SeqInput {
-                state,
-                tokens,
-                rows: Rows::None,
-            }],
-            Want {
-                logits: false,
-                embeddings: false,
-            },
-            None,
-        )?;
-        Ok(())
-    }
-
-    fn feed_or_free(&mut self, st: StateId, tokens: &[u32]) -> Result<StateId> {
-        match self.feed(st, tokens) {
-            Ok(()) => Ok(st),
-            Err(e) => {
-                let _ = self.free_state(st);
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads a whole state back to the host (`state_len()` f32, layout 1).
-    pub fn read_state_vec(&self, id: StateId) -> Result<Vec<f32>> {
-        let mut v = vec![0f32; self.state_len()];
-        self.read_state(id, &mut v)?;
-        Ok(v)
-    }
-
-    /// Saves state `id` to `path` as a `.rwkvstate` file, recording `tokens` (how many
-    /// tokens the state holds; 0 = unknown). Returns the header written.
-    ///
-    /// Errors: unknown state, [`EngineError::Io`], GPU read-back errors.
-    pub fn save_state(
-        &self,
-        id: StateId,
-        tokens: u64,
-        path: impl AsRef<Path>,
-    ) -> Result<StateHeader> {
-        let data = self.read_state_vec(id)?;
-        write_state_file(path, self.fingerprint(), self.state_layout(), tokens, &data)
-    }
-
-    /// Loads a `.rwkvstate` file into a new state.
-    ///
-    /// Errors: [`EngineError::Malformed`] (not a state file, another format version,
-    /// truncated, corrupt); [`EngineError::State`] when the file was made by another
-    /// model (fingerprint) or has another layout.
-    pub fn load_state(&mut self, path: impl AsRef<Path>) -> Result<StateId> {
-        Ok(self.load_state_with_header(path)?.0)
-    }
-
-    /// [`Engine::load_state`], also returning the file's header (token count…).
-    pub fn load_state_with_header(
-        &mut self,
-        path: impl AsRef<Path>,
-    ) -> Result<(StateId, StateHeader)> {
-        let path = path.as_ref();
-        // Model checks first: a foreign file is rejected before its data is read.
-        let header = read_state_header(path)?;
-        self.check_header(path, &header)?;
-        let (header, data) = read_state_file(path)?;
-        self.check_header(path, &header)?;
-        let st = self.new_state()?;
-        if let Err(e) = self.write_state(st, &data) {
-            let _ = self.free_state(st);
-            return Err(e);
-        }
-        Ok((st, header))
-    }
-
-    fn check_header(&self, path: &Path, h: &StateHeader) -> Result<()> {
-        let mine = self.fingerprint();
-        if h.fingerprint != mine {
-            return Err(EngineError::State {
-                what: format!(
-                    "{}: made by another model (fingerprint {}…, this model {}…); states \
-                     only load into the model that made them",
-                    path.display(),
-                    h.fingerprint.short(),
-                    mine.short()
-                ),
-            });
-        }
-        let want = self.state_layout();
-        if h.layout != want {
-            return Err(EngineError::State {
-                what: format!(
-                    "{}: layout {:?} differs from this model's {:?}",
-                    path.display(),
-                    h.layout,
-                    want
-                ),
-            });
-        }
-        Ok(())
-    }
-
-    /// Reads state `id` and splits it into the fixtures' three arrays.
-    pub fn state_arrays(&self, id: StateId) -> Result<StateArrays> {
-        StateArrays::split(&self.state_layout(), &self.read_state_vec(id)?)
-    }
-
-    /// Writes state `id` as the fixtures' three `.npy` files into `dir` (see
-    /// [`StateArrays::write_npy`]). Returns the paths.
-    pub fn export_state_npy(&self, id: StateId, dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
-        self.state_arrays(id)?.write_npy(&self.state_layout(), dir)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -700,12 +454,5 @@ mod tests {
         assert_eq!(a.ffn_x_prev, [&data[8..12], &data[20..24]].concat());
         std::fs::remove_dir_all(&dir)?;
         Ok(())
-    }
-
-    #[test]
-    fn fingerprint_hex_round_trip() {
-        let fp = ModelFingerprint(std::array::from_fn(|i| (i as u8).wrapping_mul(37)));
-        assert_eq!(ModelFingerprint::from_hex(&fp.to_hex()), Some(fp));
-        assert_eq!(ModelFingerprint::from_hex("zz"), None);
     }
 }

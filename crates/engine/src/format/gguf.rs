@@ -69,6 +69,28 @@ mod vt {
     pub const F64: u32 = 12;
 }
 
+impl MetaValue {
+    /// The GGUF value type id of this value (`gguf_type`: 0 UINT8 … 8 STRING, 9 ARRAY,
+    /// 10 UINT64, 11 INT64, 12 FLOAT64), as the header stores it before the value.
+    pub fn gguf_type(&self) -> u32 {
+        match self {
+            MetaValue::U8(_) => vt::U8,
+            MetaValue::I8(_) => vt::I8,
+            MetaValue::U16(_) => vt::U16,
+            MetaValue::I16(_) => vt::I16,
+            MetaValue::U32(_) => vt::U32,
+            MetaValue::I32(_) => vt::I32,
+            MetaValue::F32(_) => vt::F32,
+            MetaValue::Bool(_) => vt::BOOL,
+            MetaValue::String(_) => vt::STRING,
+            MetaValue::Array(_) => vt::ARRAY,
+            MetaValue::U64(_) => vt::U64,
+            MetaValue::I64(_) => vt::I64,
+            MetaValue::F64(_) => vt::F64,
+        }
+    }
+}
+
 /// Smallest number of bytes one value of type `t` takes in the file (used to bound array
 /// lengths by the bytes that remain). `None` for an unknown type.
 fn min_value_bytes(t: u32) -> Option<u64> {

@@ -5,8 +5,6 @@
 //! Tensor bytes are never copied here: a [`TensorView`] borrows them from the mapping.
 
 pub mod gguf;
-pub mod gguf_write;
-pub mod names;
 pub mod pth;
 pub mod safetensors;
 

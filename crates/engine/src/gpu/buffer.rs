@@ -78,23 +78,7 @@ pub fn read_bytes(
     let mut enc = ctx.device.create_command_encoder(&Default::default());
     enc.copy_buffer_to_buffer(src, offset, &staging, 0, padded);
     ctx.queue.submit([enc.finish()]);
-    let slice = staging.slice(..);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    ctx.wait()?;
-    rx.recv()
-        .map_err(|_| EngineError::gpu("read-back callback never ran"))?
-        .map_err(|e| EngineError::gpu(format!("read-back mapping failed: {e}")))?;
-    {
-        let view = slice
-            .get_mapped_range()
-            .map_err(|e| EngineError::gpu(format!("read-back range failed: {e}")))?;
-        out.copy_from_slice(&view[..bytes as usize]);
-    }
-    staging.unmap();
-    Ok(())
+    read_staged(ctx, &staging, 0, out)
 }
 
 /// A host-readable buffer of `bytes` bytes that passes copy into (kept for the life of a

@@ -1,7 +1,9 @@
-//! RWKV-7: config, typed weights, the weights on the GPU and the forward graph.
+//! RWKV-7: config, typed weights (built from a file's tensors by `names`), the weights on
+//! the GPU and the forward graph. `model/` reads `format/`; `format/` knows nothing of it.
 pub mod config;
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
+pub mod names;
 pub mod upload;
 pub mod weights;

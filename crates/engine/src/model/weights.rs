@@ -184,6 +184,6 @@ impl<'a> Rwkv7Weights<'a> {
     /// [`crate::EngineError::Shape`], [`crate::EngineError::UnsupportedType`], each
     /// naming the file and the tensor.
     pub fn from_file(file: &'a ModelFile) -> Result<Self> {
-        crate::format::names::map_rwkv7(file)
+        crate::model::names::map_rwkv7(file)
     }
 }

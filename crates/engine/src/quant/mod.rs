@@ -4,7 +4,7 @@
 //! repeat ggml's f32 arithmetic in the same order, so results are bit-identical to ggml
 //! and to gguf-py's `dequantize` (tests against `shared/fixtures/quant`).
 //!
-//! Also the encoders `synth` needs: [`quantize_f16`], [`quantize_q8_0`], [`quantize_q5_0`],
+//! Also the encoders the `rwkv-synth` crate needs: [`quantize_f16`], [`quantize_q8_0`], [`quantize_q5_0`],
 //! [`quantize_q4_k`], [`quantize_q6_k`] (ggml's `quantize_row_*_ref`, round to nearest, no
 //! importance matrix — what `llama-quantize` does without `--imatrix`).
 

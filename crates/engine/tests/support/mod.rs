@@ -1,12 +1,21 @@
-//! Shared helpers of the model-level tests.
+//! The one test-support module of the engine's integration tests (and `benches/cache.rs`):
+//! fixture paths, scratch folders, error checks, the shared GPU and engines, the peer
+//! references, and (in `gguf.rs`) a tiny GGUF writer for good and bad files.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+pub mod gguf;
+#[allow(unused_imports)] // not every test binary builds GGUF files
+pub use gguf::*;
+
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use rwkv_engine::gpu::{AdapterChoice, GpuContext};
-use rwkv_engine::{Engine, LoadOptions, Rwkv7Config};
+use rwkv_engine::{
+    Engine, EngineError, ForwardOutput, LoadOptions, Rows, Rwkv7Config, SeqInput, StateId, Want,
+};
 
+/// `../shared/fixtures` beside the checkout.
 pub fn fixtures() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -14,12 +23,69 @@ pub fn fixtures() -> PathBuf {
     ))
 }
 
+/// `../shared/models` beside the checkout.
 pub fn models() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/models"
     ))
 }
+
+/// A fresh, empty scratch folder for one test (under the target dir's tmp or $TMPDIR);
+/// never inside the source tree.
+pub fn scratch(test: &str) -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .or_else(|| option_env!("CARGO_TARGET_TMPDIR").map(PathBuf::from))
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("rwkv-test-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// The path an error names, if it names one.
+pub fn err_path(e: &EngineError) -> Option<&Path> {
+    match e {
+        EngineError::Io { path, .. }
+        | EngineError::Malformed { path, .. }
+        | EngineError::NotRwkv7 { path, .. }
+        | EngineError::MissingTensor { path, .. }
+        | EngineError::Shape { path, .. }
+        | EngineError::UnsupportedType { path, .. } => Some(path),
+        _ => None,
+    }
+}
+
+/// Asserts `e` is `Malformed` naming `path`, and that its message mentions `needle`.
+#[track_caller]
+pub fn assert_malformed(e: &EngineError, path: &Path, needle: &str) {
+    match e {
+        EngineError::Malformed { path: p, .. } => {
+            assert_eq!(p, path, "error names the wrong file: {e}");
+            let msg = e.to_string();
+            assert!(
+                msg.to_lowercase().contains(&needle.to_lowercase()),
+                "message {msg:?} does not mention {needle:?}"
+            );
+        }
+        other => panic!(
+            "expected Malformed naming {}, got {other:?}",
+            path.display()
+        ),
+    }
+}
+
+/// Six short fields (titles, summaries, labels) of two made-up documents, 1–17 tokens
+/// each, for the analysis tests and the cache benchmark.
+pub const FIELD_TEXTS: [&str; 6] = [
+    "Annual report",
+    "The company grew its revenue by twelve percent while costs stayed flat.",
+    "finance",
+    "A short story about a lighthouse keeper and the storm that changed everything.",
+    "fiction, sea, storms",
+    "Q3",
+];
 
 /// One device for the whole test binary; fails loudly when there is none.
 pub fn gpu() -> Arc<GpuContext> {
@@ -45,6 +111,21 @@ pub fn engine_with(file: &str, opts: &LoadOptions) -> Engine {
         fixtures().join(file)
     };
     Engine::load_on(gpu(), &path, opts).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// Feeds `tokens` into a new state, asking logits and embeddings of `rows`.
+pub fn forward_new(eng: &mut Engine, tokens: &[u32], rows: Rows) -> (StateId, ForwardOutput) {
+    let st = eng.new_state().unwrap();
+    let want = Want {
+        logits: true,
+        embeddings: true,
+    };
+    let seq = SeqInput {
+        state: st,
+        tokens,
+        rows,
+    };
+    (st, eng.forward(&[seq], want, None).unwrap())
 }
 
 pub fn npy(name: &str) -> Vec<f32> {
@@ -157,4 +238,25 @@ pub fn split_state(s: &[f32], cfg: &Rwkv7Config) -> (Vec<f32>, Vec<f32>, Vec<f32
         ffn.extend_from_slice(&b[c + hnn..]);
     }
     (att, wkv, ffn)
+}
+
+/// Plain-float bytes to f32, for comparing files in tests (F32/F16/BF16 only; block types
+/// go through `rwkv_engine::quant::dequantize`).
+pub fn decode_float(dtype: rwkv_engine::DType, bytes: &[u8]) -> Vec<f32> {
+    use rwkv_engine::DType;
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => panic!("decode_float: {other} is a block type"),
+    }
 }

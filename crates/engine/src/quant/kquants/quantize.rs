@@ -1,234 +1,10 @@
-//! ggml's k-quants: 256-element super-blocks Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
-//!
-//! Layouts: `ggml-common.h` (`block_q2_K` …, `QK_K = 256`). Decoders: `ggml-quants.c`
-//! `dequantize_row_q2_K` …, reproduced operation for operation in f32 (e.g. Q4_K's
-//! `(d * sc) * q - dmin * m`) so the results are bit-identical to ggml and gguf-py.
-//! Quantizers: `quantize_row_q4_K_ref` and `quantize_row_q6_K_ref` (what `llama-quantize`
-//! runs without an importance matrix).
+//! ggml's Q4_K and Q6_K quantizers (`quantize_row_q4_K_ref`, `quantize_row_q6_K_ref`,
+//! no importance matrix), and their round-to-nearest variants for large random models.
 
-use bytemuck::{Pod, Zeroable};
+use bytemuck::Zeroable;
 use half::f16;
 
-use super::Block;
-use crate::format::DType;
-
-/// Elements per super-block (ggml `QK_K`).
-pub const QK_K: usize = 256;
-
-/// `block_q2_K`: 16 sub-blocks of 16; sub-block `s` has scale `d * (scales[s] & 15)` and
-/// min `dmin * (scales[s] >> 4)`; `x = dl * q - ml`, q ∈ [0, 3] (2 bits in `qs`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
-pub struct BlockQ2K {
-    pub scales: [u8; QK_K / 16],
-    pub qs: [u8; QK_K / 4],
-    pub d: f16,
-    pub dmin: f16,
-}
-const _: () = assert!(std::mem::size_of::<BlockQ2K>() == 84);
-
-/// `block_q3_K`: 16 sub-blocks of 16 with 6-bit signed scales (`scales`, packed 12 bytes,
-/// offset 32); `x = d * (sc - 32) * (q - (hbit ? 0 : 4))`, 2 low bits in `qs`, the third
-/// bit in `hmask`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
-pub struct BlockQ3K {
-    pub hmask: [u8; QK_K / 8],
-    pub qs: [u8; QK_K / 4],
-    pub scales: [u8; 12],
-    pub d: f16,
-}
-const _: () = assert!(std::mem::size_of::<BlockQ3K>() == 110);
-
-/// `block_q4_K`: 8 sub-blocks of 32 with 6-bit scales and mins packed in `scales`
-/// (see [`get_scale_min_k4`]); `x = d * sc * q - dmin * m`, q ∈ [0, 15].
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
-pub struct BlockQ4K {
-    pub d: f16,
-    pub dmin: f16,
-    pub scales: [u8; 12],
-    pub qs: [u8; QK_K / 2],
-}
-const _: () = assert!(std::mem::size_of::<BlockQ4K>() == 144);
-
-/// `block_q5_K`: as [`BlockQ4K`] plus a fifth bit per element in `qh`; q ∈ [0, 31].
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
-pub struct BlockQ5K {
-    pub d: f16,
-    pub dmin: f16,
-    pub scales: [u8; 12],
-    pub qh: [u8; QK_K / 8],
-    pub qs: [u8; QK_K / 2],
-}
-const _: () = assert!(std::mem::size_of::<BlockQ5K>() == 176);
-
-/// `block_q6_K`: 16 sub-blocks of 16 with signed 8-bit scales; `x = d * sc * (q - 32)`,
-/// q ∈ [0, 63]: 4 low bits in `ql`, 2 high bits in `qh`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
-pub struct BlockQ6K {
-    pub ql: [u8; QK_K / 2],
-    pub qh: [u8; QK_K / 4],
-    pub scales: [i8; QK_K / 16],
-    pub d: f16,
-}
-const _: () = assert!(std::mem::size_of::<BlockQ6K>() == 210);
-
-/// ggml `get_scale_min_k4`: the 6-bit scale and min of sub-block `j` (0..8) of a Q4_K /
-/// Q5_K `scales` array. Sub-blocks 0..4 hold them in the low 6 bits of bytes `j`, `j+4`;
-/// sub-blocks 4..8 split them into a nibble of byte `j+4` and the top 2 bits of `j-4`, `j`.
-#[inline]
-pub fn get_scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        let d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        let m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-        (d, m)
-    }
-}
-
-impl Block for BlockQ2K {
-    const DTYPE: DType = DType::Q2_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let min = self.dmin.to_f32();
-        let mut is = 0;
-        let mut o = 0;
-        for n in 0..QK_K / 128 {
-            let q = &self.qs[n * 32..n * 32 + 32];
-            for j in 0..4 {
-                let shift = 2 * j;
-                for half in 0..2 {
-                    let sc = self.scales[is];
-                    is += 1;
-                    let dl = d * f32::from(sc & 0x0f);
-                    let ml = min * f32::from(sc >> 4);
-                    for l in 0..16 {
-                        let v = (q[half * 16 + l] >> shift) & 3;
-                        y[o] = dl * f32::from(v) - ml;
-                        o += 1;
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Block for BlockQ3K {
-    const DTYPE: DType = DType::Q3_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d_all = self.d.to_f32();
-        let mut scales = [0i8; 16];
-        for (is, s) in scales.iter_mut().enumerate() {
-            let low = if is < 8 {
-                self.scales[is] & 0x0f
-            } else {
-                self.scales[is - 8] >> 4
-            };
-            let high = (self.scales[8 + is % 4] >> (2 * (is / 4))) & 3;
-            *s = ((low | (high << 4)) as i8).wrapping_sub(32);
-        }
-        let mut is = 0;
-        let mut o = 0;
-        let mut m = 1u8;
-        for n in 0..QK_K / 128 {
-            let q = &self.qs[n * 32..n * 32 + 32];
-            for j in 0..4 {
-                let shift = 2 * j;
-                for half in 0..2 {
-                    let dl = d_all * f32::from(scales[is]);
-                    is += 1;
-                    for l in 0..16 {
-                        let k = half * 16 + l;
-                        let lo = ((q[k] >> shift) & 3) as i8;
-                        let hi = if self.hmask[k] & m != 0 { 0 } else { 4 };
-                        y[o] = dl * f32::from(lo - hi);
-                        o += 1;
-                    }
-                }
-                m = m.wrapping_shl(1);
-            }
-        }
-    }
-}
-
-impl Block for BlockQ4K {
-    const DTYPE: DType = DType::Q4_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let min = self.dmin.to_f32();
-        for n in 0..QK_K / 64 {
-            let q = &self.qs[n * 32..n * 32 + 32];
-            let (sc, m) = get_scale_min_k4(2 * n, &self.scales);
-            let d1 = d * f32::from(sc);
-            let m1 = min * f32::from(m);
-            let (sc, m) = get_scale_min_k4(2 * n + 1, &self.scales);
-            let d2 = d * f32::from(sc);
-            let m2 = min * f32::from(m);
-            let out = &mut y[n * 64..n * 64 + 64];
-            for l in 0..32 {
-                out[l] = d1 * f32::from(q[l] & 0x0f) - m1;
-                out[l + 32] = d2 * f32::from(q[l] >> 4) - m2;
-            }
-        }
-    }
-}
-
-impl Block for BlockQ5K {
-    const DTYPE: DType = DType::Q5_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        let min = self.dmin.to_f32();
-        let mut u1 = 1u8;
-        let mut u2 = 2u8;
-        for n in 0..QK_K / 64 {
-            let ql = &self.qs[n * 32..n * 32 + 32];
-            let (sc, m) = get_scale_min_k4(2 * n, &self.scales);
-            let d1 = d * f32::from(sc);
-            let m1 = min * f32::from(m);
-            let (sc, m) = get_scale_min_k4(2 * n + 1, &self.scales);
-            let d2 = d * f32::from(sc);
-            let m2 = min * f32::from(m);
-            let out = &mut y[n * 64..n * 64 + 64];
-            for l in 0..32 {
-                let h1 = if self.qh[l] & u1 != 0 { 16 } else { 0 };
-                let h2 = if self.qh[l] & u2 != 0 { 16 } else { 0 };
-                out[l] = d1 * f32::from((ql[l] & 0x0f) + h1) - m1;
-                out[l + 32] = d2 * f32::from((ql[l] >> 4) + h2) - m2;
-            }
-            u1 = u1.wrapping_shl(2);
-            u2 = u2.wrapping_shl(2);
-        }
-    }
-}
-
-impl Block for BlockQ6K {
-    const DTYPE: DType = DType::Q6_K;
-    fn dequantize(&self, y: &mut [f32]) {
-        let d = self.d.to_f32();
-        for n in 0..QK_K / 128 {
-            let ql = &self.ql[n * 64..n * 64 + 64];
-            let qh = &self.qh[n * 32..n * 32 + 32];
-            let sc = &self.scales[n * 8..n * 8 + 8];
-            let out = &mut y[n * 128..n * 128 + 128];
-            for l in 0..32 {
-                let is = l / 16;
-                let q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i8 - 32;
-                let q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
-                let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
-                let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
-                // ggml: `d * sc[is] * q`, evaluated left to right in f32.
-                out[l] = d * f32::from(sc[is]) * f32::from(q1);
-                out[l + 32] = d * f32::from(sc[is + 2]) * f32::from(q2);
-                out[l + 64] = d * f32::from(sc[is + 4]) * f32::from(q3);
-                out[l + 96] = d * f32::from(sc[is + 6]) * f32::from(q4);
-            }
-        }
-    }
-}
+use super::{get_scale_min_k4, BlockQ4K, BlockQ6K, QK_K};
 
 /// ggml `nearest_int`: round half to even through the float adder (`x + 1.5·2^23` puts
 /// the integer in the low mantissa bits), valid for |x| ≤ 2^22 − 1, which every caller
@@ -336,22 +112,23 @@ fn make_qkx2_quants(
 /// against its sub-block's decoded scale and min. A trailing partial super-block is
 /// quantized as if zero-padded (callers pass whole rows).
 pub fn quantize_q4_k(x: &[f32]) -> Vec<BlockQ4K> {
-    quantize_q4_k_steps(x, 20)
+    per_super_block(x, |b| quantize_block_q4_k(b, 20))
 }
 
 /// [`quantize_q4_k`] without the scale search (`make_qkx2_quants` with `nstep = 0`: each
 /// sub-block's scale and min come straight from its min and max, then round to nearest).
 /// About 10× faster, ~10 % more RMS error; used to synthesise large random models.
 pub fn quantize_q4_k_rtn(x: &[f32]) -> Vec<BlockQ4K> {
-    quantize_q4_k_steps(x, 0)
+    per_super_block(x, |b| quantize_block_q4_k(b, 0))
 }
 
-fn quantize_q4_k_steps(x: &[f32], nstep: i32) -> Vec<BlockQ4K> {
+/// `quantize_block` over each super-block of `x`, a trailing partial one zero-padded.
+fn per_super_block<B>(x: &[f32], quantize_block: impl Fn(&[f32; QK_K]) -> B) -> Vec<B> {
     x.chunks(QK_K)
         .map(|chunk| {
             let mut xs = [0.0f32; QK_K];
             xs[..chunk.len()].copy_from_slice(chunk);
-            quantize_block_q4_k(&xs, nstep)
+            quantize_block(&xs)
         })
         .collect()
 }
@@ -442,12 +219,8 @@ fn quantize_block_q4_k(x: &[f32; QK_K], nstep: i32) -> BlockQ4K {
 /// ggml `GROUP_MAX_EPS`: groups whose largest magnitude is below this are all-zero.
 const GROUP_MAX_EPS: f32 = 1e-15;
 
-/// ggml `make_qx_quants` with `rmse_type = 1` (`search`) or `rmse_type = 0` (plain round
-/// to nearest against `max / -nmax`).
-fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
-    if search {
-        return make_qx_quants_rmse1(x, nmax, out);
-    }
+/// The value of largest magnitude in `x` (first one on ties) and its magnitude.
+fn signed_absmax(x: &[f32]) -> (f32, f32) {
     let mut max = 0.0f32;
     let mut amax = 0.0f32;
     for &v in x {
@@ -456,6 +229,16 @@ fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 
             max = v;
         }
     }
+    (max, amax)
+}
+
+/// ggml `make_qx_quants` with `rmse_type = 1` (`search`) or `rmse_type = 0` (plain round
+/// to nearest against `max / -nmax`).
+fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
+    if search {
+        return make_qx_quants_rmse1(x, nmax, out);
+    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out.fill(0);
         return 0.0;
@@ -471,14 +254,7 @@ fn make_qx_quants_q6(search: bool, x: &[f32], nmax: i32, out: &mut [i8]) -> f32 
 /// symmetric `nmax`-level quantization of `x`, levels `l + nmax` written to `out`,
 /// returns the scale. Searches `nmax ± 0.1·is`, `is ∈ [-9, 9]`.
 fn make_qx_quants_rmse1(x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
-    let mut max = 0.0f32;
-    let mut amax = 0.0f32;
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out.fill(0);
         return 0.0;
@@ -529,24 +305,14 @@ fn make_qx_quants_rmse1(x: &[f32], nmax: i32, out: &mut [i8]) -> f32 {
 /// to nearest against its decoded scale. llama-quantize's Q4_K_M stores `output.weight`
 /// as Q6_K.
 pub fn quantize_q6_k(x: &[f32]) -> Vec<BlockQ6K> {
-    quantize_q6_k_with(x, true)
+    per_super_block(x, |b| quantize_block_q6_k(b, true))
 }
 
 /// [`quantize_q6_k`] without the scale search (`make_qx_quants` with `rmse_type = 0`:
 /// scale = max / −32, round to nearest). Several times faster; used to synthesise large
 /// random models.
 pub fn quantize_q6_k_rtn(x: &[f32]) -> Vec<BlockQ6K> {
-    quantize_q6_k_with(x, false)
-}
-
-fn quantize_q6_k_with(x: &[f32], search: bool) -> Vec<BlockQ6K> {
-    x.chunks(QK_K)
-        .map(|chunk| {
-            let mut xs = [0.0f32; QK_K];
-            xs[..chunk.len()].copy_from_slice(chunk);
-            quantize_block_q6_k(&xs, search)
-        })
-        .collect()
+    per_super_block(x, |b| quantize_block_q6_k(b, false))
 }
 
 fn quantize_block_q6_k(x: &[f32; QK_K], search: bool) -> BlockQ6K {

@@ -1,4 +1,4 @@
-//! Streaming GGUF v3 writer, and the World vocabulary in the form llama.cpp embeds it.
+//! Streaming GGUF v3 writer.
 //!
 //! File layout (GGUF spec; llama.cpp `gguf.cpp`, gguf-py `GGUFWriter`): magic `GGUF`,
 //! `u32` version 3, `u64` tensor count, `u64` key/value count, the key/values, the tensor
@@ -13,8 +13,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{DType, MetaValue};
-use crate::error::{EngineError, Result};
+use rwkv_engine::format::MetaValue;
+use rwkv_engine::{DType, EngineError, Result};
 
 /// GGUF's default data alignment (`general.alignment` absent), bytes.
 pub const GGUF_DEFAULT_ALIGNMENT: usize = 32;
@@ -44,31 +44,18 @@ impl GgufTensorSpec {
     }
 }
 
-/// GGUF value type id of a metadata value (`gguf_type`).
-fn type_id(v: &MetaValue) -> u32 {
-    match v {
-        MetaValue::U8(_) => 0,
-        MetaValue::I8(_) => 1,
-        MetaValue::U16(_) => 2,
-        MetaValue::I16(_) => 3,
-        MetaValue::U32(_) => 4,
-        MetaValue::I32(_) => 5,
-        MetaValue::F32(_) => 6,
-        MetaValue::Bool(_) => 7,
-        MetaValue::String(_) => 8,
-        MetaValue::Array(_) => 9,
-        MetaValue::U64(_) => 10,
-        MetaValue::I64(_) => 11,
-        MetaValue::F64(_) => 12,
-    }
-}
-
-fn put_str(buf: &mut Vec<u8>, s: &str) {
+/// Appends a GGUF string: `u64` byte length, then the UTF-8 bytes.
+pub fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(&(s.len() as u64).to_le_bytes());
     buf.extend_from_slice(s.as_bytes());
 }
 
-fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
+/// Appends the bytes of value `v` (without its type id: [`MetaValue::gguf_type`]). An array
+/// is its element type, `u64` length and items.
+///
+/// Errors: [`EngineError::InvalidInput`] for nested arrays or items of different types
+/// (llama.cpp writes neither).
+pub fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
     match v {
         MetaValue::U8(x) => buf.push(*x),
         MetaValue::I8(x) => buf.extend_from_slice(&x.to_le_bytes()),
@@ -84,13 +71,13 @@ fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
         MetaValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
         MetaValue::Array(items) => {
             // An empty array still needs an element type; U8 is as good as any.
-            let elem = items.first().map(type_id).unwrap_or(0);
+            let elem = items.first().map(MetaValue::gguf_type).unwrap_or(0);
             if elem == 9 {
                 return Err(EngineError::invalid(
                     "GGUF writer: nested arrays are not written",
                 ));
             }
-            if items.iter().any(|i| type_id(i) != elem) {
+            if items.iter().any(|i| i.gguf_type() != elem) {
                 return Err(EngineError::invalid(
                     "GGUF writer: array items of different types",
                 ));
@@ -125,7 +112,7 @@ pub fn encode_header(
     buf.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
     for (k, v) in metadata {
         put_str(&mut buf, k);
-        buf.extend_from_slice(&type_id(v).to_le_bytes());
+        buf.extend_from_slice(&v.gguf_type().to_le_bytes());
         put_value(&mut buf, v)?;
     }
     let mut offsets = Vec::with_capacity(tensors.len());
@@ -284,198 +271,9 @@ impl<W: Write> GgufWriter<W> {
     }
 }
 
-/// The World vocabulary file (`rwkv_vocab_v20230424.txt`, from BlinkDL's `rwkv` package):
-/// one token a line, `id literal byte_len`, the literal in Python syntax (`'…'`, `"…"`,
-/// `b'…'`).
-pub const WORLD_VOCAB: &str = include_str!("../../assets/rwkv_vocab_v20230424.txt");
-
-/// The World vocabulary as `(id, bytes)` pairs, in file order (ids 1..=65529).
-///
-/// Errors: [`EngineError::Tokenizer`] naming the line for an unparsable literal or a byte
-/// length that disagrees with the line's count.
-pub fn world_vocab_tokens() -> Result<Vec<(u32, Vec<u8>)>> {
-    let mut out = Vec::with_capacity(65536);
-    for (n, line) in WORLD_VOCAB.lines().enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |what: &str| EngineError::Tokenizer {
-            what: format!("vocabulary line {}: {what}: {line:?}", n + 1),
-        };
-        let (id, rest) = line.split_once(' ').ok_or_else(|| bad("no id"))?;
-        let (lit, len) = rest.rsplit_once(' ').ok_or_else(|| bad("no length"))?;
-        let id: u32 = id.parse().map_err(|_| bad("bad id"))?;
-        let len: usize = len.parse().map_err(|_| bad("bad length"))?;
-        let bytes = parse_python_literal(lit).ok_or_else(|| bad("bad literal"))?;
-        if bytes.len() != len {
-            return Err(bad(&format!(
-                "literal is {} bytes, line says {len}",
-                bytes.len()
-            )));
-        }
-        out.push((id, bytes));
-    }
-    Ok(out)
-}
-
-/// A Python `str` (`'…'`, `"…"`: UTF-8 of the code points) or `bytes` (`b'…'`) literal →
-/// bytes. Escapes: `\\ \' \" \n \t \r \xHH \uXXXX` (`\u` in str only).
-fn parse_python_literal(lit: &str) -> Option<Vec<u8>> {
-    let (is_bytes, body) = match lit.strip_prefix('b') {
-        Some(b) => (true, b),
-        None => (false, lit),
-    };
-    let q = body.chars().next()?;
-    if q != '\'' && q != '"' {
-        return None;
-    }
-    let inner = body.strip_prefix(q)?.strip_suffix(q)?;
-    let mut out = Vec::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    let push_cp = |out: &mut Vec<u8>, cp: u32| -> Option<()> {
-        if is_bytes {
-            out.push(u8::try_from(cp).ok()?);
-        } else {
-            let c = char::from_u32(cp)?;
-            out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
-        }
-        Some(())
-    };
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
-            continue;
-        }
-        match chars.next()? {
-            '\\' => out.push(b'\\'),
-            '\'' => out.push(b'\''),
-            '"' => out.push(b'"'),
-            'n' => out.push(b'\n'),
-            't' => out.push(b'\t'),
-            'r' => out.push(b'\r'),
-            'x' => {
-                let h: String = chars.by_ref().take(2).collect();
-                push_cp(&mut out, u32::from_str_radix(&h, 16).ok()?)?;
-            }
-            'u' if !is_bytes => {
-                let h: String = chars.by_ref().take(4).collect();
-                push_cp(&mut out, u32::from_str_radix(&h, 16).ok()?)?;
-            }
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// A token's bytes as llama.cpp's converter stores them in `tokenizer.ggml.tokens` for the
-/// RWKV World vocabulary: Python's `repr(bytes)[2:-1]` (`_set_vocab_rwkv_world`), i.e.
-/// `\\`, `\t`, `\n`, `\r`, `\xhh` for other bytes outside 0x20..0x7e, and the quote that
-/// `repr` chose escaped (`'`, unless the token has `'` and no `"`, then `"`).
-pub fn llama_escape_token(bytes: &[u8]) -> String {
-    let has_single = bytes.contains(&b'\'');
-    let has_double = bytes.contains(&b'"');
-    let quote = if has_single && !has_double {
-        b'"'
-    } else {
-        b'\''
-    };
-    let mut s = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\\' => s.push_str("\\\\"),
-            b'\t' => s.push_str("\\t"),
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            _ if b == quote => {
-                s.push('\\');
-                s.push(char::from(b));
-            }
-            0x20..=0x7e => s.push(char::from(b)),
-            _ => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s
-}
-
-/// llama.cpp token types (`llama_token_type` / gguf-py `TokenType`).
-pub const TOKEN_TYPE_NORMAL: i32 = 1;
-pub const TOKEN_TYPE_CONTROL: i32 = 3;
-pub const TOKEN_TYPE_UNUSED: i32 = 5;
-
-/// `tokenizer.ggml.tokens` and `tokenizer.ggml.token_type` for a World model of `vocab`
-/// tokens exactly as `convert_hf_to_gguf.py` writes them: id 0 `<s>` (control), the
-/// vocabulary file's tokens escaped by [`llama_escape_token`] (normal), then `[PAD{i}]`
-/// (unused) up to `vocab`. A `vocab` below the file's 65530 entries truncates the list
-/// (llama.cpp's converter would refuse; the synthetic models of tiny vocabularies need it).
-///
-/// Errors: as [`world_vocab_tokens`].
-pub fn world_gguf_tokens(vocab: usize) -> Result<(Vec<String>, Vec<i32>)> {
-    let mut tokens = vec!["<s>".to_string()];
-    let mut types = vec![TOKEN_TYPE_CONTROL];
-    for (id, bytes) in world_vocab_tokens()? {
-        if id as usize != tokens.len() {
-            return Err(EngineError::Tokenizer {
-                what: format!("vocabulary ids not consecutive at {id}"),
-            });
-        }
-        tokens.push(llama_escape_token(&bytes));
-        types.push(TOKEN_TYPE_NORMAL);
-    }
-    tokens.truncate(vocab);
-    types.truncate(vocab);
-    for i in tokens.len()..vocab {
-        tokens.push(format!("[PAD{i}]"));
-        types.push(TOKEN_TYPE_UNUSED);
-    }
-    Ok((tokens, types))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn python_literals() {
-        assert_eq!(parse_python_literal(r"'\x00'"), Some(vec![0]));
-        assert_eq!(parse_python_literal(r"b'\xe4\xb8'"), Some(vec![0xe4, 0xb8]));
-        // In a str literal \x80 is U+0080, two bytes of UTF-8.
-        assert_eq!(parse_python_literal(r"'\x80'"), Some(vec![0xc2, 0x80]));
-        assert_eq!(parse_python_literal(r#""'s""#), Some(b"'s".to_vec()));
-        assert_eq!(
-            parse_python_literal(r"'\u4e00'"),
-            Some("一".as_bytes().to_vec())
-        );
-        assert_eq!(parse_python_literal("'一'"), Some("一".as_bytes().to_vec()));
-        assert_eq!(parse_python_literal(r"'a\\b\n'"), Some(b"a\\b\n".to_vec()));
-        assert_eq!(parse_python_literal("'open"), None);
-    }
-
-    #[test]
-    fn escape_matches_python_repr() {
-        // Expected strings are what CPython prints for repr(b)[2:-1].
-        assert_eq!(llama_escape_token(b"\x00"), r"\x00");
-        assert_eq!(llama_escape_token(b"\n\n"), r"\n\n");
-        assert_eq!(llama_escape_token(b"'"), "'");
-        assert_eq!(llama_escape_token(b"\""), "\"");
-        assert_eq!(llama_escape_token(b"'\""), r#"\'""#);
-        assert_eq!(llama_escape_token(b"a\\"), r"a\\");
-        assert_eq!(llama_escape_token("é".as_bytes()), r"\xc3\xa9");
-        assert_eq!(llama_escape_token(b"\x7f~"), r"\x7f~");
-    }
-
-    #[test]
-    fn world_tokens_have_llama_shape() -> Result<()> {
-        let (tokens, types) = world_gguf_tokens(65536)?;
-        assert_eq!(tokens.len(), 65536);
-        assert_eq!(&tokens[..3], &["<s>", r"\x00", r"\x01"]);
-        assert_eq!(tokens[65535], "[PAD65535]");
-        assert_eq!(types[0], TOKEN_TYPE_CONTROL);
-        assert_eq!(types[1], TOKEN_TYPE_NORMAL);
-        assert_eq!(types[65535], TOKEN_TYPE_UNUSED);
-        assert_eq!(types.iter().filter(|&&t| t == TOKEN_TYPE_UNUSED).count(), 6);
-        assert!(tokens.iter().all(|t| t.is_ascii()));
-        Ok(())
-    }
 
     #[test]
     fn header_offsets_are_aligned_and_writer_checks_sizes() -> Result<()> {

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context};
 use rwkv_engine::model::weights::{Matrix, Vector};
-use rwkv_engine::synth::{self, SynthOptions, SynthType};
 use rwkv_engine::{DType, FileFormat, ModelFile, Rwkv7Weights};
+use rwkv_synth::{self as synth, SynthOptions, SynthType};
 
 fn scratch(name: &str) -> anyhow::Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("rwkv-synth-readback-{}", std::process::id()));

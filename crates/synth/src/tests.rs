@@ -5,8 +5,14 @@ use std::path::PathBuf;
 
 use anyhow::{ensure, Context};
 
+use rwkv_engine::format::MetaValue;
+use rwkv_engine::DType;
+
 use super::*;
-use crate::format::gguf_write::encode_header;
+use crate::gguf::{gguf_entries, gguf_metadata, size_label};
+use crate::gguf_write::{encode_header, GgufTensorSpec};
+use crate::init::Init;
+use half::f16;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
@@ -297,16 +303,16 @@ fn read_gguf_tensor(
     Ok((
         s.dtype,
         shape,
-        crate::quant::dequantize_to_vec(s.dtype, bytes, numel)?,
+        rwkv_engine::quant::dequantize_to_vec(s.dtype, bytes, numel)?,
     ))
 }
 
 fn st_tensor(
-    st: &safetensors::SafeTensors<'_>,
+    st: &::safetensors::SafeTensors<'_>,
     name: &str,
 ) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
     let t = st.tensor(name)?;
-    ensure!(t.dtype() == safetensors::Dtype::F16);
+    ensure!(t.dtype() == ::safetensors::Dtype::F16);
     let v = t
         .data()
         .chunks_exact(2)
@@ -325,7 +331,7 @@ fn gguf_and_safetensors_hold_the_same_model() -> anyhow::Result<()> {
     let base = opts(2, 128, SynthType::F16, "t");
     write_safetensors(&base, &st_path)?;
     let st_bytes = std::fs::read(&st_path)?;
-    let st = safetensors::SafeTensors::deserialize(&st_bytes)?;
+    let st = ::safetensors::SafeTensors::deserialize(&st_bytes)?;
     // Names and shapes are make_model.py's (the fixture manifest of the same shape).
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fixtures().join("rwkv7-tiny.json"))?)?;

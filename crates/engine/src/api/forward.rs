@@ -1,0 +1,197 @@
+//! The forward pass over a batch of sequences, each feeding tokens into its own state.
+
+use super::{CancelToken, Engine, StateId};
+use crate::error::{EngineError, Result};
+use crate::gpu::buffer;
+
+/// Which positions of a sequence produce outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    None,
+    Last,
+    All,
+}
+
+/// One sequence of a forward call.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqInput<'a> {
+    pub state: StateId,
+    pub tokens: &'a [u32],
+    pub rows: Rows,
+}
+
+/// Outputs of a forward call, per sequence, rows in position order.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardOutput {
+    /// `[rows, vocab]` logits per sequence (empty unless asked for).
+    pub logits: Vec<Vec<f32>>,
+    /// `[rows, C]` hidden states after `ln_out` per sequence (empty unless asked for).
+    pub embeddings: Vec<Vec<f32>>,
+}
+
+/// What to compute at the output rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    pub logits: bool,
+    pub embeddings: bool,
+}
+
+impl Engine {
+    /// Runs `seqs` through the model, each from and into its state, in chunked passes
+    /// that batch sequences together. Returns the wanted outputs per sequence.
+    ///
+    /// Errors: empty token list, token id ≥ vocab, unknown state, the same state twice,
+    /// [`EngineError::Cancelled`] (states then hold the tokens of the passes that ran).
+    pub fn forward(
+        &mut self,
+        seqs: &[SeqInput],
+        want: Want,
+        cancel: Option<&CancelToken>,
+    ) -> Result<ForwardOutput> {
+        let vocab = self.weights.config.vocab_size;
+        let c = self.weights.config.n_embd;
+        for (i, s) in seqs.iter().enumerate() {
+            self.check(s.state)?;
+            if s.tokens.is_empty() {
+                return Err(EngineError::invalid(format!("sequence {i} has no tokens")));
+            }
+            if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(EngineError::invalid(format!(
+                    "token id {bad} is not below the vocabulary size {vocab}"
+                )));
+            }
+            if seqs[..i].iter().any(|o| o.state == s.state) {
+                return Err(EngineError::invalid(format!(
+                    "state {} appears twice in one call",
+                    s.state.0
+                )));
+            }
+        }
+        let mut out = ForwardOutput {
+            logits: vec![Vec::new(); seqs.len()],
+            embeddings: vec![Vec::new(); seqs.len()],
+        };
+        let mut cursor = vec![0usize; seqs.len()];
+        let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
+        loop {
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(EngineError::Cancelled);
+            }
+            // Fill one pass: sequences in order, as many tokens as capacity allows.
+            let mut pass: Vec<(usize, u32, &[u32])> = Vec::new();
+            let mut rows: Vec<u32> = Vec::new();
+            let (mut t, mut r) = (0usize, 0usize);
+            for (i, s) in seqs.iter().enumerate() {
+                let left = s.tokens.len() - cursor[i];
+                if left == 0 || pass.len() == self.max_batch || t == t_cap {
+                    continue;
+                }
+                let mut n = left.min(t_cap - t);
+                if s.rows == Rows::All {
+                    n = n.min(r_cap - r);
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                if s.rows == Rows::Last && n == left && r == r_cap {
+                    n -= 1; // leave the last token (and its row) to the next pass
+                    if n == 0 {
+                        continue;
+                    }
+                }
+                let toks = &s.tokens[cursor[i]..cursor[i] + n];
+                match s.rows {
+                    Rows::All => rows.extend((t..t + n).map(|x| x as u32)),
+                    Rows::Last if n == left => rows.push((t + n - 1) as u32),
+                    _ => {}
+                }
+                pass.push((i, s.state.0, toks));
+                cursor[i] += n;
+                t += n;
+                r = rows.len();
+            }
+            if pass.is_empty() {
+                break;
+            }
+            let run_head = want.logits && !rows.is_empty();
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
+            self.graph
+                .encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
+            // Results go to the graph's readback buffer in the same submission: logits
+            // first, embeddings after them.
+            let n_logits = if run_head { rows.len() * vocab } else { 0 };
+            let n_emb = if want.embeddings { rows.len() * c } else { 0 };
+            // Embeddings start 8-byte aligned (a mapping's offset must be).
+            let emb_at_f = (r_cap * vocab).next_multiple_of(2);
+            let emb_at = emb_at_f as u64 * 4;
+            if n_logits > 0 {
+                enc.copy_buffer_to_buffer(
+                    &self.graph.logits,
+                    0,
+                    &self.graph.readback,
+                    0,
+                    n_logits as u64 * 4,
+                );
+            }
+            if n_emb > 0 {
+                enc.copy_buffer_to_buffer(
+                    &self.graph.act,
+                    self.graph.regions.head_norm as u64 * 4,
+                    &self.graph.readback,
+                    emb_at,
+                    n_emb as u64 * 4,
+                );
+            }
+            self.gpu.queue.submit([enc.finish()]);
+            if rows.is_empty() {
+                continue;
+            }
+            // One mapping: the logits, up to the embeddings' end when both are wanted.
+            let (from, len) = match (n_logits > 0, n_emb > 0) {
+                (true, true) => (0, emb_at_f + n_emb),
+                (true, false) => (0, n_logits),
+                (false, _) => (emb_at_f, n_emb),
+            };
+            let mut host = vec![0f32; len];
+            buffer::read_staged(
+                &self.gpu,
+                &self.graph.readback,
+                from as u64 * 4,
+                bytemuck::cast_slice_mut(&mut host),
+            )?;
+            let logits = &host[..n_logits];
+            let emb: &[f32] = &host[host.len() - n_emb..];
+            // Hand rows back to their sequences, in order.
+            let mut at = 0usize;
+            let mut tok_at = 0usize;
+            for &(i, _, toks) in &pass {
+                let n_rows = rows
+                    .iter()
+                    .filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len())
+                    .count();
+                if run_head {
+                    out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
+                }
+                if want.embeddings {
+                    out.embeddings[i].extend_from_slice(&emb[at * c..(at + n_rows) * c]);
+                }
+                at += n_rows;
+                tok_at += toks.len();
+            }
+        }
+        self.gpu.check_lost()?;
+        Ok(out)
+    }
+
+    /// The commands of one decode step (see [`Graph::decode_dims`]) with its logits copied
+    /// to the readback buffer.
+    pub(super) fn record_decode(&self) -> wgpu::CommandBuffer {
+        let dims = self.graph.decode_dims();
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        self.graph.record(&mut enc, &dims, true);
+        let bytes = self.weights.config.vocab_size as u64 * 4;
+        enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
+        enc.finish()
+    }
+}

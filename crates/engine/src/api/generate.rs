@@ -1,0 +1,303 @@
+//! Generation: token by token with a caller's sampler ([`Engine::generate`]), or text
+//! with the built-in sampler, stop tokens and stop strings ([`Engine::generate_text`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{Engine, Rows, SeqInput, StateId, Want};
+use crate::error::{EngineError, Result};
+use crate::gpu::buffer;
+use crate::sampler::{Sampler, SamplerOptions};
+
+/// A cancel flag shared between the caller and a running job; checked between passes
+/// and tokens.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Per-call timing of [`Engine::generate`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenerateStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    /// Prefill of the prompt up to the first sampled token, ms.
+    pub ttft_ms: f64,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+    /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
+    /// next step is recorded while the GPU runs the current one).
+    pub decode_record_ms: f64,
+    /// Why generation stopped.
+    pub stop: StopReason,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    #[default]
+    MaxTokens,
+    StopToken,
+    StopString,
+    Cancelled,
+    Callback,
+}
+
+impl Engine {
+    /// Feeds `prompt` into `state` and samples up to `max_tokens` tokens with `sample`
+    /// (given the last logits, returns the next token), calling `on_token(token)` for
+    /// each; `on_token` returns `false` to stop. Stops at cancellation without losing
+    /// anything: the state then holds every token fed so far.
+    ///
+    /// Errors: as [`Engine::forward`]; an empty prompt.
+    pub fn generate(
+        &mut self,
+        state: StateId,
+        prompt: &[u32],
+        max_tokens: usize,
+        sample: &mut dyn FnMut(&mut [f32]) -> Result<u32>,
+        cancel: &CancelToken,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenerateStats> {
+        let t0 = Instant::now();
+        let mut stats = GenerateStats {
+            prompt_tokens: prompt.len(),
+            ..Default::default()
+        };
+        let seq = SeqInput {
+            state,
+            tokens: prompt,
+            rows: Rows::Last,
+        };
+        let want = Want {
+            logits: true,
+            embeddings: false,
+        };
+        let mut logits = match self.forward(&[seq], want, Some(cancel)) {
+            Err(EngineError::Cancelled) => {
+                stats.stop = StopReason::Cancelled;
+                return Ok(stats);
+            }
+            r => r?.logits.swap_remove(0),
+        };
+        stats.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
+        // Decode steps: the commands of step i + 1 are recorded while the GPU runs step
+        // i (they are the same every step; only the token metadata, written just before
+        // each submission, changes), and the logits come back through the kept readback
+        // buffer in the same submission.
+        let vocab = self.weights.config.vocab_size;
+        let mut next_cmd = None;
+        let mut decode_time = Duration::ZERO;
+        let mut record_time = Duration::ZERO;
+        for i in 0..max_tokens {
+            let tok = sample(&mut logits)?;
+            if i == 0 {
+                stats.ttft_ms = t0.elapsed().as_secs_f64() * 1e3;
+            }
+            stats.generated_tokens += 1;
+            if !on_token(tok) {
+                stats.stop = StopReason::Callback;
+                break;
+            }
+            if i + 1 == max_tokens {
+                break;
+            }
+            if cancel.is_cancelled() {
+                stats.stop = StopReason::Cancelled;
+                break;
+            }
+            let td = Instant::now();
+            if tok as usize >= vocab {
+                return Err(EngineError::invalid(format!(
+                    "sampled token id {tok} is not below the vocabulary size {vocab}"
+                )));
+            }
+            self.graph
+                .write_meta(&self.gpu, &[(state.0, &[tok])], &[0])?;
+            let cmd = match next_cmd.take() {
+                Some(c) => c,
+                None => self.record_decode(),
+            };
+            self.gpu.queue.submit([cmd]);
+            let tr = Instant::now();
+            next_cmd = Some(self.record_decode());
+            record_time += tr.elapsed();
+            logits.resize(vocab, 0.0);
+            buffer::read_staged(
+                &self.gpu,
+                &self.graph.readback,
+                0,
+                bytemuck::cast_slice_mut(&mut logits),
+            )?;
+            decode_time += td.elapsed();
+        }
+        stats.decode_record_ms = record_time.as_secs_f64() * 1e3;
+        stats.decode_ms = decode_time.as_secs_f64() * 1e3;
+        stats.prefill_tok_s = prompt.len() as f64 / (stats.prefill_ms / 1e3).max(1e-9);
+        let decoded = stats.generated_tokens.saturating_sub(1);
+        if decoded > 0 {
+            stats.decode_tok_s = decoded as f64 / (stats.decode_ms / 1e3).max(1e-9);
+        }
+        Ok(stats)
+    }
+}
+
+/// Options of [`Engine::generate_text`].
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct GenerateOptions {
+    pub max_tokens: usize,
+    pub sampler: SamplerOptions,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 256,
+            sampler: SamplerOptions::default(),
+        }
+    }
+}
+
+/// What [`Engine::generate_text`] streams.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TextEvent {
+    /// New text (valid UTF-8, never part of a stop string), with the tokens it came from.
+    Text { text: String, tokens: usize },
+}
+
+/// Result of [`Engine::generate_text`].
+#[derive(Debug, Clone, Serialize)]
+pub struct TextOutput {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub stats: GenerateStats,
+}
+
+impl Engine {
+    /// Encodes `prompt`, feeds it into `state` and generates text with `opts`, streaming
+    /// it to `on_text` (return `false` to stop). Stop tokens end generation silently;
+    /// stop strings are cut from the output. The state ends holding the prompt and every
+    /// emitted token but the last one sampled.
+    ///
+    /// Errors: an empty prompt, invalid sampler options, anything [`Engine::forward`]
+    /// reports. Cancellation is not an error: `stats.stop` says
+    /// [`StopReason::Cancelled`].
+    pub fn generate_text(
+        &mut self,
+        state: StateId,
+        prompt: &str,
+        opts: &GenerateOptions,
+        cancel: &CancelToken,
+        on_text: &mut dyn FnMut(TextEvent) -> bool,
+    ) -> Result<TextOutput> {
+        opts.sampler.validate()?;
+        let ids = self.tokenizer.encode(prompt);
+        if ids.is_empty() {
+            return Err(EngineError::invalid("the prompt is empty"));
+        }
+        let mut sampler = Sampler::new(opts.sampler.clone(), self.weights.config.vocab_size)?;
+        let mut stop = sampler.stop_matcher();
+        let mut decoder = self.tokenizer.stream_decoder();
+        let mut text = String::new();
+        let mut tokens = Vec::new();
+        let mut reason = None;
+        let mut pending_tokens = 0usize;
+        let tokenizer = self.tokenizer.clone();
+        let mut stats = {
+            // Each sampled token is accepted (penalty counts) before the next draw.
+            let mut last: Option<u32> = None;
+            let mut sample = |logits: &mut [f32]| -> Result<u32> {
+                if let Some(t) = last {
+                    sampler.accept(t);
+                }
+                let t = sampler.try_sample(logits)?;
+                last = Some(t);
+                Ok(t)
+            };
+            let mut on_token = |tok: u32| -> bool {
+                if opts.sampler.stop_tokens.contains(&tok) {
+                    reason = Some(StopReason::StopToken);
+                    return false;
+                }
+                tokens.push(tok);
+                pending_tokens += 1;
+                let piece = match decoder.push(tok) {
+                    Ok(p) => p.to_string(),
+                    Err(_) => {
+                        String::from_utf8_lossy(tokenizer.token_bytes(tok).unwrap_or_default())
+                            .into_owned()
+                    }
+                };
+                let step = stop.push(&piece);
+                if !step.emit.is_empty() {
+                    text.push_str(&step.emit);
+                    let n = std::mem::take(&mut pending_tokens);
+                    if !on_text(TextEvent::Text {
+                        text: step.emit,
+                        tokens: n,
+                    }) {
+                        reason = Some(StopReason::Callback);
+                        return false;
+                    }
+                }
+                if step.stopped {
+                    reason = Some(StopReason::StopString);
+                    return false;
+                }
+                true
+            };
+            self.generate(
+                state,
+                &ids,
+                opts.max_tokens,
+                &mut sample,
+                cancel,
+                &mut on_token,
+            )?
+        };
+        if reason.is_none() || reason == Some(StopReason::Callback) {
+            // Flush what the decoder and the stop matcher still hold.
+            let mut tail = decoder.flush().to_string();
+            if reason.is_none() {
+                tail = stop.push(&tail).emit + &stop.finish();
+                if !tail.is_empty() {
+                    text.push_str(&tail);
+                    on_text(TextEvent::Text {
+                        text: tail,
+                        tokens: pending_tokens,
+                    });
+                }
+            }
+        }
+        if let Some(r) = reason {
+            if stats.stop != StopReason::Cancelled {
+                stats.stop = r;
+            }
+        }
+        Ok(TextOutput {
+            text,
+            tokens,
+            stats,
+        })
+    }
+}

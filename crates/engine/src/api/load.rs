@@ -1,0 +1,232 @@
+//! Loading: a file (or typed weights) onto a GPU, with progress.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::Engine;
+use crate::error::{EngineError, Result};
+use crate::format::ModelFile;
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{AdapterChoice, GpuContext};
+use crate::model::config::Rwkv7Config;
+use crate::model::gpu_weights::{GpuWeights, UploadOptions};
+use crate::model::graph::{Graph, Regions};
+use crate::model::weights::Rwkv7Weights;
+use crate::tokenizer::Tokenizer;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub adapter: AdapterChoice,
+    /// Most tokens per forward pass (prefill chunk). Clamped to what the device binds.
+    pub max_chunk: usize,
+    /// Most sequences per forward pass.
+    pub max_batch: usize,
+    /// Most GPU memory the weights may take, in bytes (`None`: what the device has). A
+    /// model that needs more fails to load with [`EngineError::TooLarge`] naming the
+    /// tensor that crossed the limit — the same error a device too small for it gives.
+    pub max_gpu_bytes: Option<u64>,
+    /// How the weights stream to the GPU (staging waves, threads); the default suits
+    /// every device.
+    pub upload: UploadOptions,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            adapter: AdapterChoice::Auto,
+            max_chunk: 256,
+            max_batch: 16,
+            max_gpu_bytes: None,
+            upload: UploadOptions::default(),
+        }
+    }
+}
+
+/// Load phases reported to a progress callback.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum LoadProgress {
+    Open,
+    Device,
+    Upload {
+        tensors_done: usize,
+        tensors_total: usize,
+        /// Bytes of the weights as laid out on the GPU.
+        bytes_done: u64,
+        bytes_total: u64,
+    },
+    Compile,
+    Ready,
+}
+
+/// What a loaded model is, for model cards and benchmark reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub path: String,
+    pub format: String,
+    pub file_bytes: u64,
+    pub config: Rwkv7Config,
+    /// Encodings on the GPU, with tensor counts.
+    pub gpu_types: Vec<(String, usize)>,
+    pub gpu_weight_bytes: u64,
+    pub gpu_total_bytes: u64,
+    pub adapter: crate::gpu::context::AdapterSummary,
+    pub features: crate::gpu::GpuFeatures,
+    /// Call → GPU-ready (weights uploaded, pipelines compiled, device idle), ms.
+    pub load_ms: f64,
+    /// sha256 of the config and the tensor table (names, types, shapes); states and
+    /// cached embeddings are tied to it (see `analysis::model_fingerprint`).
+    pub fingerprint: crate::analysis::ModelFingerprint,
+}
+
+impl Engine {
+    /// Loads `path` (GGUF, SafeTensors or `.pth`) onto the chosen GPU.
+    ///
+    /// Errors: anything [`ModelFile::open`] and [`Rwkv7Weights::from_file`] report
+    /// (naming file and tensor), [`EngineError::Gpu`], [`EngineError::TooLarge`].
+    pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Self> {
+        Self::load_with_progress(path, opts, &mut |_| {})
+    }
+
+    /// [`Engine::load`] with a progress callback.
+    pub fn load_with_progress(
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> Result<Self> {
+        let t0 = Instant::now();
+        progress(LoadProgress::Open);
+        let file = ModelFile::open(path.as_ref())?;
+        let weights = Rwkv7Weights::from_file(&file)?;
+        progress(LoadProgress::Device);
+        let gpu = Arc::new(GpuContext::new(&opts.adapter)?);
+        Self::from_weights(gpu, &file, &weights, opts, progress, t0)
+    }
+
+    /// Loads `path` onto an already opened device (several models, or tests, share one).
+    pub fn load_on(
+        gpu: Arc<GpuContext>,
+        path: impl AsRef<Path>,
+        opts: &LoadOptions,
+    ) -> Result<Self> {
+        let t0 = Instant::now();
+        let file = ModelFile::open(path.as_ref())?;
+        let weights = Rwkv7Weights::from_file(&file)?;
+        Self::from_weights(gpu, &file, &weights, opts, &mut |_| {}, t0)
+    }
+
+    /// Uploads already-mapped weights onto `gpu`.
+    pub fn from_weights(
+        gpu: Arc<GpuContext>,
+        file: &ModelFile,
+        weights: &Rwkv7Weights,
+        opts: &LoadOptions,
+        progress: &mut dyn FnMut(LoadProgress),
+        t0: Instant,
+    ) -> Result<Self> {
+        let cfg = weights.config;
+        let release = |b: &[u8]| file.release(b);
+        let t_upload = Instant::now();
+        // Buffers first (limits checked, nothing copied), then two things at once: this
+        // thread streams the weights into them while another builds the graph, whose
+        // pipeline compilation is the other long step of a load. The graph only binds the
+        // buffers; nothing is submitted before the copies, so it reads filled weights.
+        let (gw, pending) = GpuWeights::plan(&gpu, weights, opts.max_gpu_bytes)?;
+        let max = gpu.max_binding() as usize;
+        // Token capacity: the prefill chunk, bounded by the activation binding.
+        let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
+        let t_cap = opts.max_chunk.clamp(1, (max / per_tok).max(1));
+        let r_cap = t_cap.min((max / (cfg.vocab_size * 4)).max(1));
+        let b_cap = opts.max_batch.clamp(1, t_cap);
+        let n_slots = 8usize.min((max / (cfg.state_len() * 4)).max(1));
+        let pipelines = PipelineCache::default();
+        let (graph, t_graph, t_stream) = std::thread::scope(|s| {
+            let building = std::thread::Builder::new()
+                .name("rwkv-graph".into())
+                .spawn_scoped(s, || {
+                    let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots);
+                    (graph, t_upload.elapsed())
+                })
+                .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
+            let streamed = pending.stream(&gpu, &opts.upload, &release, &mut |p| {
+                progress(LoadProgress::Upload {
+                    tensors_done: p.tensors_done,
+                    tensors_total: p.tensors_total,
+                    bytes_done: p.bytes_done,
+                    bytes_total: p.bytes_total,
+                })
+            });
+            let t_stream = t_upload.elapsed();
+            progress(LoadProgress::Compile);
+            let (graph, t_graph) = building
+                .join()
+                .map_err(|_| EngineError::gpu("building the graph panicked"))?;
+            streamed?;
+            Ok::<_, EngineError>((graph?, t_graph, t_stream))
+        })?;
+        let t_wait = Instant::now();
+        gpu.wait()?;
+        log::debug!(
+            "load: open + parse + device {:.1} ms; then at once: upload {:.1} ms, \
+             graph + pipelines {:.1} ms; then GPU idle after {:.1} ms more",
+            (t_upload - t0).as_secs_f64() * 1e3,
+            t_stream.as_secs_f64() * 1e3,
+            t_graph.as_secs_f64() * 1e3,
+            t_wait.elapsed().as_secs_f64() * 1e3,
+        );
+        let graph_bytes =
+            (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
+        let info = ModelInfo {
+            path: file.path().display().to_string(),
+            format: file.format().name().to_string(),
+            file_bytes: file.file_len() as u64,
+            config: cfg,
+            gpu_types: gw
+                .types
+                .iter()
+                .map(|(d, n)| (d.name().to_string(), *n))
+                .collect(),
+            gpu_weight_bytes: gw.bytes,
+            gpu_total_bytes: gw.bytes + graph_bytes,
+            adapter: gpu.summary.clone(),
+            features: gpu.features,
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+            fingerprint: crate::analysis::model_fingerprint(file, &cfg),
+        };
+        let tokenizer = match Tokenizer::from_gguf(file)? {
+            Some(t) => Arc::new(t),
+            None => Arc::new(Tokenizer::world()?),
+        };
+        if tokenizer.vocab_size() > cfg.vocab_size {
+            return Err(EngineError::Tokenizer {
+                what: format!(
+                    "{}: the tokenizer has {} tokens, the model's vocabulary {}",
+                    file.path().display(),
+                    tokenizer.vocab_size(),
+                    cfg.vocab_size
+                ),
+            });
+        }
+        progress(LoadProgress::Ready);
+        Ok(Engine {
+            gpu,
+            pipelines,
+            weights: gw,
+            graph,
+            info,
+            tokenizer,
+            free: (0..n_slots as u32).rev().collect(),
+            used: vec![false; n_slots],
+            max_batch: b_cap,
+            instance: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            },
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! The engine façade: load a model, run the forward pass over states, generate, embed.
+//!
+//! One [`Engine`] owns the device, the weights on it and the forward graph. States live
+//! in GPU slots addressed by [`StateId`]; forking copies a slot on the GPU.
+//!
+//! The façade in pieces: `load` (files onto a GPU), `state` (slots), `forward` (the
+//! batched pass), `generate` (tokens and text). Every public type is re-exported here.
+
+mod forward;
+mod generate;
+mod load;
+mod state;
+
+pub use forward::{ForwardOutput, Rows, SeqInput, Want};
+pub use generate::{
+    CancelToken, GenerateOptions, GenerateStats, StopReason, TextEvent, TextOutput,
+};
+pub use load::{LoadOptions, LoadProgress, ModelInfo};
+pub use state::StateId;
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::format::DType;
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::GpuContext;
+use crate::model::config::Rwkv7Config;
+use crate::model::gpu_weights::GpuWeights;
+use crate::model::graph::Graph;
+use crate::tokenizer::Tokenizer;
+
+/// An RWKV-7 model on a GPU.
+pub struct Engine {
+    gpu: Arc<GpuContext>,
+    pipelines: PipelineCache,
+    weights: GpuWeights,
+    graph: Graph,
+    info: ModelInfo,
+    tokenizer: Arc<Tokenizer>,
+    free: Vec<u32>,
+    used: Vec<bool>,
+    max_batch: usize,
+    /// Unique per `Engine` value in this process (prefix caches hold state slots of one
+    /// engine and check it).
+    instance: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("info", &self.info).finish()
+    }
+}
+
+impl Engine {
+    /// An id unique to this `Engine` value within the process (state ids are only
+    /// meaningful together with it).
+    pub fn instance_id(&self) -> u64 {
+        self.instance
+    }
+
+    /// Most sequences per forward pass (after clamping [`LoadOptions::max_batch`]).
+    pub fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn config(&self) -> &Rwkv7Config {
+        &self.weights.config
+    }
+
+    pub fn gpu(&self) -> &GpuContext {
+        &self.gpu
+    }
+
+    /// The model's tokenizer (its GGUF vocabulary, else the bundled World vocabulary).
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Encodings of the uploaded weights.
+    pub fn gpu_types(&self) -> &[(DType, usize)] {
+        &self.weights.types
+    }
+
+    /// The graph and device, after checking `state` exists (for the profiler).
+    pub(crate) fn graph_and_gpu(&self, state: StateId) -> Result<(&Graph, &GpuContext)> {
+        self.check(state)?;
+        Ok((&self.graph, &self.gpu))
+    }
+}

@@ -1,0 +1,152 @@
+//! States: GPU slots addressed by [`StateId`]; new, free, fork (a copy on the GPU),
+//! read and write.
+
+use serde::Serialize;
+
+use super::Engine;
+use crate::error::{EngineError, Result};
+use crate::gpu::buffer;
+use crate::model::graph::Graph;
+
+/// A sequence's recurrent state, held on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub struct StateId(pub u32);
+
+impl Engine {
+    fn grow_slots(&mut self) -> Result<()> {
+        let old = self.graph.n_slots;
+        let new = old * 2;
+        let max = self.gpu.max_binding() as usize;
+        if new * self.graph.slot_len * 4 > max {
+            return Err(EngineError::TooLarge {
+                what: format!(
+                    "{new} states of {} bytes exceed one binding ({max} bytes)",
+                    self.graph.slot_len * 4
+                ),
+            });
+        }
+        let g = &self.graph;
+        let graph = Graph::new(
+            &self.gpu,
+            &self.pipelines,
+            &self.weights,
+            g.t_cap,
+            g.r_cap,
+            g.b_cap,
+            new,
+        )?;
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(
+            &self.graph.state,
+            0,
+            &graph.state,
+            0,
+            (old * self.graph.slot_len * 4) as u64,
+        );
+        self.gpu.queue.submit([enc.finish()]);
+        self.graph = graph;
+        self.used.resize(new, false);
+        self.free.extend((old as u32..new as u32).rev());
+        self.info.gpu_total_bytes += (old * self.graph.slot_len * 4) as u64;
+        Ok(())
+    }
+
+    /// A new zero state (the state before any token).
+    pub fn new_state(&mut self) -> Result<StateId> {
+        if self.free.is_empty() {
+            self.grow_slots()?;
+        }
+        let slot = self.free.pop().ok_or_else(|| EngineError::State {
+            what: "no free state slot".into(),
+        })?;
+        self.used[slot as usize] = true;
+        let len = self.graph.slot_len as u64 * 4;
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.clear_buffer(&self.graph.state, slot as u64 * len, Some(len));
+        self.gpu.queue.submit([enc.finish()]);
+        Ok(StateId(slot))
+    }
+
+    pub(super) fn check(&self, id: StateId) -> Result<()> {
+        if self.used.get(id.0 as usize).copied().unwrap_or(false) {
+            Ok(())
+        } else {
+            Err(EngineError::State {
+                what: format!("state {} does not exist (freed or never made)", id.0),
+            })
+        }
+    }
+
+    /// States made and not yet freed (GPU slots in use), for leak checks.
+    pub fn live_states(&self) -> usize {
+        self.used.iter().filter(|u| **u).count()
+    }
+
+    /// Frees a state's slot.
+    pub fn free_state(&mut self, id: StateId) -> Result<()> {
+        self.check(id)?;
+        self.used[id.0 as usize] = false;
+        self.free.push(id.0);
+        Ok(())
+    }
+
+    /// A copy of `id` (made on the GPU).
+    pub fn fork_state(&mut self, id: StateId) -> Result<StateId> {
+        self.check(id)?;
+        let new = self.new_state()?;
+        let len = self.graph.slot_len as u64 * 4;
+        // WebGPU forbids a copy within one buffer: go through a scratch buffer.
+        let tmp = buffer::storage(&self.gpu, "fork", len);
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.graph.state, id.0 as u64 * len, &tmp, 0, len);
+        enc.copy_buffer_to_buffer(&tmp, 0, &self.graph.state, new.0 as u64 * len, len);
+        self.gpu.queue.submit([enc.finish()]);
+        self.gpu.check_lost()?;
+        Ok(new)
+    }
+
+    /// f32 elements of one state: `n_layer × [att_shift C | wkv H×N×N | ffn_shift C]`.
+    pub fn state_len(&self) -> usize {
+        self.graph.slot_len
+    }
+
+    /// Reads a state into `out` (`state_len()` f32).
+    pub fn read_state(&self, id: StateId, out: &mut [f32]) -> Result<()> {
+        self.check(id)?;
+        let len = self.graph.slot_len;
+        if out.len() != len {
+            return Err(EngineError::State {
+                what: format!("buffer holds {} values, a state has {len}", out.len()),
+            });
+        }
+        buffer::read_bytes(
+            &self.gpu,
+            &self.graph.state,
+            (id.0 as usize * len * 4) as u64,
+            (len * 4) as u64,
+            bytemuck::cast_slice_mut(out),
+        )
+    }
+
+    /// Overwrites a state with `data` (`state_len()` f32).
+    pub fn write_state(&mut self, id: StateId, data: &[f32]) -> Result<()> {
+        self.check(id)?;
+        let len = self.graph.slot_len;
+        if data.len() != len {
+            return Err(EngineError::State {
+                what: format!("{} values given, a state has {len}", data.len()),
+            });
+        }
+        if let Some(bad) = data.iter().position(|v| !v.is_finite()) {
+            return Err(EngineError::State {
+                what: format!("value {bad} of the state is not finite"),
+            });
+        }
+        self.gpu.queue.write_buffer(
+            &self.graph.state,
+            (id.0 as usize * len * 4) as u64,
+            bytemuck::cast_slice(data),
+        );
+        Ok(())
+    }
+}
