@@ -208,6 +208,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
+    // One block per accumulator: WGSL has no arrays of cooperative matrices.
     let tm = m0 + wm0;
     let tn = n0 + wn0;
     coopStoreT(acc00, &sc[sg * 256u], 16u);

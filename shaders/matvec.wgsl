@@ -1,8 +1,9 @@
 // Matrix × vector for few tokens (decode): y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k]
 // + bias). LANES lanes per row, 256 / LANES rows per workgroup, up to 4 tokens per
-// workgroup (grid y). Each lane takes steps of MV_STEP weights (`mv_step`, from the
-// encoding's snippet in shaders/matvec/: 16-byte weight loads, x read as vec4s) and the
-// lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
+// workgroup (grid y). Each lane takes steps of MV_STEP weights (`mv_row` of
+// shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet in shaders/matvec/:
+// 16-byte weight loads, x read as vec4s) and the lanes of a row are summed by `row_sum`
+// (subgroup shuffles, or workgroup memory).
 // Params and `finish` from matmul_params.wgsl; `act` is seen as vec4s, the weights also
 // as `w4`.
 
@@ -26,17 +27,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let r = wid.x * ROWS + li / LANES;
     let t0 = wid.y * 4u;
     let nt = min(t_count - min(t0, t_count), 4u);
-    // x rows of the (up to) 4 tokens, in vec4 units (offsets and strides are multiples of 4).
-    let xs = p.x_stride >> 2u;
-    let x0 = (p.x_off >> 2u) + t0 * xs;
-    let xb = vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
+    let xb = mv_xb(p.x_off, p.x_stride, t0);
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
-        let rb = r * p.row_bytes;
-        let steps = p.k / MV_STEP;
-        for (var g = lane; g < steps; g += LANES) {
-            acc += mv_step(rb, g, xb, nt);
-        }
+        acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
     }
     let sum = row_sum(acc, li, nt);
     if (lane == 0u && r < p.n) {

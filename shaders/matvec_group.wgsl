@@ -3,7 +3,8 @@
 // matrix (in one buffer at byte offset w_off; one encoding, or F16 and F32 with
 // `mv_step2` for the second), input, output, epilogue.
 // Workgroups [wg0 of segment s, wg0 of s + 1) compute segment s exactly as `matvec`
-// does (LANES lanes per row, `mv_step` of the encoding, `row_sum`).
+// does (LANES lanes per row, `mv_row` over the encoding's `mv_step` — `mv_row2` over
+// `mv_step2` for the second encoding — and `row_sum`).
 
 struct Seg {
     k: u32,
@@ -62,22 +63,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let r = (wid.x - sg.wg0) * ROWS + li / LANES;
     let t0 = wid.y * 4u;
     let nt = min(t_count - min(t0, t_count), 4u);
-    let xs = sg.x_stride >> 2u;
-    let x0 = (sg.x_off >> 2u) + t0 * xs;
-    let xb = vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
+    let xb = mv_xb(sg.x_off, sg.x_stride, t0);
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {
         let rb = sg.w_off + r * sg.row_bytes;
         if (sg.dt2 == 1u) {
-            let steps = sg.k / MV_STEP2;
-            for (var g = lane; g < steps; g += LANES) {
-                acc += mv_step2(rb, g, xb, nt);
-            }
+            acc = mv_row2(rb, sg.k, lane, xb, nt);
         } else {
-            let steps = sg.k / MV_STEP;
-            for (var g = lane; g < steps; g += LANES) {
-                acc += mv_step(rb, g, xb, nt);
-            }
+            acc = mv_row(rb, sg.k, lane, xb, nt);
         }
     }
     let sum = row_sum(acc, li, nt);

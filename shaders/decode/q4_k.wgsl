@@ -2,22 +2,11 @@
 // 6-bit scales/mins (8 sub-blocks of 32), 128 bytes of nibbles.
 // Sub-block s: y = d*sc[s] * q - dmin*m[s]; nibbles of byte qs[32*(s/2) + l], low for even s.
 
-// ggml get_scale_min_k4: (scale, min) of sub-block j from the 12 packed bytes at `sb`.
-fn scale_min_k4(sb: u32, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(rd_u8(sb + j) & 63u), f32(rd_u8(sb + j + 4u) & 63u));
-    }
-    let hi = rd_u8(sb + j + 4u);
-    let sc = (hi & 0xfu) | ((rd_u8(sb + j - 4u) >> 6u) << 4u);
-    let m = (hi >> 4u) | ((rd_u8(sb + j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(m));
-}
-
 fn decode32(rb: u32, c: u32) {
     let bb = rb + (c >> 3u) * 144u;
     let s = c & 7u;
     let dm = unpack2x16float(w[bb >> 2u]);
-    let sm = scale_min_k4(bb + 4u, s);
+    let sm = scale_min_k4(bb, s);
     let d = dm.x * sm.x;
     let m = dm.y * sm.y;
     let qb = ((bb + 16u) >> 2u) + (s >> 1u) * 8u;
@@ -35,7 +24,7 @@ fn dec8(rb: u32, k: u32) -> W8 {
     let bb = rb + (k >> 8u) * 144u;
     let s = (k >> 5u) & 7u;
     let dm = unpack2x16float(w[bb >> 2u]);
-    let sm = scale_min_k4(bb + 4u, s);
+    let sm = scale_min_k4(bb, s);
     let d = dm.x * sm.x;
     let m = dm.y * sm.y;
     let qw = ((bb + 16u) >> 2u) + (s >> 1u) * 8u + ((k & 31u) >> 2u);
@@ -61,17 +50,9 @@ fn raw8(rb: u32, k: u32) -> R8 {
 fn cvt8(r: R8, k: u32) -> W8 {
     let s = (k >> 5u) & 7u;
     let dm = unpack2x16float(r.h.x);
-    // get_scale_min_k4 on the scale words, without branches.
-    let i = s & 3u;
-    let sh = 8u * i;
-    let b0 = (r.h.y >> sh) & 0xffu;
-    let b1 = (r.h.z >> sh) & 0xffu;
-    let b2 = (r.h.w >> sh) & 0xffu;
-    let hi = s >= 4u;
-    let sc = select(b0 & 63u, (b2 & 0xfu) | ((b0 >> 6u) << 4u), hi);
-    let mn = select(b1 & 63u, (b2 >> 4u) | ((b1 >> 6u) << 4u), hi);
-    let d = dm.x * f32(sc);
-    let m = dm.y * f32(mn);
+    let sm = kscale_min(r.h.y, r.h.z, r.h.w, s);
+    let d = dm.x * sm.x;
+    let m = dm.y * sm.y;
     let nsh = (s & 1u) * 4u;
     return W8(d * nib4(r.q.x >> nsh) - m, d * nib4(r.q.y >> nsh) - m);
 }

@@ -2,21 +2,11 @@
 // Q4_K), qh[32] (5th bits), qs[128] nibbles. Sub-block s: low 4 bits from the nibble of
 // qs[32*(s/2) + l], 5th bit = bit s of qh[l]; y = d*sc*q - dmin*m.
 
-fn scale_min_k4(sb: u32, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(rd_u8(sb + j) & 63u), f32(rd_u8(sb + j + 4u) & 63u));
-    }
-    let hi = rd_u8(sb + j + 4u);
-    let sc = (hi & 0xfu) | ((rd_u8(sb + j - 4u) >> 6u) << 4u);
-    let m = (hi >> 4u) | ((rd_u8(sb + j) >> 6u) << 4u);
-    return vec2<f32>(f32(sc), f32(m));
-}
-
 fn decode32(rb: u32, c: u32) {
     let bb = rb + (c >> 3u) * 176u;
     let s = c & 7u;
     let dm = unpack2x16float(w[bb >> 2u]);
-    let sm = scale_min_k4(bb + 4u, s);
+    let sm = scale_min_k4(bb, s);
     let d = dm.x * sm.x;
     let m = dm.y * sm.y;
     let hb = (bb + 16u) >> 2u;
@@ -41,7 +31,7 @@ fn dec8(rb: u32, k: u32) -> W8 {
     let bb = rb + (k >> 8u) * 176u;
     let s = (k >> 5u) & 7u;
     let dm = unpack2x16float(w[bb >> 2u]);
-    let sm = scale_min_k4(bb + 4u, s);
+    let sm = scale_min_k4(bb, s);
     let d = dm.x * sm.x;
     let m = dm.y * sm.y;
     let within = (k & 31u) >> 2u;

@@ -5,22 +5,6 @@
 // so a step needs Σ q·x and Σ x of each sub-block.
 const MV_STEP: u32 = 64u;
 
-fn q4k_byte(sc: vec3<u32>, i: u32) -> u32 {
-    return (sc[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
-}
-
-// ggml get_scale_min_k4 on the 12 scale bytes held in three words.
-fn q4k_scale_min(sc: vec3<u32>, j: u32) -> vec2<f32> {
-    if (j < 4u) {
-        return vec2<f32>(f32(q4k_byte(sc, j) & 63u), f32(q4k_byte(sc, j + 4u) & 63u));
-    }
-    let hi = q4k_byte(sc, j + 4u);
-    return vec2<f32>(
-        f32((hi & 0xfu) | ((q4k_byte(sc, j - 4u) >> 6u) << 4u)),
-        f32((hi >> 4u) | ((q4k_byte(sc, j) >> 6u) << 4u)),
-    );
-}
-
 // (Σ q_lo·x_lo, Σ x_lo, Σ q_hi·x_hi, Σ x_hi) of one word of nibbles.
 fn q4k_term(q: u32, xl: vec4<f32>, xh: vec4<f32>) -> vec4<f32> {
     let one = vec4<f32>(1.0);
@@ -33,8 +17,8 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     let bw = bb >> 2u;
     let dm = unpack2x16float(w[bw]);
     let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let s0 = q4k_scale_min(sc, 2u * pr);
-    let s1 = q4k_scale_min(sc, 2u * pr + 1u);
+    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
+    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
     let qi = (bb + 16u + 32u * pr) >> 4u;
     let qa = w4[qi];
     let qb = w4[qi + 1u];

@@ -114,21 +114,6 @@ pub fn run(
                     Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
                 }
             }
-            if dtype == DType::Q4_K {
-                std::env::set_var("RWKV_Q4K_MV", "1");
-                let r = time_product(gpu, &pipelines, dtype, n, k, 1, opts);
-                std::env::remove_var("RWKV_Q4K_MV");
-                match r {
-                    Ok(f) => push(
-                        KernelFigure {
-                            kernel: "matvec/words".into(),
-                            ..f
-                        },
-                        &mut out,
-                    ),
-                    Err(e) => log::warn!("kernel bench {dtype} {n}x{k} words: {e}"),
-                }
-            }
             for &lanes in &opts.mv_lanes {
                 // The lanes knob is read when a node is built (single-threaded CLI).
                 std::env::set_var("RWKV_MV_LANES", lanes.to_string());
@@ -238,16 +223,7 @@ fn time_product(
         pipelines,
         dims: &dims_buf,
     };
-    let m = GpuMatrix {
-        name: format!("bench {dtype} {n}x{k}"),
-        buffer: buffer::storage_init(gpu, "bench.w", &bytes)?,
-        offset: 0,
-        dtype,
-        row0: 0,
-        n_out: n,
-        n_in: k,
-        row_bytes: bytes.len() / n,
-    };
+    let m = GpuMatrix::upload(gpu, format!("bench {dtype} {n}x{k}"), dtype, &bytes, n, k)?;
     let x = rand_vec(8, t * k, 1.0);
     let mut host = x;
     host.resize(t * k + t * n, 0.0);
@@ -318,19 +294,7 @@ fn time_wkv(
         "bench.meta",
         bytemuck::cast_slice(&[0u32, t as u32, 0, 0]),
     )?;
-    let a = WkvArgs {
-        c: c as u32,
-        r_off: 0,
-        w_off: n as u32,
-        k_off: 2 * n as u32,
-        v_off: 3 * n as u32,
-        kk_off: 4 * n as u32,
-        a_off: 5 * n as u32,
-        y_off: 6 * n as u32,
-        state_off: 0,
-        slot_len: slot_len as u32,
-        _p: [0; 2],
-    };
+    let a = WkvArgs::consecutive(c, n, 0, slot_len);
     let node = wkv(&cx, None, &a, &meta, &state, &act)?;
     let us = time_chain(gpu, &node, &dims, opts)?;
     Ok(KernelFigure {

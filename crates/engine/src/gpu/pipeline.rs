@@ -22,6 +22,10 @@ const COMMON: &str = include_str!("../../../../shaders/common.wgsl");
 /// Params and epilogue of the matrix-product kernels.
 const MATMUL_PARAMS: &str = include_str!("../../../../shaders/matmul_params.wgsl");
 const BYTES: &str = include_str!("../../../../shaders/decode/bytes.wgsl");
+/// The packed 6-bit scales and mins of Q4_K and Q5_K blocks.
+const KSCALES: &str = include_str!("../../../../shaders/decode/kscales.wgsl");
+/// `matvec` / `matvec_group`: x rows and one lane's steps over a row.
+const MV_ROW: &str = include_str!("../../../../shaders/matvec/row.wgsl");
 
 /// Matrix products write into the activations…
 const OUT_ACT: &str = "
@@ -153,11 +157,10 @@ fn tpr_sum(v: f32) -> f32 {
 ";
 
 /// The `matvec` step for an encoding (shaders/matvec/), generic on top of `dec8`.
-fn matvec_step(dtype: Option<DType>, q4v: bool) -> &'static str {
+fn matvec_step(dtype: Option<DType>) -> &'static str {
     match dtype {
         Some(DType::F16) => include_str!("../../../../shaders/matvec/f16.wgsl"),
         Some(DType::F32) => include_str!("../../../../shaders/matvec/f32.wgsl"),
-        Some(DType::Q4_K) if q4v => include_str!("../../../../shaders/matvec/q4_k_words.wgsl"),
         Some(DType::Q4_K) => include_str!("../../../../shaders/matvec/q4_k.wgsl"),
         Some(DType::Q6_K) => include_str!("../../../../shaders/matvec/q6_k.wgsl"),
         _ => include_str!("../../../../shaders/matvec/generic.wgsl"),
@@ -220,6 +223,9 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     if key.dtype.is_some() {
         src.push_str(BYTES);
     }
+    if matches!(key.dtype, Some(DType::Q4_K | DType::Q5_K)) {
+        src.push_str(KSCALES);
+    }
     src.push_str(decode);
     let sep = spec(key, "OUT_SEP") == Some(1);
     if key.op == "matmul" {
@@ -266,7 +272,8 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         } else {
             ROW_SUM_WG
         });
-        src.push_str(matvec_step(key.dtype, spec(key, "Q4V") == Some(1)));
+        src.push_str(matvec_step(key.dtype));
+        src.push_str(MV_ROW);
         // A group's second encoding (F32 beside F16, or F16 beside F32), its step
         // renamed (the F32 step has no helpers of its own, so nothing else collides).
         if key.op == "matvec_group" {
@@ -276,7 +283,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
                 } else {
                     DType::F16
                 };
-                matvec_step(Some(second), false)
+                matvec_step(Some(second))
                     .replace("mv_step", "mv_step2")
                     .replace("MV_STEP", "MV_STEP2")
             } else {
@@ -284,6 +291,13 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
                 "const MV_STEP2: u32 = 32u;\nfn mv_step2(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n".to_string()
             };
             src.push_str(&text);
+            // `mv_row2` over `mv_step2` (the x-row helper is not repeated).
+            let row = &MV_ROW[MV_ROW.find("fn mv_row(").unwrap_or(0)..];
+            src.push_str(
+                &row.replace("mv_row", "mv_row2")
+                    .replace("mv_step", "mv_step2")
+                    .replace("MV_STEP", "MV_STEP2"),
+            );
         }
     }
     if matches!(
@@ -375,13 +389,6 @@ mod tests {
                         dtype: Some(d),
                         spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
                     });
-                    if d == DType::Q4_K {
-                        keys.push(PipelineKey {
-                            op: "matvec",
-                            dtype: Some(d),
-                            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg), ("Q4V", 1)],
-                        });
-                    }
                     if sep == 0 {
                         for dt2 in [0, 1] {
                             if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {

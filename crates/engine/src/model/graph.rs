@@ -22,7 +22,6 @@
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
-use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights, LayerVecs};
 use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{coop_ksplit, matmul, matmul_split, Act, MatmulArgs, SMALL_T};
@@ -32,104 +31,14 @@ use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, Dims, Node, Small};
 
+pub use crate::model::regions::Regions;
+
 /// A profiled dispatch: (label `op@layer`, op, layer).
 pub type DispatchLabel = (String, &'static str, Option<usize>);
 
 /// LayerNorm eps (torch default, RWKV_x070) and GroupNorm eps of `ln_x`.
 pub const LN_EPS: f32 = 1e-5;
 pub const GN_EPS: f32 = 64e-5;
-
-/// Offsets (f32 elements) of the activation regions.
-#[derive(Debug, Clone, Copy)]
-pub struct Regions {
-    pub x: usize,
-    /// Six lerp outputs, `t_cap × C` apart.
-    pub mix: usize,
-    pub r: usize,
-    pub k: usize,
-    pub v: usize,
-    pub a: usize,
-    pub w: usize,
-    pub g: usize,
-    pub vmix: usize,
-    pub vfirst: usize,
-    pub kk: usize,
-    pub y: usize,
-    pub o: usize,
-    /// LoRA hidden `[t_cap, d_max]` (four of them: w, a, g, v).
-    pub lora: usize,
-    pub ffn: usize,
-    /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
-    pub head_in: usize,
-    pub head_norm: usize,
-    pub len: usize,
-}
-
-impl Regions {
-    fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize) -> Self {
-        let tc = t_cap * cfg.n_embd;
-        let d_max = cfg
-            .lora
-            .decay_w
-            .max(cfg.lora.iclr_a)
-            .max(cfg.lora.value_v)
-            .max(cfg.lora.gate_g);
-        let mut at = 0;
-        let mut take = |n: usize| {
-            let o = at;
-            at += n;
-            o
-        };
-        let x = take(tc);
-        let mix = take(6 * tc);
-        let r = take(tc);
-        let k = take(tc);
-        let v = take(tc);
-        let a = take(tc);
-        let w = take(tc);
-        let g = take(tc);
-        let vmix = take(tc);
-        let vfirst = take(tc);
-        let kk = take(tc);
-        let y = take(tc);
-        let o = take(tc);
-        let lora = take(4 * t_cap * d_max);
-        let ffn = take(t_cap * cfg.ffn_dim);
-        let head_in = take(r_cap * cfg.n_embd);
-        let head_norm = take(r_cap * cfg.n_embd);
-        Regions {
-            x,
-            mix,
-            r,
-            k,
-            v,
-            a,
-            w,
-            g,
-            vmix,
-            vfirst,
-            kk,
-            y,
-            o,
-            lora,
-            ffn,
-            head_in,
-            head_norm,
-            len: at,
-        }
-    }
-
-    /// f32 elements of activations per token of capacity (for sizing `t_cap`).
-    pub fn per_token(cfg: &Rwkv7Config) -> usize {
-        let d_max = cfg
-            .lora
-            .decay_w
-            .max(cfg.lora.iclr_a)
-            .max(cfg.lora.value_v)
-            .max(cfg.lora.gate_g);
-        19 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
-    }
-}
 
 /// For decode passes, runs the products of `segs` (independent, nodes `nodes` in the
 /// same order) whose matrices share the buffer most of them share as one
@@ -210,7 +119,7 @@ pub struct Graph {
     /// Embedding … ln_out (everything but the head).
     pub body: Vec<Node>,
     pub head: Vec<Node>,
-    dims_host: Dims,
+    pub(super) dims_host: Dims,
 }
 
 impl Graph {
@@ -283,12 +192,7 @@ impl Graph {
         let tc = t_cap * c;
         let h = cfg.n_head;
         let per_layer = cfg.state_len_per_layer();
-        let d_max = cfg
-            .lora
-            .decay_w
-            .max(cfg.lora.iclr_a)
-            .max(cfg.lora.value_v)
-            .max(cfg.lora.gate_g);
+        let d_max = Regions::lora_width(&cfg);
         let lora = |i: usize| rg.lora + i * t_cap * d_max;
         let mm = |x_off: usize,
                   k: usize,
@@ -650,148 +554,5 @@ impl Graph {
             head,
             dims_host,
         })
-    }
-
-    /// Writes the metadata of one pass and records its dispatches with a GPU timestamp
-    /// around each (one pass per dispatch, timestamps at the pass boundaries: works
-    /// wherever `TIMESTAMP_QUERY` does). Returns the labels in order and the query set
-    /// (2 queries per dispatch) to resolve.
-    pub fn encode_profiled(
-        &self,
-        gpu: &GpuContext,
-        enc: &mut wgpu::CommandEncoder,
-        seqs: &[(u32, &[u32])],
-        rows: &[u32],
-        run_head: bool,
-    ) -> Result<(Vec<DispatchLabel>, wgpu::QuerySet)> {
-        let dims = self.write_meta(gpu, seqs, rows)?;
-        let mut nodes: Vec<&Node> = self.body.iter().collect();
-        if run_head {
-            nodes.extend(self.head.iter());
-        }
-        let nodes: Vec<&Node> = nodes
-            .into_iter()
-            .map(|n| n.pick(&dims))
-            .filter(|n| n.grid.size(&dims).is_some())
-            .collect();
-        let count = (2 * nodes.len()).max(2) as u32;
-        let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
-            label: Some("profile"),
-            ty: wgpu::QueryType::Timestamp,
-            count,
-        });
-        let mut labels = Vec::with_capacity(nodes.len());
-        for (i, n) in nodes.iter().enumerate() {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(n.op),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &qs,
-                    beginning_of_pass_write_index: Some(2 * i as u32),
-                    end_of_pass_write_index: Some(2 * i as u32 + 1),
-                }),
-            });
-            if let (Some((x, y, z)), Ok(pipeline)) = (n.grid.size(&dims), n.pipeline.wait()) {
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &n.bind_group, &[]);
-                pass.dispatch_workgroups(x, y, z);
-            }
-            labels.push((n.label(), n.op, n.layer));
-        }
-        Ok((labels, qs))
-    }
-
-    /// Writes the metadata of one pass and records its dispatches.
-    ///
-    /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
-    /// concatenation) to gather for the head / embeddings; `run_head`: compute logits.
-    pub fn encode(
-        &self,
-        gpu: &GpuContext,
-        enc: &mut wgpu::CommandEncoder,
-        seqs: &[(u32, &[u32])],
-        rows: &[u32],
-        run_head: bool,
-    ) -> Result<Dims> {
-        let dims = self.write_meta(gpu, seqs, rows)?;
-        self.record(enc, &dims, run_head);
-        Ok(dims)
-    }
-
-    /// Records the dispatches of a pass of `dims` (its metadata written separately by
-    /// [`Graph::write_meta`] before the submission).
-    pub fn record(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, run_head: bool) {
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("forward"),
-            timestamp_writes: None,
-        });
-        ops::encode(&mut pass, &self.body, dims);
-        if run_head {
-            ops::encode(&mut pass, &self.head, dims);
-        }
-    }
-
-    /// [`Dims`] of one decode step: one sequence, one token, its row gathered.
-    pub fn decode_dims(&self) -> Dims {
-        Dims {
-            n_tokens: 1,
-            n_seqs: 1,
-            n_rows: 1,
-            ..self.dims_host
-        }
-    }
-
-    /// Checks a pass against the capacities and queues its token metadata and [`Dims`].
-    pub fn write_meta(
-        &self,
-        gpu: &GpuContext,
-        seqs: &[(u32, &[u32])],
-        rows: &[u32],
-    ) -> Result<Dims> {
-        let t: usize = seqs.iter().map(|s| s.1.len()).sum();
-        if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
-            return Err(EngineError::Op {
-                op: "forward",
-                what: format!(
-                    "pass of {t} tokens / {} sequences / {} rows exceeds capacity {}/{}/{}",
-                    seqs.len(),
-                    rows.len(),
-                    self.t_cap,
-                    self.b_cap,
-                    self.r_cap
-                ),
-            });
-        }
-        let d = self.dims_host;
-        let mut meta = vec![0u32; (d.off_rows as usize) + rows.len()];
-        let mut at = 0usize;
-        for (b, (slot, toks)) in seqs.iter().enumerate() {
-            if *slot as usize >= self.n_slots {
-                return Err(EngineError::State {
-                    what: format!("slot {slot} out of {} slots", self.n_slots),
-                });
-            }
-            let o = d.off_seqs as usize + 4 * b;
-            meta[o] = at as u32;
-            meta[o + 1] = toks.len() as u32;
-            meta[o + 2] = *slot;
-            for (i, &tok) in toks.iter().enumerate() {
-                meta[at + i] = tok;
-                meta[d.off_tok_seq as usize + at + i] = b as u32;
-                meta[d.off_tok_pos as usize + at + i] = i as u32;
-            }
-            at += toks.len();
-        }
-        meta[d.off_rows as usize..].copy_from_slice(rows);
-        let dims = Dims {
-            n_tokens: t as u32,
-            n_seqs: seqs.len() as u32,
-            n_rows: rows.len() as u32,
-            ..d
-        };
-        gpu.queue
-            .write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
-        gpu.queue
-            .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
-        Ok(dims)
     }
 }

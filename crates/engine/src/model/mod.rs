@@ -4,6 +4,8 @@ pub mod config;
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
+mod graph_pass;
 pub mod names;
+pub mod regions;
 pub mod upload;
 pub mod weights;

@@ -268,6 +268,30 @@ pub struct GpuMatrix {
 }
 
 impl GpuMatrix {
+    /// An `[n, k]` matrix of `dtype` from its encoded rows (`bytes`, `n` rows of equal
+    /// length) in a storage buffer of its own (tests, the kernel microbenchmark).
+    ///
+    /// Errors: [`crate::EngineError`] when the buffer cannot be made.
+    pub fn upload(
+        gpu: &crate::gpu::GpuContext,
+        name: String,
+        dtype: crate::DType,
+        bytes: &[u8],
+        n: usize,
+        k: usize,
+    ) -> Result<Self> {
+        Ok(GpuMatrix {
+            name,
+            buffer: crate::gpu::buffer::storage_init(gpu, "matrix", bytes)?,
+            offset: 0,
+            dtype,
+            row0: 0,
+            n_out: n,
+            n_in: k,
+            row_bytes: bytes.len() / n.max(1),
+        })
+    }
+
     /// Bytes the kernels may read: the rows, padded to 16.
     pub fn span(&self) -> u64 {
         ((self.row_bytes * self.n_out) as u64)

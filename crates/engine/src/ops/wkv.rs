@@ -22,6 +22,27 @@ pub struct WkvArgs {
     pub _p: [u32; 2],
 }
 
+impl WkvArgs {
+    /// r, w, k, v, kk, a and y as seven consecutive `[T, C]` regions of `n = T × C` f32
+    /// from offset 0 (tests, the kernel microbenchmark); S at `state_off` of slots of
+    /// `slot_len` f32.
+    pub fn consecutive(c: usize, n: usize, state_off: usize, slot_len: usize) -> Self {
+        WkvArgs {
+            c: c as u32,
+            r_off: 0,
+            w_off: n as u32,
+            k_off: 2 * n as u32,
+            v_off: 3 * n as u32,
+            kk_off: 4 * n as u32,
+            a_off: 5 * n as u32,
+            y_off: 6 * n as u32,
+            state_off: state_off as u32,
+            slot_len: slot_len as u32,
+            _p: [0; 2],
+        }
+    }
+}
+
 /// Threads per row of S: four where subgroup shuffles can sum them, else one.
 /// `RWKV_WKV_TPR=1` forces one (tuning runs).
 pub fn threads_per_row(cx: &Ctx) -> u32 {
@@ -199,19 +220,7 @@ mod tests {
         let slot_len = 2 * 64 * 64 + 16;
         let state0 = rand_vec(66, 2 * slot_len, 0.3);
         let state_buf = h.f32_buf(&state0);
-        let args = WkvArgs {
-            c: c as u32,
-            r_off: 0,
-            w_off: n as u32,
-            k_off: 2 * n as u32,
-            v_off: 3 * n as u32,
-            kk_off: 4 * n as u32,
-            a_off: 5 * n as u32,
-            y_off: 6 * n as u32,
-            state_off: 16,
-            slot_len: slot_len as u32,
-            _p: [0; 2],
-        };
+        let args = WkvArgs::consecutive(c, n, 16, slot_len);
         let node = wkv_rows(
             &h.ctx(),
             None,

@@ -1,0 +1,152 @@
+//! Recording a pass of the [`Graph`]: the token metadata, the dispatches (each node's
+//! variant for the pass size), and the profiled form with a timestamp around each.
+
+use super::graph::{DispatchLabel, Graph};
+use crate::error::{EngineError, Result};
+use crate::gpu::GpuContext;
+use crate::ops::{self, Dims, Node};
+
+impl Graph {
+    /// Writes the metadata of one pass and records its dispatches with a GPU timestamp
+    /// around each (one pass per dispatch, timestamps at the pass boundaries: works
+    /// wherever `TIMESTAMP_QUERY` does). Returns the labels in order and the query set
+    /// (2 queries per dispatch) to resolve.
+    pub fn encode_profiled(
+        &self,
+        gpu: &GpuContext,
+        enc: &mut wgpu::CommandEncoder,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+        run_head: bool,
+    ) -> Result<(Vec<DispatchLabel>, wgpu::QuerySet)> {
+        let dims = self.write_meta(gpu, seqs, rows)?;
+        let mut nodes: Vec<&Node> = self.body.iter().collect();
+        if run_head {
+            nodes.extend(self.head.iter());
+        }
+        let nodes: Vec<&Node> = nodes
+            .into_iter()
+            .map(|n| n.pick(&dims))
+            .filter(|n| n.grid.size(&dims).is_some())
+            .collect();
+        let count = (2 * nodes.len()).max(2) as u32;
+        let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let mut labels = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(n.op),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &qs,
+                    beginning_of_pass_write_index: Some(2 * i as u32),
+                    end_of_pass_write_index: Some(2 * i as u32 + 1),
+                }),
+            });
+            if let (Some((x, y, z)), Ok(pipeline)) = (n.grid.size(&dims), n.pipeline.wait()) {
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &n.bind_group, &[]);
+                pass.dispatch_workgroups(x, y, z);
+            }
+            labels.push((n.label(), n.op, n.layer));
+        }
+        Ok((labels, qs))
+    }
+
+    /// Writes the metadata of one pass and records its dispatches.
+    ///
+    /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
+    /// concatenation) to gather for the head / embeddings; `run_head`: compute logits.
+    pub fn encode(
+        &self,
+        gpu: &GpuContext,
+        enc: &mut wgpu::CommandEncoder,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+        run_head: bool,
+    ) -> Result<Dims> {
+        let dims = self.write_meta(gpu, seqs, rows)?;
+        self.record(enc, &dims, run_head);
+        Ok(dims)
+    }
+
+    /// Records the dispatches of a pass of `dims` (its metadata written separately by
+    /// [`Graph::write_meta`] before the submission).
+    pub fn record(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, run_head: bool) {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("forward"),
+            timestamp_writes: None,
+        });
+        ops::encode(&mut pass, &self.body, dims);
+        if run_head {
+            ops::encode(&mut pass, &self.head, dims);
+        }
+    }
+
+    /// [`Dims`] of one decode step: one sequence, one token, its row gathered.
+    pub fn decode_dims(&self) -> Dims {
+        Dims {
+            n_tokens: 1,
+            n_seqs: 1,
+            n_rows: 1,
+            ..self.dims_host
+        }
+    }
+
+    /// Checks a pass against the capacities and queues its token metadata and [`Dims`].
+    pub fn write_meta(
+        &self,
+        gpu: &GpuContext,
+        seqs: &[(u32, &[u32])],
+        rows: &[u32],
+    ) -> Result<Dims> {
+        let t: usize = seqs.iter().map(|s| s.1.len()).sum();
+        if t > self.t_cap || seqs.len() > self.b_cap || rows.len() > self.r_cap {
+            return Err(EngineError::Op {
+                op: "forward",
+                what: format!(
+                    "pass of {t} tokens / {} sequences / {} rows exceeds capacity {}/{}/{}",
+                    seqs.len(),
+                    rows.len(),
+                    self.t_cap,
+                    self.b_cap,
+                    self.r_cap
+                ),
+            });
+        }
+        let d = self.dims_host;
+        let mut meta = vec![0u32; (d.off_rows as usize) + rows.len()];
+        let mut at = 0usize;
+        for (b, (slot, toks)) in seqs.iter().enumerate() {
+            if *slot as usize >= self.n_slots {
+                return Err(EngineError::State {
+                    what: format!("slot {slot} out of {} slots", self.n_slots),
+                });
+            }
+            let o = d.off_seqs as usize + 4 * b;
+            meta[o] = at as u32;
+            meta[o + 1] = toks.len() as u32;
+            meta[o + 2] = *slot;
+            for (i, &tok) in toks.iter().enumerate() {
+                meta[at + i] = tok;
+                meta[d.off_tok_seq as usize + at + i] = b as u32;
+                meta[d.off_tok_pos as usize + at + i] = i as u32;
+            }
+            at += toks.len();
+        }
+        meta[d.off_rows as usize..].copy_from_slice(rows);
+        let dims = Dims {
+            n_tokens: t as u32,
+            n_seqs: seqs.len() as u32,
+            n_rows: rows.len() as u32,
+            ..d
+        };
+        gpu.queue
+            .write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
+        gpu.queue
+            .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
+        Ok(dims)
+    }
+}

@@ -1,0 +1,95 @@
+//! Where each activation lives: the static offsets of the forward pass's regions in its one
+//! f32 buffer (`t_cap` rows each), so every bind group is built once.
+
+use crate::model::config::Rwkv7Config;
+
+/// Offsets (f32 elements) of the activation regions.
+#[derive(Debug, Clone, Copy)]
+pub struct Regions {
+    pub x: usize,
+    /// Six lerp outputs, `t_cap × C` apart.
+    pub mix: usize,
+    pub r: usize,
+    pub k: usize,
+    pub v: usize,
+    pub a: usize,
+    pub w: usize,
+    pub g: usize,
+    pub vmix: usize,
+    pub vfirst: usize,
+    pub kk: usize,
+    pub y: usize,
+    pub o: usize,
+    /// LoRA hidden `[t_cap, d_max]` (four of them: w, a, g, v).
+    pub lora: usize,
+    pub ffn: usize,
+    /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
+    pub head_in: usize,
+    pub head_norm: usize,
+    pub len: usize,
+}
+
+impl Regions {
+    pub(crate) fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize) -> Self {
+        let tc = t_cap * cfg.n_embd;
+        let d_max = Regions::lora_width(cfg);
+        let mut at = 0;
+        let mut take = |n: usize| {
+            let o = at;
+            at += n;
+            o
+        };
+        let x = take(tc);
+        let mix = take(6 * tc);
+        let r = take(tc);
+        let k = take(tc);
+        let v = take(tc);
+        let a = take(tc);
+        let w = take(tc);
+        let g = take(tc);
+        let vmix = take(tc);
+        let vfirst = take(tc);
+        let kk = take(tc);
+        let y = take(tc);
+        let o = take(tc);
+        let lora = take(4 * t_cap * d_max);
+        let ffn = take(t_cap * cfg.ffn_dim);
+        let head_in = take(r_cap * cfg.n_embd);
+        let head_norm = take(r_cap * cfg.n_embd);
+        Regions {
+            x,
+            mix,
+            r,
+            k,
+            v,
+            a,
+            w,
+            g,
+            vmix,
+            vfirst,
+            kk,
+            y,
+            o,
+            lora,
+            ffn,
+            head_in,
+            head_norm,
+            len: at,
+        }
+    }
+
+    /// Width of each LoRA hidden region: the largest of the four ranks.
+    pub fn lora_width(cfg: &Rwkv7Config) -> usize {
+        cfg.lora
+            .decay_w
+            .max(cfg.lora.iclr_a)
+            .max(cfg.lora.value_v)
+            .max(cfg.lora.gate_g)
+    }
+
+    /// f32 elements of activations per token of capacity (for sizing `t_cap`).
+    pub fn per_token(cfg: &Rwkv7Config) -> usize {
+        let d_max = Regions::lora_width(cfg);
+        19 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
+    }
+}

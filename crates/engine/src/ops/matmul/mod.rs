@@ -1,0 +1,344 @@
+//! Matrix products with weights in their file encoding: `shaders/matmul.wgsl` (tiled,
+//! T > [`SMALL_T`]) and `shaders/matvec.wgsl` (T ≤ [`SMALL_T`], decode). One node holds both
+//! variants; the pass picks by its token count. Tile shapes and k slices: `tiles.rs`.
+
+mod tiles;
+
+use tiles::coop_tile;
+pub(crate) use tiles::matvec_step;
+pub use tiles::{coop_ksplit, coop_tile_bytes, COOP_TILES};
+
+use crate::error::Result;
+use crate::gpu::pipeline::{gpu_native, PipelineKey};
+use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
+
+/// Passes with at most this many rows use the matrix × vector kernel.
+pub const SMALL_T: u32 = 8;
+
+/// Matrices of at most this many rows and bytes use the matrix × vector kernel for
+/// every T.
+pub const MATVEC_ALWAYS_ROWS: usize = 128;
+pub const MATVEC_ALWAYS_BYTES: usize = 2 << 20;
+
+/// Epilogue applied after the bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    None = 0,
+    Tanh = 1,
+    Sigmoid = 2,
+    /// `max(y, 0)²` (channel mix).
+    ReluSq = 3,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    k: u32,
+    n: u32,
+    row0: u32,
+    row_bytes: u32,
+    x_off: u32,
+    x_stride: u32,
+    y_off: u32,
+    y_stride: u32,
+    act: u32,
+    accumulate: u32,
+    bias_off: u32,
+    rows_sel: u32,
+}
+
+/// Where a product reads and writes (offsets in f32 elements).
+#[derive(Debug, Clone, Copy)]
+pub struct MatmulArgs {
+    /// x `[rows, K]` in `act` at `x_off`, row stride `x_stride`.
+    pub x_off: usize,
+    pub x_stride: usize,
+    /// y `[rows, *]` at `y_off` (in `act`, or in `out` when given), row stride `y_stride`;
+    /// W's row r lands in column `row0 + r`.
+    pub y_off: usize,
+    pub y_stride: usize,
+    pub act: Act,
+    /// `y += result` (residual add) instead of `y = result`.
+    pub accumulate: bool,
+    /// Bias `[N]` in `vecs` at this offset.
+    pub bias_off: Option<usize>,
+    /// Tokens (T) or gathered rows (R).
+    pub rows: Count,
+}
+
+/// `y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k] + bias)` for every row of `m`.
+///
+/// Errors: `K` not a multiple of 32, an encoding the kernels do not read.
+#[allow(clippy::too_many_arguments)]
+pub fn matmul(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    m: &GpuMatrix,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    out: Option<&wgpu::Buffer>,
+    a: &MatmulArgs,
+) -> Result<Node> {
+    Ok(build(cx, op, layer, m, vecs, act, out, a, None)?.0)
+}
+
+/// [`matmul`] with k split into `ksplit` slices on the tensor-core kernel (more
+/// workgroups for products with few output tiles and a long k): the slices' raw sums go
+/// to `scratch` (at least `ksplit × T × N` f32) and a second node (`matmul_reduce`, to
+/// run right after) adds them and applies the epilogue. Without cooperative matrices, or
+/// with `ksplit` ≤ 1, the second node dispatches nothing.
+///
+/// Errors: as [`matmul`].
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_split(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    m: &GpuMatrix,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    a: &MatmulArgs,
+    scratch: &wgpu::Buffer,
+    ksplit: u32,
+) -> Result<(Node, Node)> {
+    let (node, reduce) = build(
+        cx,
+        op,
+        layer,
+        m,
+        vecs,
+        act,
+        None,
+        a,
+        Some((scratch, ksplit)),
+    )?;
+    let reduce = match reduce {
+        Some(r) => r,
+        None => node.skip(),
+    };
+    Ok((node, reduce))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    m: &GpuMatrix,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    out: Option<&wgpu::Buffer>,
+    a: &MatmulArgs,
+    split: Option<(&wgpu::Buffer, u32)>,
+) -> Result<(Node, Option<Node>)> {
+    if m.n_in % 32 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: K = {} is not a multiple of 32", m.name, m.n_in),
+        ));
+    }
+    if !gpu_native(m.dtype) {
+        return Err(op_err(
+            op,
+            format!("{}: {} is not read by the GPU kernels", m.name, m.dtype),
+        ));
+    }
+    let p = Params {
+        k: m.n_in as u32,
+        n: m.n_out as u32,
+        row0: m.row0 as u32,
+        row_bytes: m.row_bytes as u32,
+        x_off: a.x_off as u32,
+        x_stride: a.x_stride as u32,
+        y_off: a.y_off as u32,
+        y_stride: a.y_stride as u32,
+        act: a.act as u32,
+        accumulate: u32::from(a.accumulate),
+        bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
+        rows_sel: u32::from(a.rows == Count::Rows),
+    };
+    let sep = u32::from(out.is_some());
+    // Bindings 2.. : W (its range of a possibly shared buffer), vecs, act, [logits].
+    let bind = |with_w4: bool| {
+        let mut r = vec![
+            m.binding(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+        ];
+        if with_w4 {
+            r.push(m.binding());
+        }
+        if let Some(o) = out {
+            r.push(o.as_entire_binding());
+        }
+        r
+    };
+    let key = |op| PipelineKey {
+        op,
+        dtype: Some(m.dtype),
+        spec: vec![("OUT_SEP", sep)],
+    };
+    let n_out = m.n_out as u32;
+    let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
+    let mut reduce = None;
+    let mut node = if cx.gpu.features.coopmat {
+        // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
+        let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
+        let ks = split.map_or(1, |s| s.1);
+        let mut k = key("matmul_coop");
+        let w16 = u32::from(m.dtype == crate::DType::F16);
+        k.spec.extend([
+            ("BM", bm),
+            ("BN", bn),
+            ("WM", wm),
+            ("KSPLIT", ks),
+            ("W16", w16),
+        ]);
+        // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
+        let mut res = vec![
+            m.binding(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+            m.binding(),
+        ];
+        if let Some(o) = out {
+            res.push(o.as_entire_binding());
+        }
+        if let Some((scratch, ks)) = split {
+            res.push(scratch.as_entire_binding());
+            reduce = Some(cx.node(
+                "matmul_reduce",
+                layer,
+                &PipelineKey {
+                    op: "matmul_reduce",
+                    dtype: None,
+                    spec: vec![("KSPLIT", ks)],
+                },
+                &p,
+                &[scratch, vecs, act],
+                Grid::Linear {
+                    count: a.rows,
+                    per: n_out,
+                    wg_size: 256,
+                },
+            )?);
+        }
+        cx.node_bound(
+            op,
+            layer,
+            &k,
+            &p,
+            res,
+            Grid::Tiles {
+                x: n_out.div_ceil(bn) * ks,
+                count: a.rows,
+                per_y: bm,
+            },
+        )?
+    } else {
+        cx.node_bound(
+            op,
+            layer,
+            &key("matmul"),
+            &p,
+            bind(false),
+            Grid::Tiles {
+                x: n_out.div_ceil(64),
+                count: a.rows,
+                per_y: 64,
+            },
+        )?
+    };
+    // matvec: LANES lanes per row, each taking steps of `matvec_step(dtype)` weights.
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: x offset/stride not multiples of 4", m.name),
+        ));
+    }
+    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+    // Lanes per row: enough to cover K in a few steps each; `RWKV_MV_LANES` (4–32,
+    // a power of two) overrides it for tuning runs.
+    let lanes = std::env::var("RWKV_MV_LANES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
+        .unwrap_or_else(|| steps.next_power_of_two().clamp(4, 32));
+    let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
+    let small = cx.node_bound(
+        op,
+        layer,
+        &PipelineKey {
+            op: "matvec",
+            dtype: Some(m.dtype),
+            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
+        },
+        &p,
+        bind(true),
+        Grid::Tiles {
+            x: n_out.div_ceil(256 / lanes),
+            count: a.rows,
+            per_y: 4,
+        },
+    )?;
+    // The matrix × vector kernel reads W once per 4 tokens: for the first products of
+    // the low-rank chains (few rows, in cache) that beats the tiles at every T (H100:
+    // ranks 64 and 96 faster; rank 320 and the C-row second products slower).
+    let max_t = if split.is_none()
+        && m.n_out <= MATVEC_ALWAYS_ROWS
+        && m.row_bytes * m.n_out <= MATVEC_ALWAYS_BYTES
+    {
+        u32::MAX
+    } else {
+        SMALL_T
+    };
+    node.small = Some(Small {
+        count: a.rows,
+        max: max_t,
+        node: Box::new(small),
+    });
+    // The reduce step has nothing to do whenever the matrix × vector variant runs.
+    if let Some(r) = reduce.as_mut() {
+        r.small = Some(Small {
+            count: a.rows,
+            max: max_t,
+            node: Box::new(r.skip()),
+        });
+    }
+    Ok((node, reduce))
+}
+
+/// CPU reference: `y[t, r] = act(Σ_k W[r, k] x[t, k] + bias[r])` with `W` decoded to f32
+/// `[N, K]`, f64 accumulation.
+pub fn reference(
+    w: &[f32],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    bias: Option<&[f32]>,
+    act: Act,
+) -> Vec<f32> {
+    let t = x.len() / k;
+    let mut y = vec![0f32; t * n];
+    for ti in 0..t {
+        for r in 0..n {
+            let mut s = 0f64;
+            for i in 0..k {
+                s += w[r * k + i] as f64 * x[ti * k + i] as f64;
+            }
+            let mut v = s as f32 + bias.map_or(0.0, |b| b[r]);
+            v = match act {
+                Act::None => v,
+                Act::Tanh => v.tanh(),
+                Act::Sigmoid => 1.0 / (1.0 + (-v).exp()),
+                Act::ReluSq => v.max(0.0).powi(2),
+            };
+            y[ti * n + r] = v;
+        }
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests;

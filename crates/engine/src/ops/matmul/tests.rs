@@ -1,0 +1,338 @@
+//! The matrix kernels (tiled / tensor-core, matrix × vector, k-split) against the CPU
+//! reference.
+
+use super::*;
+use crate::gpu::buffer;
+use crate::ops::testing::*;
+use crate::ops::Dims;
+use crate::DType;
+
+/// `bytes` (an `[n, k]` matrix of `dtype`) in a buffer of its own.
+fn test_matrix(h: &Harness, dtype: DType, bytes: &[u8], n: usize, k: usize) -> GpuMatrix {
+    GpuMatrix::upload(&h.gpu, format!("{dtype}"), dtype, bytes, n, k).unwrap()
+}
+
+/// x `[t, k]` at 0, y `[t, n]` right after it, bias at 0 of the vectors.
+fn test_args(n: usize, k: usize, t: usize, act: Act, accumulate: bool) -> MatmulArgs {
+    MatmulArgs {
+        x_off: 0,
+        x_stride: k,
+        y_off: t * k,
+        y_stride: n,
+        act,
+        accumulate,
+        bias_off: Some(0),
+        rows: Count::Tokens,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    dtype: DType,
+    bytes: &[u8],
+    w: &[f32],
+    n: usize,
+    k: usize,
+    t: usize,
+    act: Act,
+    accumulate: bool,
+) {
+    check_on(gpu(), dtype, bytes, w, n, k, t, act, accumulate);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_on(
+    gpu: std::sync::Arc<crate::gpu::GpuContext>,
+    dtype: DType,
+    bytes: &[u8],
+    w: &[f32],
+    n: usize,
+    k: usize,
+    t: usize,
+    act: Act,
+    accumulate: bool,
+) {
+    let h = Harness::with_gpu(
+        Dims {
+            n_tokens: t as u32,
+            ..Default::default()
+        },
+        gpu,
+    );
+    let x = rand_vec(11 + t as u64, t * k, 1.0);
+    let y0 = rand_vec(12, t * n, 1.0);
+    let bias = rand_vec(13, n, 0.5);
+    let mut act_host = x.clone();
+    act_host.extend(&y0);
+    let act_buf = h.f32_buf(&act_host);
+    let m = test_matrix(&h, dtype, bytes, n, k);
+    let args = test_args(n, k, t, act, accumulate);
+    let bias_buf = h.f32_buf(&bias);
+    let mut want = reference(w, n, k, &x, Some(&bias), act);
+    if accumulate {
+        want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+    }
+    // The kernel the node picks for this T, then the tiled kernel whenever T > SMALL_T
+    // (small matrices take the matrix × vector kernel at every T).
+    for force_tiled in [false, true] {
+        let mut node = matmul(
+            &h.ctx(),
+            "matmul",
+            None,
+            &m,
+            &bias_buf,
+            &act_buf,
+            None,
+            &args,
+        )
+        .unwrap();
+        if force_tiled {
+            if let Some(small) = node.small.as_mut() {
+                small.max = SMALL_T;
+            }
+        }
+        let tiled = std::ptr::eq(node.pick(&h.dims), &node);
+        h.run(&[node]);
+        let got = h.read(&act_buf, t * k, t * n);
+        // Restore y for the next run (accumulate reads it).
+        h.gpu
+            .queue
+            .write_buffer(&act_buf, (t * k * 4) as u64, bytemuck::cast_slice(&y0));
+        compare(&h, dtype, w, &x, &got, &want, n, k, t, act, tiled);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    h: &Harness,
+    dtype: DType,
+    w: &[f32],
+    x: &[f32],
+    got: &[f32],
+    want: &[f32],
+    n: usize,
+    k: usize,
+    t: usize,
+    act: Act,
+    tiled: bool,
+) {
+    if h.gpu.features.coopmat && tiled {
+        // Tensor-core path: x and W rounded to f16 (relative 2^-11 each), f32 sums;
+        // bound each output by that rounding of Σ|w·x| (the epilogues are 1-Lipschitz
+        // near these values but ReLU² doubles the relative error of its input).
+        for ti in 0..t {
+            for r in 0..n {
+                let mag: f32 = (0..k).map(|i| (w[r * k + i] * x[ti * k + i]).abs()).sum();
+                let y = want[ti * n + r];
+                let bound = 1e-4 + 2e-3 * mag * (1.0 + 2.0 * y.abs().sqrt());
+                let e = (got[ti * n + r] - y).abs();
+                assert!(
+                    e <= bound,
+                    "{dtype} T={t} {act:?} [{ti},{r}]: |Δ| {e} > {bound}"
+                );
+            }
+        }
+        return;
+    }
+    // Sums of 256 products of magnitude ≤ ~1 in f32 vs f64: well under 1e-3.
+    let err = max_abs(got, want);
+    assert!(
+        err < 2e-3,
+        "{dtype} T={t} {act:?} (tiled {tiled}): max |Δ| {err}"
+    );
+}
+
+/// Every encoding the kernels read, on the fixture tensors (256 × 256, decoded by
+/// gguf-py), through both kernels (T = 1, 3: matvec; T = 70: tiled, ragged tiles).
+#[test]
+fn quantized_weights_match_cpu_reference() {
+    for ty in ["Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"] {
+        let bin = std::fs::read(fixture(&format!(
+            "quant/{ty}.blk.0.time_mix_key.weight.bin"
+        )))
+        .unwrap();
+        let w = npy_f32(&fixture(&format!(
+            "quant/{ty}.blk.0.time_mix_key.weight.f32.npy"
+        )));
+        let dtype = DType::ALL.into_iter().find(|d| d.name() == ty).unwrap();
+        for t in [1, 3, 5, 8, 70] {
+            check(dtype, &bin, &w, 256, 256, t, Act::None, false);
+        }
+    }
+}
+
+#[test]
+fn float_weights_epilogues_and_accumulate() {
+    let (n, k) = (96, 64);
+    let w = rand_vec(21, n * k, 0.3);
+    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+    for t in [1, 9] {
+        check(
+            DType::F32,
+            bytemuck::cast_slice(&w),
+            &w,
+            n,
+            k,
+            t,
+            Act::Tanh,
+            false,
+        );
+        check(
+            DType::F16,
+            bytemuck::cast_slice(&w16),
+            &w16f,
+            n,
+            k,
+            t,
+            Act::Sigmoid,
+            false,
+        );
+        check(
+            DType::F32,
+            bytemuck::cast_slice(&w),
+            &w,
+            n,
+            k,
+            t,
+            Act::ReluSq,
+            true,
+        );
+    }
+}
+
+/// The matrix × vector kernel with a long K (32 lanes per row, several steps each),
+/// rows not filling the last workgroup, 1–8 tokens, with subgroup sums and without.
+#[test]
+fn matvec_long_rows_with_and_without_subgroups() {
+    // K = 10240 with 2+ tokens per workgroup exceeds the staged-x capacity.
+    for (n, k, ts) in [(40, 2560, &[1, 2, 4, 5, 8][..]), (24, 10240, &[1, 2][..])] {
+        long_rows(n, k, ts);
+    }
+}
+
+fn long_rows(n: usize, k: usize, ts: &[usize]) {
+    let w = rand_vec(31, n * k, 0.05);
+    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+    let mut plain = (*gpu()).clone();
+    plain.features.subgroup = false;
+    let plain = std::sync::Arc::new(plain);
+    for g in [gpu(), plain] {
+        for &t in ts {
+            check_on(
+                g.clone(),
+                DType::F16,
+                bytemuck::cast_slice(&w16),
+                &w16f,
+                n,
+                k,
+                t,
+                Act::None,
+                t % 2 == 0,
+            );
+        }
+    }
+}
+
+/// Quantized rows of 512 (two Q4_K / Q6_K blocks), 200 rows (a ragged last tile),
+/// through matvec (T = 1, 7) and the tiled kernel (T = 130: tensor cores where the
+/// adapter has them), with the channel-mix epilogue and a residual add.
+#[test]
+fn quantized_rows_of_several_blocks() {
+    let (n, k) = (200, 512);
+    let w = rand_vec(41, n * k, 0.3);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let q6: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q6_k_rtn(&w)).to_vec();
+    for (dtype, bytes) in [(DType::Q4_K, q4), (DType::Q6_K, q6)] {
+        let mut wd = vec![0f32; n * k];
+        crate::quant::dequantize(dtype, &bytes, &mut wd).unwrap();
+        for t in [1, 7, 130] {
+            check(dtype, &bytes, &wd, n, k, t, Act::ReluSq, true);
+            check(dtype, &bytes, &wd, n, k, t, Act::None, false);
+        }
+    }
+}
+
+/// More rows than the largest tensor-core tile (1,100: a ragged 128-row tile) and
+/// 130 / 200 tokens (ragged 128-token tiles), F16 and Q4_K, with and without the
+/// residual add: every tile shape's edges (on adapters without cooperative matrices,
+/// the plain tiled kernel's).
+#[test]
+fn large_tiles_with_ragged_edges() {
+    let (n, k) = (1100, 256);
+    let w = rand_vec(45, n * k, 0.3);
+    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let w16f: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut q4f = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut q4f).unwrap();
+    for t in [130, 200] {
+        check(
+            DType::F16,
+            bytemuck::cast_slice(&w16),
+            &w16f,
+            n,
+            k,
+            t,
+            Act::None,
+            true,
+        );
+        check(DType::Q4_K, &q4, &q4f, n, k, t, Act::ReluSq, false);
+    }
+}
+
+/// The k-split tensor-core product and its reduce step (both nodes; on adapters
+/// without cooperative matrices the plain kernel and an empty reduce) against the
+/// reference, with bias, ReLU² and a residual add, 3 and 130 tokens.
+#[test]
+fn k_split_matches_reference() {
+    let (n, k) = (200, 512);
+    let w = rand_vec(51, n * k, 0.3);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    for t in [3usize, 130] {
+        let h = Harness::new(Dims {
+            n_tokens: t as u32,
+            ..Default::default()
+        });
+        let x = rand_vec(52, t * k, 1.0);
+        let y0 = rand_vec(53, t * n, 1.0);
+        let bias = rand_vec(54, n, 0.5);
+        let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
+        let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
+        let args = test_args(n, k, t, Act::ReluSq, true);
+        let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
+        let (node, reduce) = matmul_split(
+            &h.ctx(),
+            "split",
+            None,
+            &m,
+            &h.f32_buf(&bias),
+            &act_buf,
+            &args,
+            &scratch,
+            4,
+        )
+        .unwrap();
+        let tiled = std::ptr::eq(node.pick(&h.dims), &node);
+        h.run(&[node, reduce]);
+        let got = h.read(&act_buf, t * k, t * n);
+        let mut want = reference(&wd, n, k, &x, Some(&bias), Act::ReluSq);
+        want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+        compare(
+            &h,
+            DType::Q4_K,
+            &wd,
+            &x,
+            &got,
+            &want,
+            n,
+            k,
+            t,
+            Act::ReluSq,
+            tiled,
+        );
+    }
+}

@@ -1,0 +1,59 @@
+//! Shapes of the matrix kernels: the tensor-core tiles, k slices and the matrix × vector
+//! step per encoding.
+
+/// Tile shapes of `matmul_coop`: (BM tokens, BN rows, WM tokens per subgroup).
+pub const COOP_TILES: [(u32, u32, u32); 3] = [(128, 128, 64), (64, 128, 32), (32, 64, 32)];
+
+/// Workgroup memory of a `matmul_coop` tile in bytes: two f16 x and W tiles of stride 40
+/// halves, and one 16 × 16 f32 tile per subgroup.
+pub fn coop_tile_bytes((bm, bn, wm): (u32, u32, u32)) -> u32 {
+    2 * (bm + bn) * 40 * 2 + (bm / wm) * (bn / 32) * 1024
+}
+
+/// The `matmul_coop` tile for `n` output rows on a device with `wg_bytes` of workgroup
+/// memory. The weights are decoded once per BM tokens and each subgroup's products per
+/// tile load grow with its block, so the largest tile that fits wins for the N = C and
+/// N = 4C products (the 128 × 128 block with 64 × 32 per subgroup is what reached
+/// 118–144 TFLOP/s on an H100 in ../shared/anchor/wgpu-coopmat-probe); 32 × 64 for the
+/// low-rank products. `RWKV_COOP_TILE=BMxBN` (one of `COOP_TILES`) overrides it for
+/// tuning runs.
+pub(super) fn coop_tile(n: u32, wg_bytes: u32) -> (u32, u32, u32) {
+    let fits = |t: &&(u32, u32, u32)| coop_tile_bytes(**t) <= wg_bytes;
+    let forced = std::env::var("RWKV_COOP_TILE").ok().and_then(|v| {
+        let (m, n) = v.split_once('x')?;
+        let (m, n): (u32, u32) = (m.parse().ok()?, n.parse().ok()?);
+        COOP_TILES
+            .iter()
+            .filter(fits)
+            .find(|t| t.0 == m && t.1 == n)
+            .copied()
+    });
+    let small = COOP_TILES[2];
+    match forced {
+        Some(t) if n >= 1024 => t,
+        _ if n >= 1024 => COOP_TILES[..2].iter().find(fits).copied().unwrap_or(small),
+        _ => small,
+    }
+}
+
+/// Slices of k for a tensor-core product of `n` rows and depth `k` (see
+/// [`matmul_split`]): products with at most C ≤ 4096 rows leave an H100's SMs half idle
+/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32 (≥ 16 for
+/// the few-row low-rank products).
+pub fn coop_ksplit(n: usize, k: usize) -> u32 {
+    if n > 4096 {
+        return 1;
+    }
+    // Few rows (the low-rank products): a handful of tiles, so slices of ≥ 16 steps.
+    let per = if n < 1024 { 512 } else { 1024 };
+    (k / per).clamp(1, 4) as u32
+}
+
+/// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
+/// shaders/matvec/).
+pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
+    match dtype {
+        crate::DType::Q4_K | crate::DType::Q6_K => 64,
+        _ => 32,
+    }
+}

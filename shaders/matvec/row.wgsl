@@ -1,0 +1,17 @@
+// Shared by `matvec` and `matvec_group`: the x rows of up to 4 tokens from t0 (vec4
+// units; offsets and strides are multiples of 4), and one lane's share of a row's dot
+// products: steps g = lane, lane + LANES, … of MV_STEP weights (`mv_step`).
+fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
+    let xs = x_stride >> 2u;
+    let x0 = (x_off >> 2u) + t0 * xs;
+    return vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
+}
+
+fn mv_row(rb: u32, k: u32, lane: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    let steps = k / MV_STEP;
+    for (var g = lane; g < steps; g += LANES) {
+        acc += mv_step(rb, g, xb, nt);
+    }
+    return acc;
+}
