@@ -19,21 +19,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> act: array<f32>;  // activations
 
 const WG: u32 = 256u;
-var<workgroup> red: array<f32, WG>;
-
-fn reduce(li: u32, v: f32) -> f32 {
-    red[li] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (li < s) {
-            red[li] += red[li + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -48,13 +33,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = li; i < p.c; i += WG) {
         s += act[xb + i];
     }
-    let mean = reduce(li, s) / f32(p.c);
+    let mean = wg_sum1(li, s) / f32(p.c);
     var v = 0.0;
     for (var i = li; i < p.c; i += WG) {
         let e = act[xb + i] - mean;
         v += e * e;
     }
-    let rstd = inverseSqrt(reduce(li, v) / f32(p.c) + p.eps);
+    let rstd = inverseSqrt(wg_sum1(li, v) / f32(p.c) + p.eps);
     let yb = p.y_off + row * p.c;
     for (var i = li; i < p.c; i += WG) {
         act[yb + i] = (act[xb + i] - mean) * rstd * vecs[p.w_off + i] + vecs[p.w_off + p.c + i];

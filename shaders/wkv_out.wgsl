@@ -22,23 +22,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> vecs: array<f32>;       // layer vectors
 @group(0) @binding(3) var<storage, read_write> act: array<f32>;  // activations
 
-var<workgroup> red: array<f32, 64>;
+const WG: u32 = 64u;
 
-fn sum64(li: u32, v: f32) -> f32 {
-    red[li] = v;
-    workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
-        if (li < s) {
-            red[li] += red[li + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let g = linear_wg(wid, nwg);
@@ -50,12 +36,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let ch = h * 64u + li;
     let idx = t * p.c + ch;
     let y = act[p.y_off + idx];
-    let mean = sum64(li, y) / 64.0;
+    let mean = wg_sum1(li, y) / 64.0;
     let e = y - mean;
-    let var_ = sum64(li, e * e) / 64.0;
+    let var_ = wg_sum1(li, e * e) / 64.0;
     let gn = e * inverseSqrt(var_ + p.eps) * vecs[p.lnx_off + ch] + vecs[p.lnx_off + p.c + ch];
     let r = act[p.r_off + idx];
     let k = act[p.k_off + idx];
-    let bonus = sum64(li, r * k * vecs[p.rk_off + ch]);
+    let bonus = wg_sum1(li, r * k * vecs[p.rk_off + ch]);
     act[p.o_off + idx] = (gn + bonus * act[p.v_off + idx]) * act[p.g_off + idx];
 }

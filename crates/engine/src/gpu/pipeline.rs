@@ -24,6 +24,8 @@ const MATMUL_PARAMS: &str = include_str!("../../../../shaders/matmul_params.wgsl
 const BYTES: &str = include_str!("../../../../shaders/decode/bytes.wgsl");
 /// The packed 6-bit scales and mins of Q4_K and Q5_K blocks.
 const KSCALES: &str = include_str!("../../../../shaders/decode/kscales.wgsl");
+/// `layer_norm` / `wkv_out`: the workgroup sum of one f32 per invocation.
+const WG_SUM1: &str = include_str!("../../../../shaders/wg_sum.wgsl");
 /// `matvec` / `matvec_group`: x rows and one lane's steps over a row.
 const MV_ROW: &str = include_str!("../../../../shaders/matvec/row.wgsl");
 
@@ -258,6 +260,9 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             body.replace(" SG_PASS", "")
         };
     }
+    if matches!(key.op, "layer_norm" | "wkv_out") {
+        src.push_str(WG_SUM1);
+    }
     if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
             TPR_SUM_SG
@@ -358,6 +363,11 @@ mod tests {
         ];
         let mut keys = Vec::new();
         for d in dtypes {
+            keys.push(PipelineKey {
+                op: "embed",
+                dtype: Some(d),
+                spec: vec![],
+            });
             for sep in [0, 1] {
                 keys.push(PipelineKey {
                     op: "matmul",
@@ -416,6 +426,13 @@ mod tests {
                 op: "wkv_fused",
                 dtype: None,
                 spec: vec![("TPR", tpr)],
+            });
+        }
+        for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
+            keys.push(PipelineKey {
+                op,
+                dtype: None,
+                spec: vec![],
             });
         }
         keys.push(PipelineKey {
