@@ -12,9 +12,7 @@ use pyo3::types::{PyDict, PyString};
 use rwkv_engine::analysis::{EmbedInput, Field, FieldOptions};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{
-    Engine, EngineError, GenerateOptions, LoadOptions, Pooling, Rows, SeqInput, StateId, Want,
-};
+use rwkv_engine::{Engine, EngineError, GenerateOptions, LoadOptions, Pooling, StateId};
 
 use crate::fields::FieldAnalysis;
 use crate::generate::{Target, TextStream};
@@ -218,24 +216,7 @@ impl Model {
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let from = state_of(&self.shared, state.as_ref())?.map(|s| s.0);
         let (t, vocab) = (ids.len(), self.shared.info.config.vocab_size);
-        let v = self.shared.run(py, |eng| {
-            let st = match from {
-                Some(p) => eng.fork_state(p)?,
-                None => eng.new_state()?,
-            };
-            let seq = SeqInput {
-                state: st,
-                tokens: &ids,
-                rows: Rows::All,
-            };
-            let want = Want {
-                logits: true,
-                embeddings: false,
-            };
-            let out = eng.forward(&[seq], want, None);
-            let _ = eng.free_state(st);
-            Ok(out?.logits.into_iter().next().unwrap_or_default())
-        })?;
+        let v = self.shared.run(py, |eng| eng.logits_all(&ids, from))?;
         Ok(Array2::from_shape_vec((t, vocab), v)
             .map_err(shape_err)?
             .into_pyarray(py))

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use rwkv_engine::{Pooling, Rows, SeqInput, Want};
+use rwkv_engine::Pooling;
 
 use crate::common::ModelArgs;
 
@@ -78,19 +78,7 @@ pub fn run(a: PyBenchArgs) -> anyhow::Result<()> {
     for i in 0..a.warmup + a.repeat {
         // What `Model.logits` does: a zero state, one forward with every row, free.
         let t = Instant::now();
-        let st = eng.new_state()?;
-        let seq = SeqInput {
-            state: st,
-            tokens: &ids,
-            rows: Rows::All,
-        };
-        let want = Want {
-            logits: true,
-            embeddings: false,
-        };
-        let out = eng.forward(&[seq], want, None);
-        eng.free_state(st)?;
-        let logits = out?.logits.into_iter().next().unwrap_or_default();
+        let logits = eng.logits_all(&ids, None)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         anyhow::ensure!(
             logits.len() == ids.len() * vocab,

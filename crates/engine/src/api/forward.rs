@@ -37,6 +37,32 @@ pub struct Want {
 }
 
 impl Engine {
+    /// `[T, vocab]` next-token logits after each of `tokens` (row-major f32), run from a
+    /// fresh zero state or from a fork of `from`, which is left as it was; the state used
+    /// is freed. What the Python package's `Model.logits` and `rwkv pybench` time.
+    ///
+    /// Errors: as [`Engine::forward`]; an unknown `from`; no free state slot.
+    pub fn logits_all(&mut self, tokens: &[u32], from: Option<StateId>) -> Result<Vec<f32>> {
+        let st = match from {
+            Some(p) => self.fork_state(p)?,
+            None => self.new_state()?,
+        };
+        let seq = SeqInput {
+            state: st,
+            tokens,
+            rows: Rows::All,
+        };
+        let want = Want {
+            logits: true,
+            embeddings: false,
+        };
+        let out = self.forward(&[seq], want, None);
+        let freed = self.free_state(st);
+        let logits = out?.logits.into_iter().next().unwrap_or_default();
+        freed?;
+        Ok(logits)
+    }
+
     /// Runs `seqs` through the model, each from and into its state, in chunked passes
     /// that batch sequences together. Returns the wanted outputs per sequence.
     ///

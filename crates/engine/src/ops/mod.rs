@@ -205,9 +205,14 @@ pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
     for n in nodes {
         let n = n.pick(dims);
         if let Some((x, y, z)) = n.grid.size(dims) {
-            let Ok(pipeline) = n.pipeline.wait() else {
-                // A failed compile was reported when the graph was built.
-                continue;
+            let pipeline = match n.pipeline.wait() {
+                Ok(p) => p,
+                Err(e) => {
+                    // Graph::new reports a failed compile as the load's error; a node built
+                    // outside a graph (op tests, the kernel bench) says so here.
+                    log::error!("{}: not dispatched: {e}", n.label());
+                    continue;
+                }
             };
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &n.bind_group, &[]);
