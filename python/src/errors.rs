@@ -29,6 +29,7 @@ pub fn to_py(e: EngineError) -> PyErr {
         | EngineError::UnsupportedType { .. }
         | EngineError::Tokenizer { .. }
         | EngineError::InvalidInput { .. }
+        | EngineError::Adapter { .. }
         | EngineError::State { .. } => PyValueError::new_err(msg),
         EngineError::Gpu { .. } | EngineError::Op { .. } | EngineError::TooLarge { .. } => {
             PyRuntimeError::new_err(msg)

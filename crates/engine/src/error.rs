@@ -73,6 +73,11 @@ pub enum EngineError {
     #[error("invalid input: {what}")]
     InvalidInput { what: String },
 
+    /// A LoRA adapter or an initial-state file is unusable with this model (shape, name,
+    /// rank, values); `name` is its file.
+    #[error("adapter {name}: {what}")]
+    Adapter { name: String, what: String },
+
     /// A state file or state buffer does not belong to this model or layout.
     #[error("state: {what}")]
     State { what: String },
@@ -98,6 +103,7 @@ impl EngineError {
             EngineError::Op { .. } => "op",
             EngineError::TooLarge { .. } => "too_large",
             EngineError::InvalidInput { .. } => "invalid_input",
+            EngineError::Adapter { .. } => "adapter",
             EngineError::State { .. } => "state",
             EngineError::Cancelled => "cancelled",
         }

@@ -5,6 +5,7 @@
 //! and runs the forward pass in WGSL compute shaders. Math: BlinkDL's `RWKV_x070`
 //! (rwkv pip package) and llama.cpp `rwkv7.cpp`.
 
+pub mod adapter;
 pub mod analysis;
 pub mod api;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
 
+pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraMatrix, LoraTarget};
 pub use analysis::{
     EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, ModelFingerprint,
     Pooling, PrefixCache, StateHeader, StateLayout,
