@@ -158,6 +158,19 @@ impl LoraAdapter {
             FileFormat::SafeTensors => (AdapterFormat::SafeTensors, safetensors_alpha(file, &err)?),
             FileFormat::Pth => (AdapterFormat::Pth, None),
         };
+        if let Some(t) = [
+            "emb.weight",
+            "token_embd.weight",
+            "head.weight",
+            "blocks.0.att.key.weight",
+        ]
+        .into_iter()
+        .find(|t| file.has(t))
+        {
+            return Err(err(format!(
+                "holds `{t}`: this is a base model, not a LoRA adapter"
+            )));
+        }
         if let Some(a) = alpha {
             if !a.is_finite() {
                 return Err(err(format!("alpha {a} is not finite")));
