@@ -23,9 +23,14 @@ var<workgroup> xs: array<vec4<f32>, 512>; // [32 k][16 token groups of 4]
 fn store(r: u32, t: u32, t_count: u32, v: f32) {
     if (r < p.n && t < t_count) {
         let idx = p.y_off + t * p.y_stride + p.row0 + r;
-        var y = finish(v + lora_row(r, t), r);
-        if (p.accumulate == 1u) {
-            y += y_load(idx);
+        var y: f32;
+        if (p.accumulate == 2u) {
+            y = finish(v + y_load(idx), r);
+        } else {
+            y = finish(v, r);
+            if (p.accumulate == 1u) {
+                y += y_load(idx);
+            }
         }
         y_store(idx, y);
     }

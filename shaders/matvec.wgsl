@@ -34,16 +34,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // This lane's columns of the LoRA term (summed with the row below).
         for (var j = 0u; j < nt; j++) {
             let h = p.lora_h + (t0 + j) * p.lora_stride;
-            acc[j] += lora_sum(p.lora_bt, p.n, h, p.lora_rank, r, lane, LANES);
+            acc[j] += lora_sum(p.lora_b, h, p.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);
     if (lane == 0u && r < p.n) {
         for (var j = 0u; j < nt; j++) {
             let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;
-            var v = finish(sum[j], r);
-            if (p.accumulate == 1u) {
-                v += y_load(idx);
+            var v: f32;
+            if (p.accumulate == 2u) {
+                v = finish(sum[j] + y_load(idx), r);
+            } else {
+                v = finish(sum[j], r);
+                if (p.accumulate == 1u) {
+                    v += y_load(idx);
+                }
             }
             y_store(idx, v);
         }

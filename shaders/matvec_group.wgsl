@@ -23,7 +23,7 @@ struct Seg {
     lora_rank: u32,
     lora_h: u32,
     lora_stride: u32,
-    lora_bt: u32,
+    lora_b: u32,
     _p0: u32,
     _p1: u32,
     _p2: u32,
@@ -82,7 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         for (var j = 0u; j < nt; j++) {
             let h = sg.lora_h + (t0 + j) * sg.lora_stride;
-            acc[j] += lora_sum(sg.lora_bt, sg.n, h, sg.lora_rank, r, lane, LANES);
+            acc[j] += lora_sum(sg.lora_b, h, sg.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);

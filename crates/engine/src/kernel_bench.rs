@@ -238,6 +238,7 @@ fn time_product(
         act: Act::None,
         // y += W x: every dispatch reads what the previous one wrote.
         accumulate: true,
+        add_before_act: false,
         bias_off: None,
         rows: Count::Tokens,
         scale: 1.0,

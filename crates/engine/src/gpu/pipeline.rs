@@ -42,15 +42,17 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
-/// The LoRA term of the product kernels (`LORA = 1`): the active adapters' `Bᵀ` `[R, N]`
-/// f32 blocks at binding 7, `h` in the activations; `lora_sum` adds columns
-/// `j0, j0 + dj, …` below `rank` of row `r`.
+/// The LoRA term of the matrix × vector kernels (`LORA = 1`): the active adapters'
+/// stacked `B` `[N, R]` f32 blocks at binding 7, `h` `[T, R]` in the activations (seen as
+/// vec4s); `lora_sum` adds columns `j0, j0 + dj, …` below `rank` of row `r` (the lanes of
+/// a row read consecutive columns).
 const LORA_ON: &str = "
-@group(0) @binding(7) var<storage, read> lora: array<f32>; // Bᵀ blocks of the active LoRAs
-fn lora_sum(bt: u32, n: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
+@group(0) @binding(7) var<storage, read> lora: array<f32>; // B blocks of the active LoRAs
+fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
     var s = 0.0;
+    let row = b + r * rank;
     for (var j = j0; j < rank; j += dj) {
-        s += lora[bt + j * n + r] * act_f32(h + j);
+        s += lora[row + j] * act[(h + j) >> 2u][(h + j) & 3u];
     }
     return s;
 }
@@ -58,13 +60,8 @@ fn lora_sum(bt: u32, n: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32
 
 /// …and without LoRA (every product of a graph with no active adapter).
 const LORA_OFF: &str = "
-fn lora_sum(bt: u32, n: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 { return 0.0; }
+fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 { return 0.0; }
 ";
-
-/// Scalar reads of the activations for `lora_sum`: kernels that see them as f32…
-const ACT_F32: &str = "fn act_f32(i: u32) -> f32 { return act[i]; }\n";
-/// …or as vec4s.
-const ACT_F32_V4: &str = "fn act_f32(i: u32) -> f32 { return act[i >> 2u][i & 3u]; }\n";
 
 /// `matvec` sees the activations as vec4s: scalar access to the outputs.
 const MV_OUT_ACT: &str = "
@@ -329,20 +326,12 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             );
         }
     }
-    if matches!(
-        key.op,
-        "matmul" | "matvec" | "matmul_coop" | "matmul_reduce" | "matvec_group"
-    ) {
-        if spec(key, "LORA") == Some(1) {
-            src.push_str(if matches!(key.op, "matmul" | "matmul_reduce") {
-                ACT_F32
-            } else {
-                ACT_F32_V4
-            });
-            src.push_str(LORA_ON);
+    if matches!(key.op, "matvec" | "matvec_group") {
+        src.push_str(if spec(key, "LORA") == Some(1) {
+            LORA_ON
         } else {
-            src.push_str(LORA_OFF);
-        }
+            LORA_OFF
+        });
     }
     if matches!(
         key.op,
@@ -489,19 +478,14 @@ mod tests {
         // Every product kernel also with the LoRA term (never on the logits).
         let with_lora: Vec<PipelineKey> = keys
             .iter()
-            .filter(|k| {
-                matches!(
-                    k.op,
-                    "matmul" | "matvec" | "matmul_coop" | "matmul_reduce" | "matvec_group"
-                ) && spec(k, "OUT_SEP") != Some(1)
-            })
+            .filter(|k| matches!(k.op, "matvec" | "matvec_group") && spec(k, "OUT_SEP") != Some(1))
             .map(|k| {
                 let mut k = k.clone();
                 k.spec.push(("LORA", 1));
                 k
             })
             .collect();
-        assert!(with_lora.len() > 20);
+        assert!(with_lora.len() > 10);
         keys.extend(with_lora);
         for key in keys {
             let src = shader_source(&key).unwrap();

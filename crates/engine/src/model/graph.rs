@@ -130,7 +130,7 @@ impl Graph {
             gpu,
             pipelines,
             dims: &dims,
-            lora: loras.map(|l| &l.bt),
+            lora: loras.map(|l| &l.b),
         };
         let rg = regions;
 
@@ -192,6 +192,7 @@ impl Graph {
                 y_stride: cfg.vocab_size,
                 act: Act::None,
                 accumulate: false,
+                add_before_act: false,
                 bias_off: None,
                 rows: Count::Rows,
                 scale: 1.0,

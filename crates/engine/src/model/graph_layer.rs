@@ -94,6 +94,7 @@ pub(super) fn mm(
         y_stride: n,
         act,
         accumulate,
+        add_before_act: false,
         bias_off: bias,
         rows: Count::Tokens,
         scale: 1.0,
@@ -132,7 +133,7 @@ impl Blocks<'_> {
             return Ok(vec![None; sites.len()]);
         };
         let mut terms = Vec::new();
-        let mut per_adapter: Vec<Vec<(Node, &GpuMatrix, MatmulArgs)>> =
+        let mut per_adapter: Vec<Vec<(Node, Node, &GpuMatrix, MatmulArgs)>> =
             (0..loras.adapters.len()).map(|_| Vec::new()).collect();
         for &(t, slot, x_off, k) in sites {
             let h = self.rg.adapter_slot(slot, self.t_cap);
@@ -141,15 +142,38 @@ impl Blocks<'_> {
                 for (p, (a, scale, j0)) in site.parts.iter().zip(loras.firsts(l, t)) {
                     let mut args = mm(x_off, k, h + j0, term.h_stride, Act::None, false, None);
                     args.scale = scale;
-                    let node = matmul(self.cx, "lora.a", Some(l), a, vecs, self.act, None, &args)?;
-                    per_adapter[p.adapter].push((node, a, args));
+                    // Few rows, long k: k split on tensor cores, as the model's own
+                    // first low-rank products.
+                    let ks = if self.split_ok {
+                        coop_ksplit(a.n_out, a.n_in)
+                    } else {
+                        1
+                    };
+                    let (node, reduce) = matmul_split(
+                        self.cx,
+                        "lora.a",
+                        Some(l),
+                        a,
+                        vecs,
+                        self.act,
+                        &args,
+                        self.split,
+                        ks,
+                    )?;
+                    per_adapter[p.adapter].push((node, reduce, a, args));
                 }
             }
             terms.push(term);
         }
         for set in per_adapter {
-            let (mut nodes, segs): (Vec<Node>, Vec<_>) =
-                set.into_iter().map(|(n, a, args)| (n, (a, args))).unzip();
+            let mut nodes = Vec::new();
+            let mut reduces = Vec::new();
+            let mut segs = Vec::new();
+            for (n, r, a, args) in set {
+                nodes.push(n);
+                reduces.push(r);
+                segs.push((a, args));
+            }
             group_decode(
                 self.cx,
                 "lora.a",
@@ -159,9 +183,63 @@ impl Blocks<'_> {
                 vecs,
                 self.act,
             )?;
-            body.extend(nodes);
+            for (n, r) in nodes.into_iter().zip(reduces) {
+                body.push(n);
+                body.push(r);
+            }
         }
         Ok(terms)
+    }
+
+    /// The product `y (+)= B h` of the active adapters at (l, t) for passes larger than
+    /// `main`'s matrix × vector variant serves (which adds the term itself): into the
+    /// residual or the base product's output (`add_before_act` with `act` for a product
+    /// whose activation must see the sum). `None` without adapters there.
+    #[allow(clippy::too_many_arguments)]
+    fn lora_second(
+        &self,
+        l: usize,
+        t: LoraTarget,
+        term: Option<LoraArgs>,
+        main: &Node,
+        y_off: usize,
+        act_fn: Act,
+        before_act: bool,
+        vecs: &wgpu::Buffer,
+    ) -> Result<Option<Node>> {
+        let (Some(loras), Some(term)) = (self.loras, term) else {
+            return Ok(None);
+        };
+        let Some(b) = loras.b_matrix(l, t) else {
+            return Ok(None);
+        };
+        let mut args = mm(
+            term.h_off,
+            term.h_stride,
+            y_off,
+            b.n_out,
+            act_fn,
+            true,
+            None,
+        );
+        args.add_before_act = before_act;
+        let mut node = matmul(self.cx, "lora.b", Some(l), &b, vecs, self.act, None, &args)?;
+        let max = main.small.as_ref().map_or(0, |s| s.max);
+        node.small = Some(Small {
+            count: Count::Tokens,
+            max,
+            node: Box::new(node.skip()),
+        });
+        Ok(Some(node))
+    }
+
+    /// `node` with the matrix × vector variant of `dec` (the same product with the LoRA
+    /// term): decode adds `B h` in that kernel's epilogue.
+    fn decode_from(mut node: Node, dec: Node) -> Node {
+        if dec.small.is_some() {
+            node.small = dec.small;
+        }
+        node
     }
 
     /// The nodes of block `l` (steps 1–17) onto `body`.
@@ -215,7 +293,7 @@ impl Blocks<'_> {
             v,
             body,
         )?;
-        let mut rkv = [
+        let rkv = [
             (
                 "att.receptance",
                 &ly.receptance,
@@ -232,22 +310,35 @@ impl Blocks<'_> {
                 mm(mix(3), c, rg.v, c, Act::None, false, None),
             ),
         ];
-        for (i, term) in terms.into_iter().enumerate() {
-            rkv[i].2.lora = term;
-        }
         let mut nodes = Vec::new();
         let mut reduces = Vec::new();
-        for (name, m, args) in &rkv {
+        let mut segs = Vec::new();
+        for ((name, m, args), term) in rkv.iter().zip(&terms) {
             let (node, reduce) = big(name, m, args)?;
+            let dec = MatmulArgs {
+                lora: *term,
+                ..*args
+            };
+            let node = if term.is_some() {
+                Self::decode_from(node, big(name, m, &dec)?.0)
+            } else {
+                node
+            };
             nodes.push(node);
             reduces.push(reduce);
+            segs.push((*m, dec));
         }
-        let segs: Vec<_> = rkv.iter().map(|(_, m, args)| (*m, *args)).collect();
         group_decode(cx, "att.rkv", lid, &mut nodes, &segs, v, act)?;
-        for (node, reduce) in nodes.into_iter().zip(reduces) {
+        let targets = [LoraTarget::Receptance, LoraTarget::Key, LoraTarget::Value];
+        let mut seconds = Vec::new();
+        for (i, (node, reduce)) in nodes.into_iter().zip(reduces).enumerate() {
+            let y = rkv[i].2.y_off;
+            let t = targets[i];
+            seconds.extend(self.lora_second(l, t, terms[i], &node, y, Act::None, false, v)?);
             body.push(node);
             body.push(reduce);
         }
+        body.extend(seconds);
         // The variant of a node for passes of at most SMALL_T tokens (decode).
         let few = |node: Node| Small {
             count: Count::Tokens,
@@ -410,11 +501,18 @@ impl Blocks<'_> {
         out_node.small = Some(few(out_node.skip()));
         body.push(out_node);
         // 12: x += Wo o
-        let mut args = mm(rg.o, c, rg.x, c, Act::None, true, None);
-        args.lora = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
-        let (node, reduce) = big("att.output", &ly.output, &args)?;
+        let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
+        let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
+        let (mut node, reduce) = big("att.output", &ly.output, &args)?;
+        if term.is_some() {
+            let dec = MatmulArgs { lora: term, ..args };
+            node = Self::decode_from(node, big("att.output", &ly.output, &dec)?.0);
+        }
+        let t = LoraTarget::Output;
+        let second = self.lora_second(l, t, term, &node, rg.x, Act::None, false, v)?;
         body.push(node);
         body.push(reduce);
+        body.extend(second);
         // 13–17: channel mix
         let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
         let shift = LnShiftArgs {
@@ -433,23 +531,39 @@ impl Blocks<'_> {
             cx, lid, &shift, v, self.meta, self.state, act,
         )?);
         let f = cfg.ffn_dim;
-        let mut args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
-        args.lora = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
-        body.push(matmul(
-            cx,
-            "ffn.key",
-            lid,
-            &ly.ffn_key,
-            v,
-            act,
-            None,
-            &args,
-        )?);
-        let mut args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-        args.lora = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
-        let (node, reduce) = big("ffn.value", &ly.ffn_value, &args)?;
+        // Channel-mix key: with adapters, larger passes leave relu² to `B h`'s product.
+        let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
+        let node = match term {
+            None => matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &args)?,
+            Some(_) => {
+                let pre = MatmulArgs {
+                    act: Act::None,
+                    ..args
+                };
+                let dec = MatmulArgs { lora: term, ..args };
+                Self::decode_from(
+                    matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &pre)?,
+                    matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &dec)?,
+                )
+            }
+        };
+        let t = LoraTarget::FfnKey;
+        let second = self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?;
+        body.push(node);
+        body.extend(second);
+        let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
+        let (mut node, reduce) = big("ffn.value", &ly.ffn_value, &args)?;
+        if term.is_some() {
+            let dec = MatmulArgs { lora: term, ..args };
+            node = Self::decode_from(node, big("ffn.value", &ly.ffn_value, &dec)?.0);
+        }
+        let t = LoraTarget::FfnValue;
+        let second = self.lora_second(l, t, term, &node, rg.x, Act::None, false, v)?;
         body.push(node);
         body.push(reduce);
+        body.extend(second);
         Ok(())
     }
 }

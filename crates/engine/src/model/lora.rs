@@ -3,13 +3,15 @@
 //!
 //! Per adapter ([`GpuLora`]): each layer's `A` matrices `[r, K]` f32 in one buffer (at
 //! aligned offsets, so that a decode step runs the first products of r, k and v as one
-//! `matvec_group` dispatch) and every `Bᵀ` `[r, N]` f32 in one buffer. For the active set
-//! ([`ActiveLoras`]) each adapted (layer, matrix) gets a column range of an `h` region per
-//! adapter and one `Bᵀ` block `[R, N]` (the adapters' blocks stacked, `R = Σ r_i`): the
-//! graph runs `h_i = s_i · A_i x` (the scale in the first product) and the base product
-//! adds `Σ_j Bᵀ[j, n] h[t, j]` to its raw sum in its epilogue, before bias and activation
-//! (so the relu² of the channel mix sees the adapted sum), in every kernel: decode and
-//! prefill alike, no extra pass over the big weights.
+//! `matvec_group` dispatch) and every `B` `[N, r₃₂]` f32 (row-major, rank padded with zero
+//! columns to a multiple of 32) in one buffer. For the active set ([`ActiveLoras`]) each
+//! adapted (layer, matrix) gets `h` `[T, R₃₂]` columns per adapter and one `B` block
+//! `[N, R₃₂]` (the adapters' columns side by side, `R = Σ r_i`): the graph runs
+//! `h_i = s_i · A_i x` (the scale in the first product); a decode step's base product adds
+//! `Σ_j B[n, j] h[t, j]` in its epilogue, before bias and activation (so the relu² of the
+//! channel mix sees the adapted sum), and larger passes run `B h` as a tensor-core product
+//! of its own, added before the activation (`MatmulArgs::add_before_act`) or into the
+//! residual — no extra pass over the big weights either way.
 //!
 //! Math: RWKV-PEFT / PEFT LoRA (`W' = W + s · B A`); llama.cpp applies GGUF adapters the
 //! same way at run time (`llm_graph_context::build_lora_mm`).
@@ -23,14 +25,19 @@ use crate::model::config::Rwkv7Config;
 use crate::ops::matmul::LoraArgs;
 use crate::ops::GpuMatrix;
 
+/// Ranks are padded to a multiple of this (the K of the prefill `B h` product).
+const RANK_STEP: usize = 32;
+
 /// One adapted matrix of an uploaded adapter.
 pub struct GpuLoraMatrix {
     /// `A` `[rank, n_in]` f32.
     pub a: GpuMatrix,
     pub rank: usize,
     pub n_out: usize,
-    /// Offset (f32 elements) of `Bᵀ` `[rank, n_out]` in [`GpuLora::bt`].
-    pub bt_off: usize,
+    /// `B` `[n_out, rank]` f32 (kept to stack several adapters).
+    pub b: Vec<f32>,
+    /// Byte offset of its `B` block `[n_out, rank₃₂]` in [`GpuLora::b`].
+    pub b_at: u64,
 }
 
 /// A LoRA adapter uploaded to the GPU.
@@ -39,9 +46,37 @@ pub struct GpuLora {
     pub rank: usize,
     /// `[layer][target]`.
     pub mats: Vec<[Option<GpuLoraMatrix>; 6]>,
-    pub bt: wgpu::Buffer,
+    pub b: wgpu::Buffer,
     /// Bytes of GPU memory it holds.
     pub bytes: u64,
+}
+
+/// `B` blocks `[n_out, width]` in one buffer at aligned offsets, from `(n_out, rank, B)`
+/// parts written side by side from column 0: the block offsets and the bytes.
+fn pack_b(align: usize, blocks: &[(usize, usize, Vec<(&[f32], usize)>)]) -> (Vec<u64>, Vec<u8>) {
+    let mut out: Vec<u8> = Vec::new();
+    let mut offs = Vec::new();
+    for (n_out, width, parts) in blocks {
+        let at = out.len().next_multiple_of(align);
+        out.resize(at, 0);
+        let mut block = vec![0f32; n_out * width];
+        let mut j0 = 0;
+        for (b, rank) in parts {
+            for n in 0..*n_out {
+                block[n * width + j0..n * width + j0 + rank]
+                    .copy_from_slice(&b[n * rank..(n + 1) * rank]);
+            }
+            j0 += rank;
+        }
+        out.extend_from_slice(bytemuck::cast_slice(&block));
+        offs.push(at as u64);
+    }
+    out.resize(out.len().next_multiple_of(16).max(16), 0);
+    (offs, out)
+}
+
+fn align(gpu: &GpuContext) -> usize {
+    u64::from(gpu.limits.min_storage_buffer_offset_alignment).max(256) as usize
 }
 
 impl GpuLora {
@@ -49,29 +84,15 @@ impl GpuLora {
     /// does not fit the model).
     ///
     /// Errors: [`EngineError::Adapter`] from the check; [`EngineError::TooLarge`] when its
-    /// `Bᵀ` blocks exceed one binding.
+    /// `B` blocks exceed one binding.
     pub fn upload(gpu: &GpuContext, cfg: &Rwkv7Config, adapter: &LoraAdapter) -> Result<Self> {
         adapter.check(cfg)?;
-        let max = gpu.max_binding();
-        let bt_len: usize = adapter.matrices.iter().map(|m| m.rank * m.n_out).sum();
-        if bt_len as u64 * 4 > max {
-            return Err(EngineError::TooLarge {
-                what: format!(
-                    "adapter {}: its B matrices need {} bytes in one binding; the device allows {max}",
-                    adapter.name,
-                    bt_len * 4
-                ),
-            });
-        }
-        let mut bt = vec![0f32; bt_len.max(4)];
+        let align = align(gpu);
         let mut mats: Vec<[Option<GpuLoraMatrix>; 6]> =
             (0..cfg.n_layer).map(|_| Default::default()).collect();
-        let align = u64::from(gpu.limits.min_storage_buffer_offset_alignment).max(256) as usize;
+        let mut blocks = Vec::new();
         let mut bytes = 0u64;
-        let mut at = 0usize;
         for (layer, row) in mats.iter_mut().enumerate() {
-            // In target order: with one adapter active, its Bᵀ blocks are the stacked ones
-            // of `ActiveLoras` (same order, same offsets).
             let ms: Vec<_> = LoraTarget::ALL
                 .iter()
                 .filter_map(|&t| {
@@ -98,12 +119,7 @@ impl GpuLora {
             let a_buf = buffer::storage_init(gpu, &label, &a_bytes)?;
             bytes += a_buf.size();
             for (m, off) in ms.iter().zip(offs) {
-                // Bᵀ[j][n] = B[n][j].
-                for n in 0..m.n_out {
-                    for j in 0..m.rank {
-                        bt[at + j * m.n_out + n] = m.b[n * m.rank + j];
-                    }
-                }
+                blocks.push((layer, m.target));
                 row[m.target.index()] = Some(GpuLoraMatrix {
                     a: GpuMatrix {
                         name: format!("{}.{}.lora_A", adapter.name, m.target.name()),
@@ -117,22 +133,45 @@ impl GpuLora {
                     },
                     rank: m.rank,
                     n_out: m.n_out,
-                    bt_off: at,
+                    b: m.b.clone(),
+                    b_at: 0,
                 });
-                at += m.rank * m.n_out;
             }
         }
-        let bt = buffer::storage_init(
-            gpu,
-            &format!("{} Bᵀ", adapter.name),
-            bytemuck::cast_slice(&bt),
-        )?;
-        bytes += bt.size();
+        let specs: Vec<_> = blocks
+            .iter()
+            .filter_map(|&(l, t)| mats[l][t.index()].as_ref())
+            .map(|m| {
+                (
+                    m.n_out,
+                    m.rank.next_multiple_of(RANK_STEP),
+                    vec![(m.b.as_slice(), m.rank)],
+                )
+            })
+            .collect();
+        let (offs, packed) = pack_b(align, &specs);
+        if packed.len() as u64 > gpu.max_binding() {
+            return Err(EngineError::TooLarge {
+                what: format!(
+                    "adapter {}: its B matrices need {} bytes in one binding; the device allows {}",
+                    adapter.name,
+                    packed.len(),
+                    gpu.max_binding()
+                ),
+            });
+        }
+        for (&(l, t), off) in blocks.iter().zip(offs) {
+            if let Some(m) = mats[l][t.index()].as_mut() {
+                m.b_at = off;
+            }
+        }
+        let b = buffer::storage_init(gpu, &format!("{} B", adapter.name), &packed)?;
+        bytes += b.size();
         Ok(GpuLora {
             name: adapter.name.clone(),
             rank: adapter.rank(),
             mats,
-            bt,
+            b,
             bytes,
         })
     }
@@ -142,16 +181,17 @@ impl GpuLora {
 pub struct LoraPart {
     /// Index into [`ActiveLoras::adapters`].
     pub adapter: usize,
-    /// First column of its `h` (and row of its `Bᵀ` block).
+    /// First column of its `h` and of its `B` in the site's block.
     pub j0: usize,
 }
 
 /// The active adapters of one adapted (layer, matrix).
 pub struct LoraSite {
-    /// `R`: the columns of `h`, the rows of the stacked `Bᵀ`.
-    pub rank: usize,
-    /// Offset (f32 elements) of the stacked `Bᵀ` `[R, N]` in [`ActiveLoras::bt`].
-    pub bt_off: usize,
+    /// `R₃₂`: the columns of `h` and of the `B` block (`Σ r_i` padded with zeros).
+    pub width: usize,
+    pub n_out: usize,
+    /// Byte offset of the `B` block `[N, R₃₂]` in [`ActiveLoras::b`].
+    pub b_at: u64,
     pub parts: Vec<LoraPart>,
 }
 
@@ -160,16 +200,17 @@ pub struct ActiveLoras {
     pub adapters: Vec<(Arc<GpuLora>, f32)>,
     /// `[layer][target]`.
     pub sites: Vec<[Option<LoraSite>; 6]>,
-    /// The stacked `Bᵀ` blocks (an adapter's own buffer when only one is active).
-    pub bt: wgpu::Buffer,
-    /// Largest `R` of a site (sizes the `h` regions).
+    /// The `B` blocks (an adapter's own buffer when only one is active).
+    pub b: wgpu::Buffer,
+    /// Largest `R₃₂` of a site (sizes the `h` regions).
     pub max_rank: usize,
 }
 
 impl ActiveLoras {
-    /// Plans the stacked `Bᵀ` blocks of `adapters` (in order) and fills them on the GPU.
+    /// Plans the `B` blocks of `adapters` (in order): with one adapter, its own; with
+    /// several, their columns side by side in a new buffer.
     ///
-    /// Errors: [`EngineError::TooLarge`] when the stacked blocks exceed one binding;
+    /// Errors: [`EngineError::TooLarge`] when the blocks exceed one binding;
     /// [`EngineError::InvalidInput`] for a non-finite scale.
     pub fn new(
         gpu: &GpuContext,
@@ -184,77 +225,66 @@ impl ActiveLoras {
         }
         let mut sites: Vec<[Option<LoraSite>; 6]> =
             (0..n_layer).map(|_| Default::default()).collect();
-        let mut at = 0usize;
+        let mut specs = Vec::new();
         let mut max_rank = 0;
         for (layer, row) in sites.iter_mut().enumerate() {
             for t in LoraTarget::ALL {
                 let mut parts = Vec::new();
+                let mut bs = Vec::new();
                 let mut rank = 0;
                 let mut n_out = 0;
+                let mut own_at = 0;
                 for (i, (l, _)) in adapters.iter().enumerate() {
                     if let Some(m) = l.mats.get(layer).and_then(|r| r[t.index()].as_ref()) {
                         parts.push(LoraPart {
                             adapter: i,
                             j0: rank,
                         });
+                        bs.push((m.b.as_slice(), m.rank));
                         rank += m.rank;
                         n_out = m.n_out;
+                        own_at = m.b_at;
                     }
                 }
                 if parts.is_empty() {
                     continue;
                 }
-                max_rank = max_rank.max(rank);
+                let width = rank.next_multiple_of(RANK_STEP);
+                max_rank = max_rank.max(width);
+                specs.push((n_out, width, bs));
                 row[t.index()] = Some(LoraSite {
-                    rank,
-                    bt_off: at,
+                    width,
+                    n_out,
+                    b_at: own_at,
                     parts,
                 });
-                at += rank * n_out;
             }
         }
-        let bt = if adapters.len() == 1 {
-            // One adapter: its own blocks are already the stacked ones.
-            adapters[0].0.bt.clone()
-        } else {
-            let bytes = (at.max(4) * 4) as u64;
-            if bytes > gpu.max_binding() {
-                return Err(EngineError::TooLarge {
-                    what: format!(
-                        "the active adapters' B matrices need {bytes} bytes in one binding; the device allows {}",
-                        gpu.max_binding()
-                    ),
-                });
-            }
-            let stacked = buffer::storage(gpu, "active LoRA Bᵀ", bytes);
-            let mut enc = gpu.device.create_command_encoder(&Default::default());
-            for (layer, row) in sites.iter().enumerate() {
-                for t in LoraTarget::ALL {
-                    let Some(site) = &row[t.index()] else {
-                        continue;
-                    };
-                    for part in &site.parts {
-                        let l = &adapters[part.adapter].0;
-                        let Some(m) = l.mats[layer][t.index()].as_ref() else {
-                            continue;
-                        };
-                        enc.copy_buffer_to_buffer(
-                            &l.bt,
-                            (m.bt_off * 4) as u64,
-                            &stacked,
-                            ((site.bt_off + part.j0 * m.n_out) * 4) as u64,
-                            (m.rank * m.n_out * 4) as u64,
-                        );
-                    }
+        let b = match adapters.as_slice() {
+            // One adapter: its own blocks, at their offsets.
+            [(one, _)] => one.b.clone(),
+            _ => {
+                let (offs, packed) = pack_b(align(gpu), &specs);
+                if packed.len() as u64 > gpu.max_binding() {
+                    return Err(EngineError::TooLarge {
+                        what: format!(
+                            "the active adapters' B matrices need {} bytes in one binding; the device allows {}",
+                            packed.len(),
+                            gpu.max_binding()
+                        ),
+                    });
                 }
+                let mut offs = offs.into_iter();
+                for site in sites.iter_mut().flat_map(|r| r.iter_mut()).flatten() {
+                    site.b_at = offs.next().unwrap_or(0);
+                }
+                buffer::storage_init(gpu, "active LoRA B", &packed)?
             }
-            gpu.queue.submit([enc.finish()]);
-            stacked
         };
         Ok(ActiveLoras {
             adapters,
             sites,
-            bt,
+            b,
             max_rank,
         })
     }
@@ -283,9 +313,23 @@ impl ActiveLoras {
     pub fn term(&self, layer: usize, t: LoraTarget, h_off: usize) -> Option<LoraArgs> {
         self.site(layer, t).map(|s| LoraArgs {
             h_off,
-            h_stride: s.rank,
-            rank: s.rank,
-            bt_off: s.bt_off,
+            h_stride: s.width,
+            rank: s.width,
+            b_off: (s.b_at / 4) as usize,
+        })
+    }
+
+    /// The `B` block of (layer, target) as a matrix `[N, R₃₂]` (the prefill product `B h`).
+    pub fn b_matrix(&self, layer: usize, t: LoraTarget) -> Option<GpuMatrix> {
+        self.site(layer, t).map(|s| GpuMatrix {
+            name: format!("LoRA B {}@{layer}", t.name()),
+            buffer: self.b.clone(),
+            offset: s.b_at,
+            dtype: crate::DType::F32,
+            row0: 0,
+            n_out: s.n_out,
+            n_in: s.width,
+            row_bytes: s.width * 4,
         })
     }
 }

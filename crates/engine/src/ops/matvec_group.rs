@@ -111,7 +111,8 @@ pub fn matvec_group(
         .map(|(m, _)| m.n_in / matvec_step(m.dtype))
         .max()
         .unwrap_or(1) as u32;
-    let lanes = steps.next_power_of_two().clamp(4, 32);
+    let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
+    let lanes = crate::ops::matmul::mv_lanes(steps, rows_max);
     let rows = 256 / lanes;
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
@@ -252,6 +253,7 @@ mod tests {
                 y_stride: n,
                 act: a,
                 accumulate: false,
+                add_before_act: false,
                 bias_off: (i == 1).then_some(0),
                 rows: Count::Tokens,
                 scale: 1.0,

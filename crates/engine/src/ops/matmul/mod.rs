@@ -49,7 +49,7 @@ struct Params {
     lora_rank: u32,
     lora_h: u32,
     lora_stride: u32,
-    lora_bt: u32,
+    lora_b: u32,
     _p: [u32; 3],
 }
 
@@ -66,6 +66,10 @@ pub struct MatmulArgs {
     pub act: Act,
     /// `y += result` (residual add) instead of `y = result`.
     pub accumulate: bool,
+    /// `y = act(y + raw sum)`: adds to y before the activation (the LoRA second product
+    /// `B h` of a pass, added before the base product's activation); overrides
+    /// `accumulate`. Needs scale 1 and no bias to mean exactly that.
+    pub add_before_act: bool,
     /// Bias `[N]` in `vecs` at this offset.
     pub bias_off: Option<usize>,
     /// Tokens (T) or gathered rows (R).
@@ -73,19 +77,21 @@ pub struct MatmulArgs {
     /// Multiplies the raw sum, before the LoRA term, bias and activation (1 for the
     /// model's own products; the adapter's scale for a LoRA first product `h = s · A x`).
     pub scale: f32,
-    /// The LoRA term added to the raw sum: `y = act(W x + Bᵀᵀ h + bias)`.
+    /// The LoRA term the matrix × vector variant (decode) adds to its raw sum:
+    /// `y = act(W x + B h + bias)`. The tiled variants do not: the graph runs `B h` as a
+    /// product of its own for the passes they serve.
     pub lora: Option<LoraArgs>,
 }
 
 /// Where the LoRA term of a product reads (offsets in f32 elements): `h` `[rows, rank]`
-/// in `act` at `h_off` (row stride `h_stride`), `Bᵀ` `[rank, N]` in the graph's LoRA
-/// buffer ([`Ctx::lora`]) at `bt_off`.
+/// in `act` at `h_off` (row stride `h_stride`), `B` `[N, rank]` (row-major) in the
+/// graph's LoRA buffer ([`Ctx::lora`]) at `b_off`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraArgs {
     pub h_off: usize,
     pub h_stride: usize,
     pub rank: usize,
-    pub bt_off: usize,
+    pub b_off: usize,
 }
 
 impl MatmulArgs {
@@ -108,7 +114,7 @@ impl MatmulArgs {
         if m.row0 != 0 || l.rank == 0 {
             return Err(op_err(op, format!("{}: unsupported LoRA term", m.name)));
         }
-        let fields = [l.rank, l.h_off, l.h_stride, l.bt_off].map(|v| v as u32);
+        let fields = [l.rank, l.h_off, l.h_stride, l.b_off].map(|v| v as u32);
         Ok((self.scale, fields, Some(buf)))
     }
 }
@@ -202,35 +208,29 @@ fn build<'a>(
         y_off: a.y_off as u32,
         y_stride: a.y_stride as u32,
         act: a.act as u32,
-        accumulate: u32::from(a.accumulate),
+        accumulate: if a.add_before_act {
+            2
+        } else {
+            u32::from(a.accumulate)
+        },
         bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
         rows_sel: u32::from(a.rows == Count::Rows),
         scale,
         lora_rank: lf[0],
         lora_h: lf[1],
         lora_stride: lf[2],
-        lora_bt: lf[3],
+        lora_b: lf[3],
         _p: [0; 3],
     };
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
     }
-    // Bindings 2.. in order, then the LoRA weights at 7.
+    // Bindings 2.. in order (the matrix × vector variant: then the LoRA weights at 7).
     let numbered = |r: Vec<wgpu::BindingResource<'a>>| -> Vec<(u32, wgpu::BindingResource<'a>)> {
-        let mut v: Vec<_> = r
-            .into_iter()
+        r.into_iter()
             .enumerate()
             .map(|(i, r)| (2 + i as u32, r))
-            .collect();
-        if let Some(b) = lora_buf {
-            v.push((7, b.as_entire_binding()));
-        }
-        v
-    };
-    let lora_spec = |k: &mut PipelineKey| {
-        if lora_buf.is_some() {
-            k.spec.push(("LORA", 1));
-        }
+            .collect()
     };
     let sep = u32::from(out.is_some());
     // Bindings 2.. : W (its range of a possibly shared buffer), vecs, act, [logits].
@@ -248,14 +248,10 @@ fn build<'a>(
         }
         r
     };
-    let key = |op| {
-        let mut k = PipelineKey {
-            op,
-            dtype: Some(m.dtype),
-            spec: vec![("OUT_SEP", sep)],
-        };
-        lora_spec(&mut k);
-        k
+    let key = |op| PipelineKey {
+        op,
+        dtype: Some(m.dtype),
+        spec: vec![("OUT_SEP", sep)],
     };
     let n_out = m.n_out as u32;
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
@@ -285,12 +281,11 @@ fn build<'a>(
         }
         if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
-            let mut rk = PipelineKey {
+            let rk = PipelineKey {
                 op: "matmul_reduce",
                 dtype: None,
                 spec: vec![("KSPLIT", ks)],
             };
-            lora_spec(&mut rk);
             reduce = Some(cx.node_at(
                 "matmul_reduce",
                 layer,
@@ -348,20 +343,24 @@ fn build<'a>(
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
-        .unwrap_or_else(|| steps.next_power_of_two().clamp(4, 32));
+        .unwrap_or_else(|| mv_lanes(steps, m.n_out));
     let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
     let mut mk = PipelineKey {
         op: "matvec",
         dtype: Some(m.dtype),
         spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
     };
-    lora_spec(&mut mk);
+    let mut mv_res = numbered(bind(true));
+    if let Some(b) = lora_buf {
+        mk.spec.push(("LORA", 1));
+        mv_res.push((7, b.as_entire_binding()));
+    }
     let small = cx.node_at(
         op,
         layer,
         &mk,
         &p,
-        numbered(bind(true)),
+        mv_res,
         Grid::Tiles {
             x: n_out.div_ceil(256 / lanes),
             count: a.rows,
@@ -393,6 +392,15 @@ fn build<'a>(
         });
     }
     Ok((node, reduce))
+}
+
+/// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,
+/// up to a subgroup (32) — and up to the whole workgroup (256, the rows summed in
+/// workgroup memory) for matrices of at most 128 rows (the low-rank first products), whose
+/// few rows would otherwise leave most SMs idle.
+pub(crate) fn mv_lanes(steps: u32, n_out: usize) -> u32 {
+    let most = if n_out <= 128 { 256 } else { 32 };
+    steps.next_power_of_two().clamp(4, most)
 }
 
 /// CPU reference: `y[t, r] = act(Σ_k W[r, k] x[t, k] + bias[r])` with `W` decoded to f32
