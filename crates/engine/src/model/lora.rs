@@ -51,9 +51,13 @@ pub struct GpuLora {
     pub bytes: u64,
 }
 
-/// `B` blocks `[n_out, width]` in one buffer at aligned offsets, from `(n_out, rank, B)`
-/// parts written side by side from column 0: the block offsets and the bytes.
-fn pack_b(align: usize, blocks: &[(usize, usize, Vec<(&[f32], usize)>)]) -> (Vec<u64>, Vec<u8>) {
+/// One `B` block to pack: `n_out`, width, and the `(B [n_out, rank], rank)` parts side by
+/// side from column 0.
+type BlockSpec<'a> = (usize, usize, Vec<(&'a [f32], usize)>);
+
+/// `B` blocks `[n_out, width]` in one buffer at aligned offsets: the block offsets and the
+/// bytes.
+fn pack_b(align: usize, blocks: &[BlockSpec]) -> (Vec<u64>, Vec<u8>) {
     let mut out: Vec<u8> = Vec::new();
     let mut offs = Vec::new();
     for (n_out, width, parts) in blocks {
