@@ -91,6 +91,13 @@ pub struct BenchReport {
     /// Figures of peers run in the same command (`web-rwkv`: {…}).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub peer: BTreeMap<String, serde_json::Value>,
+    /// LoRA adapters applied to every measured pass (`name ×scale (rank r)`); empty: the
+    /// base model. Quality is always the base's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lora: Vec<String>,
+    /// The initial-state file every measured sequence started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_state: Option<String>,
 }
 
 impl BenchReport {

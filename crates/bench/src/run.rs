@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use rwkv_engine::{CancelToken, Engine, LoadOptions, Result, Rows, SeqInput, Want};
+use rwkv_engine::{
+    CancelToken, Engine, InitState, LoadOptions, LoraAdapter, Result, Rows, SeqInput, StateId, Want,
+};
 
 use crate::quality;
 use crate::report::{BenchReport, Figure, ModelFacts};
@@ -29,6 +31,11 @@ pub struct BenchOptions {
     pub reference: Option<std::path::PathBuf>,
     pub commit: String,
     pub command: String,
+    /// LoRA adapters applied to every pass: file and scale (`None`: the file's
+    /// alpha / rank, else 1).
+    pub loras: Vec<(std::path::PathBuf, Option<f32>)>,
+    /// A state-tuned initial state every measured sequence starts from.
+    pub init_state: Option<std::path::PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -46,7 +53,40 @@ impl Default for BenchOptions {
             reference: None,
             commit: String::new(),
             command: String::new(),
+            loras: Vec::new(),
+            init_state: None,
         }
+    }
+}
+
+/// Reads and applies the adapters of `opts` on `eng`: their descriptions
+/// (`name ×scale (rank r)`), the initial state, and the time it took (read + upload +
+/// activation), ms.
+fn apply_adapters(
+    eng: &mut Engine,
+    opts: &BenchOptions,
+) -> Result<(Vec<String>, Option<InitState>, f64)> {
+    let t = Instant::now();
+    let mut active = Vec::new();
+    let mut names = Vec::new();
+    for (path, scale) in &opts.loras {
+        let a = LoraAdapter::open(path)?;
+        let s = scale.unwrap_or_else(|| a.default_scale());
+        names.push(format!("{} ×{s} (rank {})", a.name, a.rank()));
+        active.push((eng.load_lora(&a)?, s));
+    }
+    eng.set_active_loras(&active)?;
+    let init = opts.init_state.as_ref().map(InitState::open).transpose()?;
+    // The GPU work of the upload and the copies is part of the adapter's load.
+    eng.gpu().wait()?;
+    Ok((names, init, ms(t)))
+}
+
+/// A new state: the initial state when there is one, else zeros.
+fn fresh(eng: &mut Engine, init: Option<&InitState>) -> Result<StateId> {
+    match init {
+        Some(i) => eng.new_state_from(i),
+        None => eng.new_state(),
     }
 }
 
@@ -141,6 +181,11 @@ pub fn run(
         None => Engine::load(path, &opts.load)?,
     };
     figures.insert("load_ms".into(), Figure::of(&loads));
+    let (lora_names, init, lora_ms) = apply_adapters(&mut eng, opts)?;
+    if !opts.loras.is_empty() {
+        figures.insert("lora_load_ms".into(), Figure::of(&[lora_ms]));
+    }
+    let init = init.as_ref();
     let vocab = eng.config().vocab_size;
     let cancel = CancelToken::new();
     let logits_only = Want {
@@ -155,7 +200,7 @@ pub fn run(
         let toks = tokens(len as u64, len, vocab);
         let mut v = Vec::new();
         for r in 0..=opts.repeat {
-            let st = eng.new_state()?;
+            let st = fresh(&mut eng, init)?;
             let t = Instant::now();
             eng.forward(
                 &[SeqInput {
@@ -182,7 +227,7 @@ pub fn run(
     let prompt = tokens(7, 212, vocab);
     let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..=opts.repeat {
-        let st = eng.new_state()?;
+        let st = fresh(&mut eng, init)?;
         let mut greedy = |l: &mut [f32]| -> Result<u32> {
             Ok(l.iter()
                 .enumerate()
@@ -217,7 +262,7 @@ pub fn run(
     let mut doc_state = None;
     for r in 0..=opts.repeat {
         let t = Instant::now();
-        let st = eng.new_state()?;
+        let st = fresh(&mut eng, init)?;
         eng.forward(
             &[SeqInput {
                 state: st,
@@ -294,9 +339,14 @@ pub fn run(
     figures.insert("tokenize_us".into(), Figure::of(&tk));
 
     say("quality");
+    // Quality is the base model's (its reference is the base's): adapters off for it.
     let q = if opts.quality {
+        let active = eng.active_loras().to_vec();
+        eng.set_active_loras(&[])?;
         let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
-        Some(quality::check(&mut eng, &reference)?)
+        let q = quality::check(&mut eng, &reference)?;
+        eng.set_active_loras(&active)?;
+        Some(q)
     } else {
         None
     };
@@ -342,6 +392,8 @@ pub fn run(
         quality: q,
         figures,
         peer: BTreeMap::new(),
+        lora: lora_names,
+        init_state: opts.init_state.as_ref().map(|p| p.display().to_string()),
     })
 }
 
