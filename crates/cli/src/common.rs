@@ -162,26 +162,6 @@ impl ModelArgs {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lora_arguments_split_file_and_scale() {
-        let l = parse_lora("a/b.gguf:0.5").unwrap();
-        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.gguf"), Some(0.5)));
-        let l = parse_lora("a/b.pth").unwrap();
-        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.pth"), None));
-        // A colon in the path that is not followed by a number stays in the path.
-        let l = parse_lora("C:\\lora\\x.safetensors").unwrap();
-        assert_eq!(l.path.to_str(), Some("C:\\lora\\x.safetensors"));
-        assert_eq!(parse_lora("x.pth:-2").unwrap().scale, Some(-2.0));
-        assert!(parse_lora("x.pth:inf").is_err());
-        assert!(parse_lora(":1").is_err());
-        assert!(parse_lora("").is_err());
-    }
-}
-
 /// Prints `lead`, then generates from `prompt` into `state` with `opts`, streaming the
 /// text to stdout as it comes, and ends the line.
 pub fn generate_to_stdout(
@@ -202,4 +182,24 @@ pub fn generate_to_stdout(
     })?;
     writeln!(out)?;
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lora_arguments_split_file_and_scale() {
+        let l = parse_lora("a/b.gguf:0.5").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.gguf"), Some(0.5)));
+        let l = parse_lora("a/b.pth").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.pth"), None));
+        // A colon in the path that is not followed by a number stays in the path.
+        let l = parse_lora("C:\\lora\\x.safetensors").unwrap();
+        assert_eq!(l.path.to_str(), Some("C:\\lora\\x.safetensors"));
+        assert_eq!(parse_lora("x.pth:-2").unwrap().scale, Some(-2.0));
+        assert!(parse_lora("x.pth:inf").is_err());
+        assert!(parse_lora(":1").is_err());
+        assert!(parse_lora("").is_err());
+    }
 }

@@ -307,8 +307,8 @@ fn gguf_header(file: &ModelFile, err: &dyn Fn(String) -> EngineError) -> Result<
     match file.meta("adapter.lora.alpha") {
         None => Ok(None),
         Some(v) => match v.as_f64() {
-            Some(0.0) => Ok(None),
-            Some(a) => Ok(Some(a as f32)),
+            // llama.cpp writes 0 when the converter had no alpha: "none".
+            Some(a) => Ok((a != 0.0).then_some(a as f32)),
             None => Err(err(format!("adapter.lora.alpha is {v:?}, not a number"))),
         },
     }
