@@ -1,6 +1,7 @@
 //! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
+mod cmd_adapter;
 mod cmd_bench;
 mod cmd_embed;
 mod cmd_eval;
@@ -48,8 +49,11 @@ enum Command {
     Fields(cmd_fields::FieldsArgs),
     /// List the GPU adapters wgpu sees.
     Adapters,
-    /// Show what a model file holds: format, config, tokenizer, tensors, totals.
+    /// Show what a model file holds: format, config, tokenizer, tensors, totals; on a LoRA
+    /// adapter or state-tuning file: format, rank, alpha, default scale, targets, base shape.
     Inspect(cmd_inspect::Args),
+    /// Merge LoRA adapters into a base model: a standalone SafeTensors model (W + SCALE·B·A).
+    Merge(cmd_adapter::MergeArgs),
     /// Turn text into World token ids (the model's vocabulary with --model).
     Tokenize(cmd_tokenize::tokenize::Args),
     /// Turn World token ids back into text.
@@ -112,7 +116,11 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Inspect(args) => cmd_inspect::run(args),
+        Command::Inspect(args) => match cmd_adapter::inspect(&args)? {
+            true => Ok(()),
+            false => cmd_inspect::run(args),
+        },
+        Command::Merge(a) => cmd_adapter::merge(a),
         Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
         Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
         Command::Synth(args) => cmd_synth::run(args),

@@ -1,0 +1,101 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+//! `rwkv inspect` on adapter / state files and `rwkv merge`, run as the binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn rwkv(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run rwkv");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn inspect_describes_a_gguf_lora() {
+    let (ok, out, err) = rwkv(&[
+        "inspect",
+        "--json",
+        "tests/fixtures/adapters/rwkv7-small.lora.gguf",
+    ]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // make_adapters.py: small = rank 8, alpha 2r, every attention and FFN matrix of 4 layers.
+    assert_eq!(j["kind"], "lora");
+    assert_eq!(j["format"], "Gguf");
+    assert_eq!(j["rank"], 8);
+    assert_eq!(j["alpha"], 16.0);
+    assert_eq!(j["default_scale"], 2.0);
+    assert_eq!(j["n_embd"], 256);
+    assert_eq!(j["ffn_dim"], 1024);
+    assert_eq!(j["min_layers"], 4);
+    let targets = j["targets"].as_object().unwrap();
+    assert_eq!(targets.len(), 6);
+    assert!(targets
+        .values()
+        .all(|l| l == &serde_json::json!([0, 1, 2, 3])));
+}
+
+#[test]
+fn inspect_describes_a_state_and_says_pth_has_no_alpha() {
+    let (ok, out, err) = rwkv(&["inspect", "tests/fixtures/adapters/rwkv7-tiny.state.pth"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("2 layers × 2 heads × 64×64"), "{out}");
+    let (ok, out, err) = rwkv(&["inspect", "tests/fixtures/adapters/rwkv7-tiny.lora.pth"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("rank          16") && out.contains("default scale 1"),
+        "{out}"
+    );
+}
+
+#[test]
+fn merge_writes_a_loadable_model_and_refuses_a_mismatch() {
+    let dir = std::env::temp_dir().join(format!("rwkv-merge-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("m.safetensors");
+    let out_s = out.to_str().unwrap();
+    let (ok, stdout, err) = rwkv(&[
+        "merge",
+        "--base",
+        "../shared/fixtures/rwkv7-tiny.safetensors",
+        "--lora",
+        "tests/fixtures/adapters/rwkv7-tiny.lora.pth:2",
+        "--out",
+        out_s,
+    ]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("12 adapted"), "{stdout}");
+    assert!(err.contains("scale 2"), "{err}");
+    let (ok, desc, err) = rwkv(&["inspect", out_s]);
+    assert!(ok, "{err}");
+    assert!(desc.contains("2 layers, C 128"), "{desc}");
+    // The tiny adapter on the small model: refused, naming the tensor; nothing written.
+    let bad = dir.join("bad.safetensors");
+    let (ok, _, err) = rwkv(&[
+        "merge",
+        "--base",
+        "../shared/fixtures/rwkv7-small-Q4_K_M.gguf",
+        "--lora",
+        "tests/fixtures/adapters/rwkv7-tiny.lora.gguf",
+        "--out",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("blocks.0.att.receptance") && err.contains("256×256"),
+        "{err}"
+    );
+    assert!(!bad.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
