@@ -190,19 +190,6 @@ pub fn inspect(args: &crate::cmd_inspect::Args) -> anyhow::Result<bool> {
     }
 }
 
-/// `FILE[:SCALE]` → (file, scale). A suffix after the last `:` that parses as a number is
-/// the scale; otherwise the whole string is the file (so `C:\x.gguf` stays a path).
-pub fn parse_lora_spec(s: &str) -> (PathBuf, Option<f32>) {
-    if let Some((file, scale)) = s.rsplit_once(':') {
-        if let Ok(v) = scale.parse::<f32>() {
-            if !file.is_empty() {
-                return (PathBuf::from(file), Some(v));
-            }
-        }
-    }
-    (PathBuf::from(s), None)
-}
-
 #[derive(clap::Args, Debug)]
 pub struct MergeArgs {
     /// Base model: GGUF, SafeTensors or PyTorch .pth (any encoding the engine reads).
@@ -212,8 +199,8 @@ pub struct MergeArgs {
     /// GGUF adapter. The delta added is SCALE·B·A; SCALE defaults to alpha / rank when the
     /// file holds alpha (GGUF adapter.lora.alpha, SafeTensors lora_alpha) and to 1
     /// otherwise (RWKV-PEFT .pth files hold no alpha: pass alpha / r of the training run).
-    #[arg(long = "lora", required = true, value_name = "FILE[:SCALE]")]
-    pub loras: Vec<String>,
+    #[arg(long = "lora", required = true, value_name = "FILE[:SCALE]", value_parser = crate::common::parse_lora)]
+    pub loras: Vec<crate::common::LoraSpec>,
     /// Output SafeTensors file (BlinkDL names; adapted matrices F32, the rest as the base
     /// holds them, block-quantized ones decoded to F32).
     #[arg(long)]
@@ -225,9 +212,8 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let base = ModelFile::open(&args.base)?;
     let mut loaded = Vec::new();
     for spec in &args.loras {
-        let (file, scale) = parse_lora_spec(spec);
-        let a = LoraAdapter::open(&file)?;
-        let s = scale.unwrap_or_else(|| a.default_scale());
+        let a = LoraAdapter::open(&spec.path)?;
+        let s = spec.scale.unwrap_or_else(|| a.default_scale());
         loaded.push((a, s));
     }
     let pairs: Vec<(&LoraAdapter, f32)> = loaded.iter().map(|(a, s)| (a, *s)).collect();
@@ -256,24 +242,6 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lora_specs_parse() {
-        assert_eq!(parse_lora_spec("a.gguf"), (PathBuf::from("a.gguf"), None));
-        assert_eq!(
-            parse_lora_spec("a.gguf:0.5"),
-            (PathBuf::from("a.gguf"), Some(0.5))
-        );
-        assert_eq!(
-            parse_lora_spec("dir:x/a.pth"),
-            (PathBuf::from("dir:x/a.pth"), None)
-        );
-        assert_eq!(
-            parse_lora_spec("C:\\a.pth:2"),
-            (PathBuf::from("C:\\a.pth"), Some(2.0))
-        );
-        assert_eq!(parse_lora_spec(":2"), (PathBuf::from(":2"), None));
-    }
 
     #[test]
     fn layer_lists_compress() {

@@ -60,7 +60,8 @@ pub struct ModelArgs {
     pub max_gpu_mb: Option<u64>,
     /// LoRA adapter applied to every pass, repeatable: RWKV-PEFT .pth / .safetensors or a
     /// llama.cpp GGUF adapter. The delta of each adapted matrix is SCALE · B·A; SCALE
-    /// defaults to alpha / rank when the file holds alpha (GGUF adapters), else 1.
+    /// defaults to alpha / rank when the file holds alpha (GGUF `adapter.lora.alpha`,
+    /// SafeTensors `lora_alpha`), else 1 (RWKV-PEFT .pth files hold none).
     #[arg(long = "lora", value_name = "FILE[:SCALE]", value_parser = parse_lora)]
     pub lora: Vec<LoraSpec>,
     /// State-tuned initial state (RWKV-PEFT `blocks.N.att.time_state`, .pth /
@@ -197,6 +198,10 @@ mod tests {
         // A colon in the path that is not followed by a number stays in the path.
         let l = parse_lora("C:\\lora\\x.safetensors").unwrap();
         assert_eq!(l.path.to_str(), Some("C:\\lora\\x.safetensors"));
+        let l = parse_lora("dir:x/a.pth").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("dir:x/a.pth"), None));
+        let l = parse_lora("C:\\a.pth:2").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("C:\\a.pth"), Some(2.0)));
         assert_eq!(parse_lora("x.pth:-2").unwrap().scale, Some(-2.0));
         assert!(parse_lora("x.pth:inf").is_err());
         assert!(parse_lora(":1").is_err());
