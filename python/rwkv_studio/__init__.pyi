@@ -74,8 +74,14 @@ class Model:
         *,
         adapter: Union[int, str, None] = None,
         chunk: int = 256,
-        lora: None = None,
-        init_state: None = None,
+        lora: Union[
+            str,
+            os.PathLike[str],
+            tuple[Union[str, os.PathLike[str]], float],
+            Sequence[Union[str, os.PathLike[str], tuple[Union[str, os.PathLike[str]], float]]],
+            None,
+        ] = None,
+        init_state: Union[str, os.PathLike[str], None] = None,
     ) -> None:
         """Loads ``path`` onto a GPU.
 
@@ -85,15 +91,20 @@ class Model:
                 substring; ``None`` picks a discrete GPU first (``RWKV_ADAPTER`` overrides).
             chunk: most tokens per forward pass (prefill chunk, ≥ 1; clamped to what the
                 device binds).
-            lora: LoRA adapters — **not supported yet** (a separate, not-yet-built engine
-                feature). Anything but ``None`` raises ``ValueError`` naming it.
-            init_state: state-tuned initial states — **not supported yet**; anything but
-                ``None`` raises ``ValueError``. Use :meth:`State.load` for saved states.
+            lora: LoRA adapters applied to every pass, run time on the base as it is stored
+                (Q4_K stays Q4_K): a file, a ``(file, scale)`` pair, or a list of them.
+                RWKV-PEFT ``.pth`` / ``.safetensors`` or llama.cpp GGUF adapters. Each
+                adapted matrix gets ``scale · B·A``; the scale defaults to alpha / rank
+                when the file holds alpha, else 1 (docs/adapters.md).
+            init_state: a state-tuned initial state (RWKV-PEFT ``time_state``, ``.pth`` /
+                ``.safetensors``): every new sequence (``generate`` / ``logits`` /
+                ``prefill`` / ``embed`` / ``fields`` without a state) starts from it.
 
         Raises:
             FileNotFoundError / OSError: the file cannot be read.
             ValueError: not a well-formed RWKV-7 model file (names the tensor), ``chunk``
-                of 0, ``lora`` / ``init_state`` given.
+                of 0, an adapter or initial-state file that is bad or not for this model
+                (names the file and tensor), a non-finite scale.
             RuntimeError: no GPU adapter (on Linux without a GPU install Mesa's lavapipe,
                 ``mesa-vulkan-drivers``), the adapter asked for does not exist, the model
                 does not fit the device.

@@ -63,7 +63,11 @@ impl TextStream {
                     let mut eng = shared.lock()?;
                     let (st, temp) = match &target.state {
                         Some((id, _)) => (*id, false),
-                        None => (eng.new_state()?, true),
+                        // A new sequence: the model's initial state (a fork), else zeros.
+                        None => match shared.init {
+                            Some(i) => (eng.fork_state(i)?, true),
+                            None => (eng.new_state()?, true),
+                        },
                     };
                     let r = eng.generate_text(st, &prompt, &opts, &c, &mut |ev| {
                         let TextEvent::Text { text, .. } = ev;

@@ -12,7 +12,9 @@ use pyo3::types::{PyDict, PyString};
 use rwkv_engine::analysis::{EmbedInput, Field, FieldOptions};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{Engine, EngineError, GenerateOptions, LoadOptions, Pooling, StateId};
+use rwkv_engine::{
+    Engine, EngineError, GenerateOptions, InitState, LoadOptions, LoraAdapter, Pooling, StateId,
+};
 
 use crate::fields::FieldAnalysis;
 use crate::generate::{Target, TextStream};
@@ -50,6 +52,35 @@ fn state_of(
     }
 }
 
+/// `lora=`: a path, a `(path, scale)` pair, or a list of them.
+fn lora_specs(lora: Option<Bound<'_, PyAny>>) -> PyResult<Vec<(PathBuf, Option<f32>)>> {
+    let Some(l) = lora else {
+        return Ok(Vec::new());
+    };
+    let one = |x: &Bound<'_, PyAny>| -> PyResult<(PathBuf, Option<f32>)> {
+        if let Ok((p, s)) = x.extract::<(PathBuf, f32)>() {
+            if !s.is_finite() {
+                return Err(PyValueError::new_err(format!(
+                    "lora: scale {s} is not finite"
+                )));
+            }
+            return Ok((p, Some(s)));
+        }
+        x.extract::<PathBuf>().map(|p| (p, None)).map_err(|_| {
+            PyValueError::new_err("lora: expected a path, a (path, scale) pair, or a list of them")
+        })
+    };
+    if let Ok(single) = one(&l) {
+        return Ok(vec![single]);
+    }
+    l.try_iter()
+        .map_err(|_| {
+            PyValueError::new_err("lora: expected a path, a (path, scale) pair, or a list of them")
+        })?
+        .map(|x| one(&x?))
+        .collect()
+}
+
 /// An RWKV-7 model (GGUF, SafeTensors or `.pth`) loaded onto a GPU:
 /// `Model(path, *, adapter=None, chunk=256, lora=None, init_state=None)`.
 /// Shapes, dtypes and exceptions of every method: `rwkv_studio/__init__.pyi`.
@@ -70,19 +101,8 @@ impl Model {
         lora: Option<Bound<'_, PyAny>>,
         init_state: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        if lora.is_some() {
-            return Err(PyValueError::new_err(
-                "lora: LoRA adapters are not supported yet (RWKV Studio's engine does not \
-                 load LoRA weights so far); pass lora=None",
-            ));
-        }
-        if init_state.is_some() {
-            return Err(PyValueError::new_err(
-                "init_state: state-tuned initial states are not supported yet (RWKV \
-                 Studio's engine does not load them so far); pass init_state=None, or \
-                 start from a saved state with State.load",
-            ));
-        }
+        let loras = lora_specs(lora)?;
+        let init_path: Option<PathBuf> = init_state.map(|p| p.extract()).transpose()?;
         if chunk == 0 {
             return Err(PyValueError::new_err(
                 "chunk = 0: expected at least 1 token",
@@ -97,11 +117,25 @@ impl Model {
             max_chunk: chunk,
             ..Default::default()
         };
-        let engine = py
-            .detach(|| Engine::load(&path, &opts))
+        let (engine, init) = py
+            .detach(|| {
+                let mut engine = Engine::load(&path, &opts)?;
+                let mut active = Vec::new();
+                for (p, scale) in &loras {
+                    let a = LoraAdapter::open(p)?;
+                    let s = scale.unwrap_or_else(|| a.default_scale());
+                    active.push((engine.load_lora(&a)?, s));
+                }
+                engine.set_active_loras(&active)?;
+                let init = match &init_path {
+                    Some(p) => Some(engine.new_state_from(&InitState::open(p)?)?),
+                    None => None,
+                };
+                Ok::<_, rwkv_engine::EngineError>((engine, init))
+            })
             .map_err(crate::errors::to_py)?;
         Ok(Model {
-            shared: Shared::new(engine),
+            shared: Shared::new(engine, init),
         })
     }
 
@@ -216,7 +250,9 @@ impl Model {
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let from = state_of(&self.shared, state.as_ref())?.map(|s| s.0);
         let (t, vocab) = (ids.len(), self.shared.info.config.vocab_size);
-        let v = self.shared.run(py, |eng| eng.logits_all(&ids, from))?;
+        let v = self
+            .shared
+            .run(py, |eng| eng.logits_all(&ids, from.or(self.shared.init)))?;
         Ok(Array2::from_shape_vec((t, vocab), v)
             .map_err(shape_err)?
             .into_pyarray(py))
@@ -234,7 +270,9 @@ impl Model {
         state: Option<PyRef<'py, State>>,
     ) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let p = self::pooling(pooling)?;
-        let from = state_of(&self.shared, state.as_ref())?.map(|s| s.0);
+        let from = state_of(&self.shared, state.as_ref())?
+            .map(|s| s.0)
+            .or(self.shared.init);
         let tok = &self.shared.tokenizer;
         let e = self.shared.run(py, |eng| match from {
             None => {
@@ -301,10 +339,13 @@ impl Model {
             },
         };
         let a = self.shared.run(py, |eng| match doc {
-            Doc::None => eng.analyze_fields(&list, None, &opts, None),
+            Doc::None => eng.analyze_fields(&list, self.shared.init, &opts, None),
             Doc::State(st) => eng.analyze_fields(&list, Some(st), &opts, None),
             Doc::Text(ids) => {
-                let st = eng.prefill(&ids)?;
+                let st = match self.shared.init {
+                    Some(i) => eng.prefill_from(i, &ids)?,
+                    None => eng.prefill(&ids)?,
+                };
                 let r = eng.analyze_fields(&list, Some(st), &opts, None);
                 let _ = eng.free_state(st);
                 r
@@ -328,7 +369,7 @@ impl Model {
             Some((id, n)) => (Some(*id), n.load(Ordering::Relaxed)),
             None => (None, 0),
         };
-        let id = self.shared.run(py, |eng| match from {
+        let id = self.shared.run(py, |eng| match from.or(self.shared.init) {
             Some(p) => eng.prefill_from(p, &ids),
             None => eng.prefill(&ids),
         })?;

@@ -18,6 +18,9 @@ pub struct Shared {
     orphans: Mutex<Vec<StateId>>,
     pub tokenizer: Tokenizer,
     pub info: ModelInfo,
+    /// The state-tuned initial state every new sequence starts from (`init_state=`),
+    /// held in a slot of its own; `None`: zeros.
+    pub init: Option<StateId>,
 }
 
 /// The engine, locked; orphaned states freed first.
@@ -37,8 +40,9 @@ impl std::ops::DerefMut for Locked<'_> {
 }
 
 impl Shared {
-    pub fn new(engine: Engine) -> Arc<Self> {
+    pub fn new(engine: Engine, init: Option<StateId>) -> Arc<Self> {
         Arc::new(Shared {
+            init,
             tokenizer: engine.tokenizer().clone(),
             info: engine.info().clone(),
             engine: Mutex::new(engine),

@@ -21,14 +21,6 @@ def test_malformed_model_is_value_error(tmp_path):
     assert "broken.gguf" in str(e.value)
 
 
-def test_unbuilt_features_are_named(tmp_path):
-    path = fixture("rwkv7-tiny-Q8_0.gguf")
-    with pytest.raises(ValueError, match="LoRA"):
-        rwkv_studio.Model(path, lora="adapter.safetensors")
-    with pytest.raises(ValueError, match="state-tuned"):
-        rwkv_studio.Model(path, init_state="s.pth")
-
-
 def test_unknown_adapter_is_runtime_error():
     with pytest.raises(RuntimeError):
         rwkv_studio.Model(fixture("rwkv7-tiny-Q8_0.gguf"), adapter="no such GPU 1234")
