@@ -119,6 +119,16 @@ pub(super) struct Blocks<'a> {
 }
 
 impl Blocks<'_> {
+    /// k slices for a tensor-core product of `n` rows and depth `k`: [`coop_ksplit`],
+    /// bounded by what the scratch holds at `t_cap` tokens (1 without the split).
+    fn ks(&self, n: usize, k: usize) -> u32 {
+        if !self.split_ok {
+            return 1;
+        }
+        let fits = (self.split.size() / 4) as usize / (self.t_cap * n).max(1);
+        coop_ksplit(n, k).min(fits.max(1) as u32)
+    }
+
     /// The first products `h_i = s_i · A_i x` of the adapters at (l, t) into `h` slot
     /// `slot`, and the base product's LoRA term. A decode step runs a set of them that
     /// share a buffer (r, k, v of one adapter) as one `matvec_group` dispatch.
@@ -144,11 +154,7 @@ impl Blocks<'_> {
                     args.scale = scale;
                     // Few rows, long k: k split on tensor cores, as the model's own
                     // first low-rank products.
-                    let ks = if self.split_ok {
-                        coop_ksplit(a.n_out, a.n_in)
-                    } else {
-                        1
-                    };
+                    let ks = self.ks(a.n_out, a.n_in);
                     let (node, reduce) = matmul_split(
                         self.cx,
                         "lora.a",
@@ -257,11 +263,7 @@ impl Blocks<'_> {
         let base = l * per_layer;
         // The C-row products, with k split on tensor cores (`matmul_split`).
         let big = |name: &'static str, m: &GpuMatrix, args: &MatmulArgs| {
-            let ks = if self.split_ok {
-                coop_ksplit(m.n_out, m.n_in)
-            } else {
-                1
-            };
+            let ks = self.ks(m.n_out, m.n_in);
             matmul_split(cx, name, lid, m, v, act, args, self.split, ks)
         };
         // 1–3: ln1, lerps, shift state (one dispatch)
@@ -408,11 +410,7 @@ impl Blocks<'_> {
                     (names[0], m1, mm(x, c, hid, d, act1, false, None))
                 };
                 // First products (few rows, k = C): k split on tensor cores.
-                let ks = if self.split_ok && !second {
-                    coop_ksplit(m.n_out, m.n_in)
-                } else {
-                    1
-                };
+                let ks = if second { 1 } else { self.ks(m.n_out, m.n_in) };
                 let (node, reduce) = matmul_split(cx, name, lid, m, v, act, &args, self.split, ks)?;
                 nodes.push(node);
                 reduces.push(reduce);

@@ -38,15 +38,18 @@ pub(super) fn coop_tile(n: u32, wg_bytes: u32) -> (u32, u32, u32) {
 
 /// Slices of k for a tensor-core product of `n` rows and depth `k` (see
 /// [`matmul_split`]): products with at most C ≤ 4096 rows leave an H100's SMs half idle
-/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32 (≥ 16 for
-/// the few-row low-rank products).
+/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32. The few-row
+/// low-rank first products (n < 1024: 16 tiles of 32 tokens at 512 tokens) are split much
+/// finer, slices of 8 steps, up to 16 (H100: a 64-row first product with k = 10240 took
+/// 75 µs in 4 slices of 80 steps). The graph bounds it by its scratch.
 pub fn coop_ksplit(n: usize, k: usize) -> u32 {
     if n > 4096 {
         return 1;
     }
-    // Few rows (the low-rank products): a handful of tiles, so slices of ≥ 16 steps.
-    let per = if n < 1024 { 512 } else { 1024 };
-    (k / per).clamp(1, 4) as u32
+    if n < 1024 {
+        return (k / 256).clamp(1, 16) as u32;
+    }
+    (k / 1024).clamp(1, 4) as u32
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
