@@ -421,7 +421,7 @@ mod tests {
                         });
                     }
                 }
-                for (lanes, sg) in [(4, 1), (32, 1), (32, 0)] {
+                for (lanes, sg) in [(4, 1), (32, 1), (32, 0), (256, 0)] {
                     keys.push(PipelineKey {
                         op: "matvec",
                         dtype: Some(d),
