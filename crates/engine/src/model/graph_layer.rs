@@ -239,6 +239,46 @@ impl Blocks<'_> {
         Ok(Some(node))
     }
 
+    /// A C-row product (k split on tensor cores, `matmul_split`) of block `l`.
+    fn big(
+        &self,
+        l: usize,
+        v: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+    ) -> Result<(Node, Node)> {
+        let ks = self.ks(m.n_out, m.n_in);
+        matmul_split(self.cx, name, Some(l), m, v, self.act, args, self.split, ks)
+    }
+
+    /// [`Blocks::big`] with the adapters' `term` at (l, t), when there is one: the node
+    /// (its decode variant adds `B h`), its reduce step, and the prefill's `B h` product
+    /// (into `args.y_off`, no activation) to run after both.
+    #[allow(clippy::too_many_arguments)]
+    fn adapted_big(
+        &self,
+        l: usize,
+        v: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+        t: LoraTarget,
+        term: Option<LoraArgs>,
+    ) -> Result<(Node, Node, Option<Node>)> {
+        let (node, reduce) = self.big(l, v, name, m, args)?;
+        if term.is_none() {
+            return Ok((node, reduce, None));
+        }
+        let dec = MatmulArgs {
+            lora: term,
+            ..*args
+        };
+        let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
+        let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
+        Ok((node, reduce, second))
+    }
+
     /// `node` with the matrix × vector variant of `dec` (the same product with the LoRA
     /// term): decode adds `B h` in that kernel's epilogue.
     fn decode_from(mut node: Node, dec: Node) -> Node {
@@ -261,11 +301,6 @@ impl Blocks<'_> {
         let lid = Some(l);
         let v = &ly.vecs;
         let base = l * per_layer;
-        // The C-row products, with k split on tensor cores (`matmul_split`).
-        let big = |name: &'static str, m: &GpuMatrix, args: &MatmulArgs| {
-            let ks = self.ks(m.n_out, m.n_in);
-            matmul_split(cx, name, lid, m, v, act, args, self.split, ks)
-        };
         // 1–3: ln1, lerps, shift state (one dispatch)
         let shift = LnShiftArgs {
             c,
@@ -314,29 +349,24 @@ impl Blocks<'_> {
         ];
         let mut nodes = Vec::new();
         let mut reduces = Vec::new();
+        let mut seconds = Vec::new();
         let mut segs = Vec::new();
-        for ((name, m, args), term) in rkv.iter().zip(&terms) {
-            let (node, reduce) = big(name, m, args)?;
-            let dec = MatmulArgs {
-                lora: *term,
-                ..*args
-            };
-            let node = if term.is_some() {
-                Self::decode_from(node, big(name, m, &dec)?.0)
-            } else {
-                node
-            };
+        let targets = [LoraTarget::Receptance, LoraTarget::Key, LoraTarget::Value];
+        for (((name, m, args), term), t) in rkv.iter().zip(&terms).zip(targets) {
+            let (node, reduce, second) = self.adapted_big(l, v, name, m, args, t, *term)?;
             nodes.push(node);
             reduces.push(reduce);
-            segs.push((*m, dec));
+            seconds.extend(second);
+            segs.push((
+                *m,
+                MatmulArgs {
+                    lora: *term,
+                    ..*args
+                },
+            ));
         }
         group_decode(cx, "att.rkv", lid, &mut nodes, &segs, v, act)?;
-        let targets = [LoraTarget::Receptance, LoraTarget::Key, LoraTarget::Value];
-        let mut seconds = Vec::new();
-        for (i, (node, reduce)) in nodes.into_iter().zip(reduces).enumerate() {
-            let y = rkv[i].2.y_off;
-            let t = targets[i];
-            seconds.extend(self.lora_second(l, t, terms[i], &node, y, Act::None, false, v)?);
+        for (node, reduce) in nodes.into_iter().zip(reduces) {
             body.push(node);
             body.push(reduce);
         }
@@ -501,13 +531,9 @@ impl Blocks<'_> {
         // 12: x += Wo o
         let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
-        let (mut node, reduce) = big("att.output", &ly.output, &args)?;
-        if term.is_some() {
-            let dec = MatmulArgs { lora: term, ..args };
-            node = Self::decode_from(node, big("att.output", &ly.output, &dec)?.0);
-        }
         let t = LoraTarget::Output;
-        let second = self.lora_second(l, t, term, &node, rg.x, Act::None, false, v)?;
+        let (node, reduce, second) =
+            self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);
@@ -552,13 +578,9 @@ impl Blocks<'_> {
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
-        let (mut node, reduce) = big("ffn.value", &ly.ffn_value, &args)?;
-        if term.is_some() {
-            let dec = MatmulArgs { lora: term, ..args };
-            node = Self::decode_from(node, big("ffn.value", &ly.ffn_value, &dec)?.0);
-        }
         let t = LoraTarget::FfnValue;
-        let second = self.lora_second(l, t, term, &node, rg.x, Act::None, false, v)?;
+        let (node, reduce, second) =
+            self.adapted_big(l, v, "ffn.value", &ly.ffn_value, &args, t, term)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);
