@@ -205,7 +205,7 @@ impl Engine {
                             file,
                             &format!(
                                 "the working buffers (activations for {t_cap} tokens, \
-                                 logits, {n_slots} states)"
+                                 logits, {n_slots} states) or the pipelines"
                             ),
                             &e,
                         )),
