@@ -48,8 +48,9 @@ say "cargo test (engine, CLI$( [ -d src-tauri ] && echo ', app commands'))"
 # with the app binary of the end-to-end test.
 # This includes the short versions of the reliability tests (docs/reliability.md): SIGKILL
 # crash runs of the app's command layer (8 kills) and of `rwkv state save` (6), a 30-turn
-# soak, GPU faults, hostile input, and the fuzz corpora replayed; the full runs take
-# RWKV_CRASH_KILLS=60 / RWKV_SOAK_TURNS=500.
+# soak (descriptors, GPU bytes and the live heap flat), GPU faults (a lost device, a pass too
+# large, a real driver out-of-memory under RLIMIT_DATA), hostile input, and the fuzz corpora
+# replayed; the full runs take RWKV_CRASH_KILLS=60 / RWKV_SOAK_TURNS=500.
 cargo test --workspace --release --locked
 
 # --- Python package --------------------------------------------------------------------

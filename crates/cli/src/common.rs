@@ -90,16 +90,28 @@ impl ModelArgs {
     /// Loads the model, logging the adapter and time-to-ready to stderr.
     pub fn load(&self, quiet: bool) -> anyhow::Result<Engine> {
         let t = Instant::now();
-        let eng = Engine::load_with_progress(&self.model, &self.load_options(), &mut |p| {
-            if !quiet {
-                if let LoadProgress::Device = p {
-                    eprintln!("loading {} …", self.model.display());
+        let fault = crate::fault::fault()?;
+        let eng = match fault {
+            crate::fault::Fault::DataLimitMb(mb) => {
+                if !quiet {
+                    eprintln!(
+                        "loading {} (fault injection: data limit + {mb} MiB) …",
+                        self.model.display()
+                    );
                 }
+                crate::fault::load_under_data_limit(&self.model, &self.load_options(), mb)?
             }
-        })?;
+            _ => Engine::load_with_progress(&self.model, &self.load_options(), &mut |p| {
+                if !quiet {
+                    if let LoadProgress::Device = p {
+                        eprintln!("loading {} …", self.model.display());
+                    }
+                }
+            })?,
+        };
         // Fault injection for the reliability tests (docs/reliability.md): the device is
         // destroyed right after the load, as a driver reset or an unplugged GPU would.
-        if std::env::var("RWKV_FAULT").is_ok_and(|f| f == "lose-device") {
+        if fault == crate::fault::Fault::LoseDevice {
             eng.gpu().device.destroy();
         }
         let mut eng = eng;

@@ -14,6 +14,7 @@ mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
 mod common;
+mod fault;
 
 #[derive(Parser)]
 #[command(

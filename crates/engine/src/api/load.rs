@@ -84,11 +84,42 @@ pub struct ModelInfo {
     pub fingerprint: crate::analysis::ModelFingerprint,
 }
 
+/// Runs `f` inside an out-of-memory error scope on this thread; returns its result and the
+/// first allocation the driver refused meanwhile.
+pub(super) fn oom_scope<T>(gpu: &GpuContext, f: impl FnOnce() -> T) -> (T, Option<wgpu::Error>) {
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let out = f();
+    (out, pollster::block_on(scope.pop()))
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / 1048576.0)
+}
+
+/// The load's error for an allocation the driver refused: [`EngineError::TooLarge`] naming
+/// the file, the device, what was being allocated and the driver's error.
+fn driver_oom(
+    gpu: &GpuContext,
+    file: &ModelFile,
+    what: &str,
+    e: &dyn std::fmt::Display,
+) -> EngineError {
+    EngineError::TooLarge {
+        what: format!(
+            "{}: {} ran out of memory allocating {what} ({e}); free GPU memory (close other \
+             programs using it) or load a smaller model or quantization",
+            file.path().display(),
+            gpu.summary.name
+        ),
+    }
+}
+
 impl Engine {
     /// Loads `path` (GGUF, SafeTensors or `.pth`) onto the chosen GPU.
     ///
     /// Errors: anything [`ModelFile::open`] and [`Rwkv7Weights::from_file`] report
-    /// (naming file and tensor), [`EngineError::Gpu`], [`EngineError::TooLarge`].
+    /// (naming file and tensor), [`EngineError::Gpu`], [`EngineError::TooLarge`] (over the
+    /// budget, over a binding, or an allocation the driver refused: out of memory).
     pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Self> {
         Self::load_with_progress(path, opts, &mut |_| {})
     }
@@ -136,7 +167,23 @@ impl Engine {
         // thread streams the weights into them while another builds the graph, whose
         // pipeline compilation is the other long step of a load. The graph only binds the
         // buffers; nothing is submitted before the copies, so it reads filled weights.
-        let (gw, pending) = GpuWeights::plan(&gpu, weights, opts.max_gpu_bytes)?;
+        // Every allocation of the load runs inside an out-of-memory error scope (scopes are
+        // per thread): a driver that refuses one ends the load here, with the sizes, rather
+        // than leaving an invalid buffer for a later pass to trip over.
+        let (planned, oom) =
+            oom_scope(&gpu, || GpuWeights::plan(&gpu, weights, opts.max_gpu_bytes));
+        if let Some(e) = oom {
+            let bytes = planned
+                .as_ref()
+                .map_or(file.file_len() as u64, |(gw, _)| gw.bytes);
+            return Err(driver_oom(
+                &gpu,
+                file,
+                &format!("the weights ({})", mib(bytes)),
+                &e,
+            ));
+        }
+        let (gw, pending) = planned?;
         let max = gpu.max_binding() as usize;
         // Token capacity: the prefill chunk, bounded by the activation binding.
         let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
@@ -149,17 +196,32 @@ impl Engine {
             let building = std::thread::Builder::new()
                 .name("rwkv-graph".into())
                 .spawn_scoped(s, || {
-                    let graph =
-                        Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None);
+                    let (graph, oom) = oom_scope(&gpu, || {
+                        Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None)
+                    });
+                    let graph = match oom {
+                        Some(e) => Err(driver_oom(
+                            &gpu,
+                            file,
+                            &format!(
+                                "the working buffers (activations for {t_cap} tokens, \
+                                 logits, {n_slots} states) or the pipelines"
+                            ),
+                            &e,
+                        )),
+                        None => graph,
+                    };
                     (graph, t_upload.elapsed())
                 })
                 .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
-            let streamed = pending.stream(&gpu, &opts.upload, &release, &mut |p| {
-                progress(LoadProgress::Upload {
-                    tensors_done: p.tensors_done,
-                    tensors_total: p.tensors_total,
-                    bytes_done: p.bytes_done,
-                    bytes_total: p.bytes_total,
+            let (streamed, oom) = oom_scope(&gpu, || {
+                pending.stream(&gpu, &opts.upload, &release, &mut |p| {
+                    progress(LoadProgress::Upload {
+                        tensors_done: p.tensors_done,
+                        tensors_total: p.tensors_total,
+                        bytes_done: p.bytes_done,
+                        bytes_total: p.bytes_total,
+                    })
                 })
             });
             let t_stream = t_upload.elapsed();
@@ -167,11 +229,29 @@ impl Engine {
             let (graph, t_graph) = building
                 .join()
                 .map_err(|_| EngineError::gpu("building the graph panicked"))?;
+            // The graph's error first (its own out-of-memory names the working buffers),
+            // then the copy's: a refused staging buffer before the failed copy it caused.
+            let graph = graph?;
+            if let Some(e) = oom {
+                return Err(driver_oom(
+                    &gpu,
+                    file,
+                    "the staging buffers that copy the weights",
+                    &e,
+                ));
+            }
             streamed?;
-            Ok::<_, EngineError>((graph?, t_graph, t_stream))
+            Ok::<_, EngineError>((graph, t_graph, t_stream))
         })?;
         let t_wait = Instant::now();
-        gpu.wait()?;
+        // An allocation outside the scopes above (another thread's) that the driver refused.
+        gpu.wait().map_err(|e| {
+            if gpu.out_of_memory() {
+                driver_oom(&gpu, file, "a buffer", &"Out of Memory")
+            } else {
+                e
+            }
+        })?;
         log::debug!(
             "load: open + parse + device {:.1} ms; then at once: upload {:.1} ms, \
              graph + pipelines {:.1} ms; then GPU idle after {:.1} ms more",

@@ -39,7 +39,18 @@ impl Engine {
     /// Errors: [`EngineError::Adapter`] (a matrix the model does not have or of another
     /// shape, non-finite values), [`EngineError::TooLarge`].
     pub fn load_lora(&mut self, adapter: &LoraAdapter) -> Result<LoraId> {
-        let gpu_lora = GpuLora::upload(&self.gpu, &self.weights.config, adapter)?;
+        let (gpu_lora, oom) = super::load::oom_scope(&self.gpu, || {
+            GpuLora::upload(&self.gpu, &self.weights.config, adapter)
+        });
+        if let Some(e) = oom {
+            return Err(EngineError::TooLarge {
+                what: format!(
+                    "adapter {}: {} ran out of memory for its matrices: {e}",
+                    adapter.name, self.gpu.summary.name
+                ),
+            });
+        }
+        let gpu_lora = gpu_lora?;
         self.gpu.check_lost()?;
         self.info.gpu_total_bytes += gpu_lora.bytes;
         let a = &mut self.adapters;

@@ -33,19 +33,33 @@ impl Engine {
     }
 
     /// Builds the graph anew with `n_slots` state slots (≥ the current ones) and the
-    /// active adapters, carrying every state over (a copy on the GPU).
+    /// active adapters, carrying every state over (a copy on the GPU). An allocation the
+    /// driver refuses is [`EngineError::TooLarge`] and changes nothing.
     pub(super) fn rebuild_graph(&mut self, n_slots: usize) -> Result<()> {
         let g = &self.graph;
-        let graph = Graph::new(
-            &self.gpu,
-            &self.pipelines,
-            &self.weights,
-            g.t_cap,
-            g.r_cap,
-            g.b_cap,
-            n_slots,
-            self.adapters.active_gpu(),
-        )?;
+        let (graph, oom) = super::load::oom_scope(&self.gpu, || {
+            Graph::new(
+                &self.gpu,
+                &self.pipelines,
+                &self.weights,
+                g.t_cap,
+                g.r_cap,
+                g.b_cap,
+                n_slots,
+                self.adapters.active_gpu(),
+            )
+        });
+        // A refused allocation leaves the current graph (and every state) as it was.
+        if let Some(e) = oom {
+            return Err(EngineError::TooLarge {
+                what: format!(
+                    "{} ran out of memory for the forward graph's buffers ({n_slots} states, \
+                     activations for {} tokens): {e}; free states or GPU memory",
+                    self.gpu.summary.name, g.t_cap
+                ),
+            });
+        }
+        let graph = graph?;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(
             &self.graph.state,

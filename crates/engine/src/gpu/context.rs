@@ -1,5 +1,6 @@
 //! Adapter listing and choice, device creation with the features the engine uses.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -58,7 +59,12 @@ pub struct GpuContext {
     pub summary: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// The first fault that makes the device unusable: lost, an engine bug (validation),
+    /// or a buffer the driver could not allocate (see `out_of_memory`).
     lost: Arc<Mutex<Option<String>>>,
+    /// The driver refused an allocation outside an error scope: some buffer the engine
+    /// holds is invalid, so every later pass fails until the model is reloaded.
+    out_of_memory: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -215,11 +221,28 @@ impl GpuContext {
             }
         });
         // A validation error is an engine bug: keep the first one and fail the next check.
+        // An out-of-memory error is the driver refusing an allocation (wgpu reports it here
+        // unless an error scope on the creating thread catches it first, as the load's do):
+        // the buffer is invalid, and the engine holding it cannot run another pass.
         let lost3 = lost.clone();
+        let out_of_memory = Arc::new(AtomicBool::new(false));
+        let oom2 = out_of_memory.clone();
+        let name = summary.name.clone();
         device.on_uncaptured_error(Arc::new(move |e| {
             log::error!("wgpu: {e}");
+            let msg = match &e {
+                wgpu::Error::OutOfMemory { .. } => {
+                    oom2.store(true, Ordering::Relaxed);
+                    format!(
+                        "{name} ran out of memory: the driver could not allocate a buffer \
+                         ({e}); free GPU memory (other programs, fewer states or a smaller \
+                         model) and reload the model"
+                    )
+                }
+                _ => format!("GPU error: {e}"),
+            };
             if let Ok(mut l) = lost3.lock() {
-                l.get_or_insert_with(|| format!("GPU error: {e}"));
+                l.get_or_insert(msg);
             }
         }));
         let features = GpuFeatures {
@@ -247,6 +270,7 @@ impl GpuContext {
             features,
             limits,
             lost,
+            out_of_memory,
         })
     }
 
@@ -265,7 +289,14 @@ impl GpuContext {
         self.check_lost()
     }
 
-    /// Errors if the device has been lost.
+    /// Whether the driver refused an allocation that no error scope caught (the device
+    /// is then unusable: [`GpuContext::check_lost`] fails with the message).
+    pub fn out_of_memory(&self) -> bool {
+        self.out_of_memory.load(Ordering::Relaxed)
+    }
+
+    /// Errors ([`EngineError::Gpu`] "device unusable: …") if the device has been lost, a
+    /// validation error was raised, or the driver refused an allocation.
     pub fn check_lost(&self) -> Result<()> {
         if let Ok(l) = self.lost.lock() {
             if let Some(msg) = l.as_ref() {
