@@ -23,7 +23,7 @@ var<workgroup> xs: array<vec4<f32>, 512>; // [32 k][16 token groups of 4]
 fn store(r: u32, t: u32, t_count: u32, v: f32) {
     if (r < p.n && t < t_count) {
         let idx = p.y_off + t * p.y_stride + p.row0 + r;
-        var y = finish(v, r);
+        var y = finish(v + lora_row(r, t), r);
         if (p.accumulate == 1u) {
             y += y_load(idx);
         }

@@ -54,7 +54,7 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
         }
         if (t < t_count && n < p.n) {
             let idx = p.y_off + t * p.y_stride + p.row0 + n;
-            var v = finish(sc[sg * 256u + e], n);
+            var v = finish(sc[sg * 256u + e] + lora_row(n, t), n);
             if (p.accumulate == 1u) {
                 v += y_load(idx);
             }

@@ -1,6 +1,8 @@
 // Shared by the matrix-product kernels (matmul, matvec, matmul_coop, matmul_reduce):
-// their parameters (mirrored by `Params` in crates/engine/src/ops/matmul.rs) and the
-// epilogue `finish` (bias, then the activation) of output row r.
+// their parameters (mirrored by `Params` in crates/engine/src/ops/matmul/mod.rs) and the
+// epilogue `finish` (scale, bias, then the activation) of output row r. A product with
+// LoRA adds `Σ_j Bᵀ[j, r] h[t, j]` (`lora_sum`, the low-rank second product of the active
+// adapters, `h = s · A x` from an earlier dispatch) to its raw sum before `finish`.
 
 struct Params {
     k: u32,           // K: input features (multiple of 32)
@@ -15,10 +17,23 @@ struct Params {
     accumulate: u32,  // 1: y += result (residual add)
     bias_off: u32,    // vec offset of bias [N], or 0xffffffff for none
     rows_sel: u32,    // 0: T tokens, 1: R gathered rows
+    scale: f32,       // multiplies the raw sum (LoRA first products: the adapter's scale)
+    lora_rank: u32,   // R: columns of h (0: no LoRA)
+    lora_h: u32,      // act offset of h [T, R] (row stride lora_stride)
+    lora_stride: u32,
+    lora_bt: u32,     // offset of Bᵀ [R, N] in `lora`
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
+}
+
+// The LoRA term of output row r for token t (all R columns).
+fn lora_row(r: u32, t: u32) -> f32 {
+    return lora_sum(p.lora_bt, p.n, p.lora_h + t * p.lora_stride, p.lora_rank, r, 0u, 1u);
 }
 
 fn finish(v: f32, r: u32) -> f32 {
-    var y = v;
+    var y = v * p.scale;
     if (p.bias_off != 0xffffffffu) {
         y += vecs[p.bias_off + p.row0 + r];
     }

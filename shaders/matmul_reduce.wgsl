@@ -20,7 +20,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     for (var s = 0u; s < KSPLIT; s++) {
         v += part[(s * t_count + t) * p.n + n];
     }
-    v = finish(v, n);
+    v = finish(v + lora_row(n, t), n);
     let idx = p.y_off + t * p.y_stride + p.row0 + n;
     if (p.accumulate == 1u) {
         v += act[idx];

@@ -31,6 +31,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
         acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
+        // This lane's columns of the LoRA term (summed with the row below).
+        for (var j = 0u; j < nt; j++) {
+            let h = p.lora_h + (t0 + j) * p.lora_stride;
+            acc[j] += lora_sum(p.lora_bt, p.n, h, p.lora_rank, r, lane, LANES);
+        }
     }
     let sum = row_sum(acc, li, nt);
     if (lane == 0u && r < p.n) {

@@ -1,7 +1,7 @@
 // Several matrix × vector products in one dispatch (decode: the first, or the second,
 // products of the four low-rank chains w, a, g, v): up to 4 segments, each its own
 // matrix (in one buffer at byte offset w_off; one encoding, or F16 and F32 with
-// `mv_step2` for the second), input, output, epilogue.
+// `mv_step2` for the second), input, output, epilogue (scale, LoRA term, bias, activation).
 // Workgroups [wg0 of segment s, wg0 of s + 1) compute segment s exactly as `matvec`
 // does (LANES lanes per row, `mv_row` over the encoding's `mv_step` — `mv_row2` over
 // `mv_step2` for the second encoding — and `row_sum`).
@@ -19,6 +19,14 @@ struct Seg {
     bias_off: u32,
     wg0: u32,
     dt2: u32,   // 1: the matrix is in the second encoding (`mv_step2`, F16 / F32 groups)
+    scale: f32, // as `Params` of matmul_params.wgsl: raw-sum scale and the LoRA term
+    lora_rank: u32,
+    lora_h: u32,
+    lora_stride: u32,
+    lora_bt: u32,
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
 }
 
 struct Params {
@@ -39,7 +47,7 @@ struct Params {
 const ROWS: u32 = 256u / LANES;
 
 fn finish(v: f32, r: u32, sg: Seg) -> f32 {
-    var y = v;
+    var y = v * sg.scale;
     if (sg.bias_off != 0xffffffffu) {
         y += vecs[sg.bias_off + r];
     }
@@ -71,6 +79,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc = mv_row2(rb, sg.k, lane, xb, nt);
         } else {
             acc = mv_row(rb, sg.k, lane, xb, nt);
+        }
+        for (var j = 0u; j < nt; j++) {
+            let h = sg.lora_h + (t0 + j) * sg.lora_stride;
+            acc[j] += lora_sum(sg.lora_bt, sg.n, h, sg.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);

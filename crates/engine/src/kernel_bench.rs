@@ -222,6 +222,7 @@ fn time_product(
         gpu,
         pipelines,
         dims: &dims_buf,
+        lora: None,
     };
     let m = GpuMatrix::upload(gpu, format!("bench {dtype} {n}x{k}"), dtype, &bytes, n, k)?;
     let x = rand_vec(8, t * k, 1.0);
@@ -239,6 +240,8 @@ fn time_product(
         accumulate: true,
         bias_off: None,
         rows: Count::Tokens,
+        scale: 1.0,
+        lora: None,
     };
     let node = matmul(&cx, "bench", None, &m, &vecs, &act, None, &args)?;
     let us = time_chain(gpu, &node, &dims, opts)?;
@@ -281,6 +284,7 @@ fn time_wkv(
         gpu,
         pipelines,
         dims: &dims_buf,
+        lora: None,
     };
     let n = t * c;
     let mut host = rand_vec(9, 7 * n, 0.5);

@@ -27,7 +27,7 @@ pub use analysis::{
 };
 pub use api::{
     CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,
-    ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
+    LoraId, ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
 };
 pub use error::{EngineError, Result};
 pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};

@@ -12,6 +12,12 @@
 
 use serde::Serialize;
 
+pub mod merge;
+mod read;
+mod state;
+
+pub use merge::{merge_to_safetensors, MergeSummary};
+
 use crate::error::{EngineError, Result};
 use crate::model::config::Rwkv7Config;
 

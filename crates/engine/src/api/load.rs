@@ -149,7 +149,8 @@ impl Engine {
             let building = std::thread::Builder::new()
                 .name("rwkv-graph".into())
                 .spawn_scoped(s, || {
-                    let graph = Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots);
+                    let graph =
+                        Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None);
                     (graph, t_upload.elapsed())
                 })
                 .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
@@ -223,6 +224,7 @@ impl Engine {
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
             max_batch: b_cap,
+            adapters: Default::default(),
             instance: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, Ordering::Relaxed)

@@ -9,6 +9,7 @@
 mod forward;
 mod generate;
 mod load;
+mod lora;
 mod state;
 
 pub use forward::{ForwardOutput, Rows, SeqInput, Want};
@@ -16,6 +17,7 @@ pub use generate::{
     CancelToken, GenerateOptions, GenerateStats, StopReason, TextEvent, TextOutput,
 };
 pub use load::{LoadOptions, LoadProgress, ModelInfo};
+pub use lora::LoraId;
 pub use state::StateId;
 
 use std::sync::Arc;
@@ -40,6 +42,8 @@ pub struct Engine {
     free: Vec<u32>,
     used: Vec<bool>,
     max_batch: usize,
+    /// LoRA adapters on the GPU and the active set.
+    adapters: lora::Adapters,
     /// Unique per `Engine` value in this process (prefix caches hold state slots of one
     /// engine and check it).
     instance: u64,

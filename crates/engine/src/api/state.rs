@@ -25,6 +25,16 @@ impl Engine {
                 ),
             });
         }
+        self.rebuild_graph(new)?;
+        self.used.resize(new, false);
+        self.free.extend((old as u32..new as u32).rev());
+        self.info.gpu_total_bytes += (old * self.graph.slot_len * 4) as u64;
+        Ok(())
+    }
+
+    /// Builds the graph anew with `n_slots` state slots (≥ the current ones) and the
+    /// active adapters, carrying every state over (a copy on the GPU).
+    pub(super) fn rebuild_graph(&mut self, n_slots: usize) -> Result<()> {
         let g = &self.graph;
         let graph = Graph::new(
             &self.gpu,
@@ -33,7 +43,8 @@ impl Engine {
             g.t_cap,
             g.r_cap,
             g.b_cap,
-            new,
+            n_slots,
+            self.adapters.active_gpu(),
         )?;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(
@@ -41,14 +52,11 @@ impl Engine {
             0,
             &graph.state,
             0,
-            (old * self.graph.slot_len * 4) as u64,
+            (self.graph.n_slots.min(n_slots) * self.graph.slot_len * 4) as u64,
         );
         self.gpu.queue.submit([enc.finish()]);
         self.graph = graph;
-        self.used.resize(new, false);
-        self.free.extend((old as u32..new as u32).rev());
-        self.info.gpu_total_bytes += (old * self.graph.slot_len * 4) as u64;
-        Ok(())
+        self.gpu.check_lost()
     }
 
     /// A new zero state (the state before any token).

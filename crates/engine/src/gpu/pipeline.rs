@@ -42,6 +42,30 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
+/// The LoRA term of the product kernels (`LORA = 1`): the active adapters' `Bᵀ` `[R, N]`
+/// f32 blocks at binding 7, `h` in the activations; `lora_sum` adds columns
+/// `j0, j0 + dj, …` below `rank` of row `r`.
+const LORA_ON: &str = "
+@group(0) @binding(7) var<storage, read> lora: array<f32>; // Bᵀ blocks of the active LoRAs
+fn lora_sum(bt: u32, n: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
+    var s = 0.0;
+    for (var j = j0; j < rank; j += dj) {
+        s += lora[bt + j * n + r] * act_f32(h + j);
+    }
+    return s;
+}
+";
+
+/// …and without LoRA (every product of a graph with no active adapter).
+const LORA_OFF: &str = "
+fn lora_sum(bt: u32, n: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 { return 0.0; }
+";
+
+/// Scalar reads of the activations for `lora_sum`: kernels that see them as f32…
+const ACT_F32: &str = "fn act_f32(i: u32) -> f32 { return act[i]; }\n";
+/// …or as vec4s.
+const ACT_F32_V4: &str = "fn act_f32(i: u32) -> f32 { return act[i >> 2u][i & 3u]; }\n";
+
 /// `matvec` sees the activations as vec4s: scalar access to the outputs.
 const MV_OUT_ACT: &str = "
 fn y_load(i: u32) -> f32 { return act[i >> 2u][i & 3u]; }
@@ -307,6 +331,21 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     }
     if matches!(
         key.op,
+        "matmul" | "matvec" | "matmul_coop" | "matmul_reduce" | "matvec_group"
+    ) {
+        if spec(key, "LORA") == Some(1) {
+            src.push_str(if matches!(key.op, "matmul" | "matmul_reduce") {
+                ACT_F32
+            } else {
+                ACT_F32_V4
+            });
+            src.push_str(LORA_ON);
+        } else {
+            src.push_str(LORA_OFF);
+        }
+    }
+    if matches!(
+        key.op,
         "matmul" | "matvec" | "matmul_coop" | "matmul_reduce"
     ) {
         src.push_str(MATMUL_PARAMS);
@@ -447,6 +486,23 @@ mod tests {
                 spec: vec![("SG", sg)],
             });
         }
+        // Every product kernel also with the LoRA term (never on the logits).
+        let with_lora: Vec<PipelineKey> = keys
+            .iter()
+            .filter(|k| {
+                matches!(
+                    k.op,
+                    "matmul" | "matvec" | "matmul_coop" | "matmul_reduce" | "matvec_group"
+                ) && spec(k, "OUT_SEP") != Some(1)
+            })
+            .map(|k| {
+                let mut k = k.clone();
+                k.spec.push(("LORA", 1));
+                k
+            })
+            .collect();
+        assert!(with_lora.len() > 20);
+        keys.extend(with_lora);
         for key in keys {
             let src = shader_source(&key).unwrap();
             let module = naga::front::wgsl::parse_str(&src)

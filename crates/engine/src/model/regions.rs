@@ -22,6 +22,11 @@ pub struct Regions {
     pub o: usize,
     /// LoRA hidden `[t_cap, d_max]` (four of them: w, a, g, v).
     pub lora: usize,
+    /// Hidden `h` of the active adapters, three `[t_cap, R]` slots (r, k, v at once;
+    /// output and the channel mix reuse the first), `R` the largest stacked rank.
+    pub adapter_h: usize,
+    /// `R` of [`Regions::adapter_h`] (0: no adapter active).
+    pub adapter_rank: usize,
     pub ffn: usize,
     /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
     pub head_in: usize,
@@ -30,7 +35,7 @@ pub struct Regions {
 }
 
 impl Regions {
-    pub(crate) fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize) -> Self {
+    pub(crate) fn new(cfg: &Rwkv7Config, t_cap: usize, r_cap: usize, adapter_rank: usize) -> Self {
         let tc = t_cap * cfg.n_embd;
         let d_max = Regions::lora_width(cfg);
         let mut at = 0;
@@ -53,6 +58,7 @@ impl Regions {
         let y = take(tc);
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
+        let adapter_h = take(3 * t_cap * adapter_rank);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
@@ -71,6 +77,8 @@ impl Regions {
             y,
             o,
             lora,
+            adapter_h,
+            adapter_rank,
             ffn,
             head_in,
             head_norm,
@@ -87,7 +95,13 @@ impl Regions {
             .max(cfg.lora.gate_g)
     }
 
-    /// f32 elements of activations per token of capacity (for sizing `t_cap`).
+    /// Slot `i` (0–2) of the adapters' `h`.
+    pub fn adapter_slot(&self, i: usize, t_cap: usize) -> usize {
+        self.adapter_h + i * t_cap * self.adapter_rank
+    }
+
+    /// f32 elements of activations per token of capacity (for sizing `t_cap`), without
+    /// adapters.
     pub fn per_token(cfg: &Rwkv7Config) -> usize {
         let d_max = Regions::lora_width(cfg);
         19 * cfg.n_embd + 4 * d_max + cfg.ffn_dim

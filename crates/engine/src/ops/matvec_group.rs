@@ -22,6 +22,9 @@ struct Seg {
     bias_off: u32,
     wg0: u32,
     dt2: u32,
+    scale: f32,
+    lora: [u32; 4],
+    _p: [u32; 3],
 }
 
 #[repr(C)]
@@ -63,7 +66,10 @@ pub fn matvec_group(
         .max()
         .unwrap_or(0);
     let mut wg = 0u32;
+    let mut lora_buf = None;
     for (i, (m, a)) in segs.iter().enumerate() {
+        let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
+        lora_buf = lora_buf.or(buf);
         let floats = |d: crate::DType| matches!(d, crate::DType::F16 | crate::DType::F32);
         if m.buffer != first.buffer
             || (m.dtype != first.dtype && !(floats(m.dtype) && floats(first.dtype)))
@@ -95,6 +101,9 @@ pub fn matvec_group(
             bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
             wg0: 0, // set below, once LANES is known
             dt2: u32::from(m.dtype != first.dtype),
+            scale,
+            lora,
+            _p: [0; 3],
         };
     }
     let steps = segs
@@ -116,28 +125,34 @@ pub fn matvec_group(
             size: std::num::NonZeroU64::new(end - base),
         })
     };
-    cx.node_bound(
+    let mut key = PipelineKey {
+        op: "matvec_group",
+        dtype: Some(first.dtype),
+        spec: vec![
+            ("LANES", lanes),
+            ("SG", u32::from(sg)),
+            (
+                "DT2",
+                u32::from(segs.iter().any(|(m, _)| m.dtype != first.dtype)),
+            ),
+        ],
+    };
+    let mut res = vec![
+        (2, range()),
+        (3, vecs.as_entire_binding()),
+        (4, act.as_entire_binding()),
+        (5, range()),
+    ];
+    if let Some(b) = lora_buf {
+        key.spec.push(("LORA", 1));
+        res.push((7, b.as_entire_binding()));
+    }
+    cx.node_at(
         op,
         layer,
-        &PipelineKey {
-            op: "matvec_group",
-            dtype: Some(first.dtype),
-            spec: vec![
-                ("LANES", lanes),
-                ("SG", u32::from(sg)),
-                (
-                    "DT2",
-                    u32::from(segs.iter().any(|(m, _)| m.dtype != first.dtype)),
-                ),
-            ],
-        },
+        &key,
         &p,
-        vec![
-            range(),
-            vecs.as_entire_binding(),
-            act.as_entire_binding(),
-            range(),
-        ],
+        res,
         Grid::Tiles {
             x: wg,
             count: Count::Tokens,
@@ -239,6 +254,8 @@ mod tests {
                 accumulate: false,
                 bias_off: (i == 1).then_some(0),
                 rows: Count::Tokens,
+                scale: 1.0,
+                lora: None,
             });
         }
         let act_buf = h.f32_buf(&act);

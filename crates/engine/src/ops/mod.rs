@@ -132,6 +132,9 @@ pub struct Ctx<'a> {
     pub gpu: &'a GpuContext,
     pub pipelines: &'a PipelineCache,
     pub dims: &'a wgpu::Buffer,
+    /// The `Bᵀ` blocks of the active LoRA adapters (`model::lora`), bound at binding 7
+    /// of the products with a LoRA term; `None` when no adapter is active.
+    pub lora: Option<&'a wgpu::Buffer>,
 }
 
 impl Ctx<'_> {
@@ -161,6 +164,24 @@ impl Ctx<'_> {
         resources: Vec<wgpu::BindingResource<'_>>,
         grid: Grid,
     ) -> Result<Node> {
+        let numbered = resources
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (2 + i as u32, r))
+            .collect();
+        self.node_at(op, layer, key, params, numbered, grid)
+    }
+
+    /// [`Ctx::node_bound`] with each resource's binding number given.
+    pub fn node_at<P: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        layer: Option<usize>,
+        key: &PipelineKey,
+        params: &P,
+        resources: Vec<(u32, wgpu::BindingResource<'_>)>,
+        grid: Grid,
+    ) -> Result<Node> {
         let pipeline = self.pipelines.get(self.gpu, key)?;
         let pbuf = buffer::uniform(self.gpu, op, params);
         let mut entries = vec![
@@ -173,11 +194,8 @@ impl Ctx<'_> {
                 resource: pbuf.as_entire_binding(),
             },
         ];
-        for (i, resource) in resources.into_iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: 2 + i as u32,
-                resource,
-            });
+        for (binding, resource) in resources {
+            entries.push(wgpu::BindGroupEntry { binding, resource });
         }
         let layout = pipeline.bind_group_layout();
         let bind_group = self

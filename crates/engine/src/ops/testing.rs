@@ -47,6 +47,7 @@ impl Harness {
             gpu: &self.gpu,
             pipelines: &self.pipelines,
             dims: &self.dims_buf,
+            lora: None,
         }
     }
 

@@ -45,6 +45,12 @@ struct Params {
     accumulate: u32,
     bias_off: u32,
     rows_sel: u32,
+    scale: f32,
+    lora_rank: u32,
+    lora_h: u32,
+    lora_stride: u32,
+    lora_bt: u32,
+    _p: [u32; 3],
 }
 
 /// Where a product reads and writes (offsets in f32 elements).
@@ -64,6 +70,47 @@ pub struct MatmulArgs {
     pub bias_off: Option<usize>,
     /// Tokens (T) or gathered rows (R).
     pub rows: Count,
+    /// Multiplies the raw sum, before the LoRA term, bias and activation (1 for the
+    /// model's own products; the adapter's scale for a LoRA first product `h = s · A x`).
+    pub scale: f32,
+    /// The LoRA term added to the raw sum: `y = act(W x + Bᵀᵀ h + bias)`.
+    pub lora: Option<LoraArgs>,
+}
+
+/// Where the LoRA term of a product reads (offsets in f32 elements): `h` `[rows, rank]`
+/// in `act` at `h_off` (row stride `h_stride`), `Bᵀ` `[rank, N]` in the graph's LoRA
+/// buffer ([`Ctx::lora`]) at `bt_off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoraArgs {
+    pub h_off: usize,
+    pub h_stride: usize,
+    pub rank: usize,
+    pub bt_off: usize,
+}
+
+impl MatmulArgs {
+    /// The Params fields of the scale and the LoRA term, and the extra binding.
+    pub(crate) fn lora_fields<'c>(
+        &self,
+        cx: &Ctx<'c>,
+        op: &'static str,
+        m: &GpuMatrix,
+    ) -> Result<(f32, [u32; 4], Option<&'c wgpu::Buffer>)> {
+        let Some(l) = self.lora else {
+            return Ok((self.scale, [0; 4], None));
+        };
+        let Some(buf) = cx.lora else {
+            return Err(op_err(
+                op,
+                format!("{}: a LoRA term without LoRA weights", m.name),
+            ));
+        };
+        if m.row0 != 0 || l.rank == 0 {
+            return Err(op_err(op, format!("{}: unsupported LoRA term", m.name)));
+        }
+        let fields = [l.rank, l.h_off, l.h_stride, l.bt_off].map(|v| v as u32);
+        Ok((self.scale, fields, Some(buf)))
+    }
 }
 
 /// `y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k] + bias)` for every row of `m`.
@@ -121,16 +168,16 @@ pub fn matmul_split(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn build(
-    cx: &Ctx,
+fn build<'a>(
+    cx: &Ctx<'a>,
     op: &'static str,
     layer: Option<usize>,
-    m: &GpuMatrix,
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-    out: Option<&wgpu::Buffer>,
+    m: &'a GpuMatrix,
+    vecs: &'a wgpu::Buffer,
+    act: &'a wgpu::Buffer,
+    out: Option<&'a wgpu::Buffer>,
     a: &MatmulArgs,
-    split: Option<(&wgpu::Buffer, u32)>,
+    split: Option<(&'a wgpu::Buffer, u32)>,
 ) -> Result<(Node, Option<Node>)> {
     if m.n_in % 32 != 0 {
         return Err(op_err(
@@ -144,6 +191,7 @@ fn build(
             format!("{}: {} is not read by the GPU kernels", m.name, m.dtype),
         ));
     }
+    let (scale, lf, lora_buf) = a.lora_fields(cx, op, m)?;
     let p = Params {
         k: m.n_in as u32,
         n: m.n_out as u32,
@@ -157,6 +205,32 @@ fn build(
         accumulate: u32::from(a.accumulate),
         bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
         rows_sel: u32::from(a.rows == Count::Rows),
+        scale,
+        lora_rank: lf[0],
+        lora_h: lf[1],
+        lora_stride: lf[2],
+        lora_bt: lf[3],
+        _p: [0; 3],
+    };
+    if lora_buf.is_some() && out.is_some() {
+        return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
+    }
+    // Bindings 2.. in order, then the LoRA weights at 7.
+    let numbered = |r: Vec<wgpu::BindingResource<'a>>| -> Vec<(u32, wgpu::BindingResource<'a>)> {
+        let mut v: Vec<_> = r
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (2 + i as u32, r))
+            .collect();
+        if let Some(b) = lora_buf {
+            v.push((7, b.as_entire_binding()));
+        }
+        v
+    };
+    let lora_spec = |k: &mut PipelineKey| {
+        if lora_buf.is_some() {
+            k.spec.push(("LORA", 1));
+        }
     };
     let sep = u32::from(out.is_some());
     // Bindings 2.. : W (its range of a possibly shared buffer), vecs, act, [logits].
@@ -174,10 +248,14 @@ fn build(
         }
         r
     };
-    let key = |op| PipelineKey {
-        op,
-        dtype: Some(m.dtype),
-        spec: vec![("OUT_SEP", sep)],
+    let key = |op| {
+        let mut k = PipelineKey {
+            op,
+            dtype: Some(m.dtype),
+            spec: vec![("OUT_SEP", sep)],
+        };
+        lora_spec(&mut k);
+        k
     };
     let n_out = m.n_out as u32;
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
@@ -207,16 +285,22 @@ fn build(
         }
         if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
-            reduce = Some(cx.node(
+            let mut rk = PipelineKey {
+                op: "matmul_reduce",
+                dtype: None,
+                spec: vec![("KSPLIT", ks)],
+            };
+            lora_spec(&mut rk);
+            reduce = Some(cx.node_at(
                 "matmul_reduce",
                 layer,
-                &PipelineKey {
-                    op: "matmul_reduce",
-                    dtype: None,
-                    spec: vec![("KSPLIT", ks)],
-                },
+                &rk,
                 &p,
-                &[scratch, vecs, act],
+                numbered(vec![
+                    scratch.as_entire_binding(),
+                    vecs.as_entire_binding(),
+                    act.as_entire_binding(),
+                ]),
                 Grid::Linear {
                     count: a.rows,
                     per: n_out,
@@ -224,12 +308,12 @@ fn build(
                 },
             )?);
         }
-        cx.node_bound(
+        cx.node_at(
             op,
             layer,
             &k,
             &p,
-            res,
+            numbered(res),
             Grid::Tiles {
                 x: n_out.div_ceil(bn) * ks,
                 count: a.rows,
@@ -237,12 +321,12 @@ fn build(
             },
         )?
     } else {
-        cx.node_bound(
+        cx.node_at(
             op,
             layer,
             &key("matmul"),
             &p,
-            bind(false),
+            numbered(bind(false)),
             Grid::Tiles {
                 x: n_out.div_ceil(64),
                 count: a.rows,
@@ -266,16 +350,18 @@ fn build(
         .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
         .unwrap_or_else(|| steps.next_power_of_two().clamp(4, 32));
     let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
-    let small = cx.node_bound(
+    let mut mk = PipelineKey {
+        op: "matvec",
+        dtype: Some(m.dtype),
+        spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
+    };
+    lora_spec(&mut mk);
+    let small = cx.node_at(
         op,
         layer,
-        &PipelineKey {
-            op: "matvec",
-            dtype: Some(m.dtype),
-            spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
-        },
+        &mk,
         &p,
-        bind(true),
+        numbered(bind(true)),
         Grid::Tiles {
             x: n_out.div_ceil(256 / lanes),
             count: a.rows,

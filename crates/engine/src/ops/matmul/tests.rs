@@ -23,6 +23,8 @@ fn test_args(n: usize, k: usize, t: usize, act: Act, accumulate: bool) -> Matmul
         accumulate,
         bias_off: Some(0),
         rows: Count::Tokens,
+        scale: 1.0,
+        lora: None,
     }
 }
 
@@ -334,5 +336,80 @@ fn k_split_matches_reference() {
             Act::ReluSq,
             tiled,
         );
+    }
+}
+
+/// The LoRA term `Σ_j Bᵀ[j, n] h[t, j]` and the scale of the raw sum in every product
+/// kernel — matrix × vector (T = 1, 3), tiled or tensor-core (T = 70), k-split with its
+/// reduce step — against `act(s · (W x + B h) + bias) (+ y0)`, with ReLU² (the channel-mix
+/// key, whose activation must see the adapted sum) and with a residual add; `h` with a
+/// row stride wider than its rank and `Bᵀ` at an offset, as the graph lays them out.
+#[test]
+fn lora_term_and_scale_in_every_kernel() {
+    let (n, k, r, hs) = (200, 256, 12, 15);
+    let w = rand_vec(61, n * k, 0.3);
+    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
+    let cases = [
+        (1usize, Act::ReluSq, false, 1u32),
+        (3, Act::None, true, 1),
+        (70, Act::ReluSq, false, 1),
+        (70, Act::None, true, 4),
+        (3, Act::Tanh, true, 4),
+    ];
+    for (t, act_fn, acc, ks) in cases {
+        let h = Harness::new(Dims {
+            n_tokens: t as u32,
+            ..Default::default()
+        });
+        let x = rand_vec(62, t * k, 1.0);
+        let y0 = rand_vec(63, t * n, 1.0);
+        let hid = rand_vec(64, t * hs, 1.0);
+        let bt = rand_vec(65, r * n, 0.5);
+        let bias = rand_vec(66, n, 0.5);
+        let act_buf = h.f32_buf(&[x.clone(), y0.clone(), hid.clone()].concat());
+        let lora_buf = h.f32_buf(&[vec![0.0; 5], bt.clone()].concat());
+        let cx = Ctx {
+            lora: Some(&lora_buf),
+            ..h.ctx()
+        };
+        let m = test_matrix(&h, DType::F16, bytemuck::cast_slice(&w16), n, k);
+        let mut args = test_args(n, k, t, act_fn, acc);
+        args.scale = 0.5;
+        args.lora = Some(LoraArgs {
+            h_off: t * k + t * n,
+            h_stride: hs,
+            rank: r,
+            bt_off: 5,
+        });
+        let bias_buf = h.f32_buf(&bias);
+        let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
+        let (node, reduce) = matmul_split(
+            &cx, "lora", None, &m, &bias_buf, &act_buf, &args, &scratch, ks,
+        )
+        .unwrap();
+        let tiled = std::ptr::eq(node.pick(&h.dims), &node);
+        h.run(&[node, reduce]);
+        let got = h.read(&act_buf, t * k, t * n);
+        let mut want = vec![0f32; t * n];
+        for ti in 0..t {
+            for o in 0..n {
+                let wx: f64 = (0..k)
+                    .map(|i| wd[o * k + i] as f64 * x[ti * k + i] as f64)
+                    .sum();
+                let bh: f64 = (0..r)
+                    .map(|j| bt[j * n + o] as f64 * hid[ti * hs + j] as f64)
+                    .sum();
+                let v = ((wx + bh) * 0.5) as f32 + bias[o];
+                let v = match act_fn {
+                    Act::None => v,
+                    Act::Tanh => v.tanh(),
+                    Act::Sigmoid => 1.0 / (1.0 + (-v).exp()),
+                    Act::ReluSq => v.max(0.0).powi(2),
+                };
+                want[ti * n + o] = v + if acc { y0[ti * n + o] } else { 0.0 };
+            }
+        }
+        compare(&h, DType::F16, &wd, &x, &got, &want, n, k, t, act_fn, tiled);
     }
 }
