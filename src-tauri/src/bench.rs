@@ -91,7 +91,7 @@ pub async fn run(
                 ..Default::default()
             };
             // The run loads the model itself: free ours first (one copy on the GPU).
-            w.engine = None;
+            w.set_engine(None);
             let report = rwkv_bench::run(std::path::Path::new(&path), &run_opts, &mut |p| {
                 let _ = events.send(p);
             });
@@ -101,7 +101,7 @@ pub async fn run(
                 done: 0,
                 total: 0,
             });
-            w.engine = Some(Engine::load(&path, &load)?);
+            w.set_engine(Some(Engine::load(&path, &load)?));
             let report = report?;
             let eng = w.engine()?;
             let st = eng.new_state()?;
