@@ -1,13 +1,15 @@
 //! The benchmark run itself.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use rwkv_engine::{CancelToken, Engine, LoadOptions, Result, Rows, SeqInput, Want};
+use rwkv_engine::{
+    CancelToken, Engine, InitState, LoadOptions, LoraAdapter, Result, Rows, SeqInput, StateId, Want,
+};
 
 use crate::quality;
-use crate::report::{BenchReport, Figure, ModelFacts};
+use crate::report::{BenchReport, Figure, LoraRun, ModelFacts};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -31,6 +33,17 @@ pub struct BenchOptions {
     pub command: String,
 }
 
+/// The adapters of a run ([`run_with`]; none: the base model).
+#[derive(Debug, Clone, Default)]
+pub struct BenchAdapters {
+    /// LoRA adapters active in every measured pass, each with its scale (`None`: the file's
+    /// `LoraAdapter::default_scale`, alpha / rank or 1). Read and uploaded once, after the
+    /// timed model loads (figure `adapters_load_ms`).
+    pub loras: Vec<(PathBuf, Option<f32>)>,
+    /// A state-tuned initial state every measured state starts from.
+    pub init_state: Option<PathBuf>,
+}
+
 impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
@@ -47,6 +60,14 @@ impl Default for BenchOptions {
             commit: String::new(),
             command: String::new(),
         }
+    }
+}
+
+/// A new state: from `init` when given, else the zero state.
+fn start(eng: &mut Engine, init: Option<&InitState>) -> Result<StateId> {
+    match init {
+        Some(i) => eng.new_state_from(i),
+        None => eng.new_state(),
     }
 }
 
@@ -107,6 +128,19 @@ pub fn run(
     opts: &BenchOptions,
     progress: &mut dyn FnMut(BenchProgress),
 ) -> Result<BenchReport> {
+    run_with(path, opts, &BenchAdapters::default(), progress)
+}
+
+/// [`run`] with `adapters` active in every measured pass; the report names them. The
+/// quality check (against the base model's reference) is skipped when there are any.
+///
+/// Errors: as [`run`]; the adapter readers' and `Engine::load_lora`'s (files named).
+pub fn run_with(
+    path: &Path,
+    opts: &BenchOptions,
+    adapters: &BenchAdapters,
+    progress: &mut dyn FnMut(BenchProgress),
+) -> Result<BenchReport> {
     let steps = 6 + opts.prefill.len();
     let mut step = 0;
     let mut say = |s: &str| {
@@ -141,6 +175,32 @@ pub fn run(
         None => Engine::load(path, &opts.load)?,
     };
     figures.insert("load_ms".into(), Figure::of(&loads));
+
+    // Adapters: read, checked and uploaded once (timed apart from the model's load).
+    let t = Instant::now();
+    let mut active = Vec::new();
+    let mut lora_runs = Vec::new();
+    for (p, scale) in &adapters.loras {
+        let a = LoraAdapter::open(p)?;
+        let s = scale.unwrap_or_else(|| a.default_scale());
+        active.push((eng.load_lora(&a)?, s));
+        lora_runs.push(LoraRun {
+            file: p.display().to_string(),
+            scale: s,
+        });
+    }
+    eng.set_active_loras(&active)?;
+    let init = match &adapters.init_state {
+        Some(p) => Some(InitState::open(p)?),
+        None => None,
+    };
+    if let Some(i) = &init {
+        i.check(eng.config())?;
+    }
+    if !active.is_empty() || init.is_some() {
+        figures.insert("adapters_load_ms".into(), Figure::of(&[ms(t)]));
+    }
+    let init = init.as_ref();
     let vocab = eng.config().vocab_size;
     let cancel = CancelToken::new();
     let logits_only = Want {
@@ -155,7 +215,7 @@ pub fn run(
         let toks = tokens(len as u64, len, vocab);
         let mut v = Vec::new();
         for r in 0..=opts.repeat {
-            let st = eng.new_state()?;
+            let st = start(&mut eng, init)?;
             let t = Instant::now();
             eng.forward(
                 &[SeqInput {
@@ -182,7 +242,7 @@ pub fn run(
     let prompt = tokens(7, 212, vocab);
     let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..=opts.repeat {
-        let st = eng.new_state()?;
+        let st = start(&mut eng, init)?;
         let mut greedy = |l: &mut [f32]| -> Result<u32> {
             Ok(l.iter()
                 .enumerate()
@@ -217,7 +277,7 @@ pub fn run(
     let mut doc_state = None;
     for r in 0..=opts.repeat {
         let t = Instant::now();
-        let st = eng.new_state()?;
+        let st = start(&mut eng, init)?;
         eng.forward(
             &[SeqInput {
                 state: st,
@@ -294,7 +354,8 @@ pub fn run(
     figures.insert("tokenize_us".into(), Figure::of(&tk));
 
     say("quality");
-    let q = if opts.quality {
+    // The quality reference is the base model's: with adapters there is nothing to compare.
+    let q = if opts.quality && lora_runs.is_empty() && init.is_none() {
         let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
         Some(quality::check(&mut eng, &reference)?)
     } else {
@@ -342,6 +403,11 @@ pub fn run(
         quality: q,
         figures,
         peer: BTreeMap::new(),
+        loras: lora_runs,
+        init_state: adapters
+            .init_state
+            .as_ref()
+            .map(|p| p.display().to_string()),
     })
 }
 
