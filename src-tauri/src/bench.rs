@@ -3,13 +3,14 @@
 //! charts as the CLI (`rwkv_bench::charts`: one chart code path). Reports are kept in
 //! `bench/history.json`; the last profile chart in `bench/profile.svg`.
 
-use rwkv_bench::{charts, BenchOptions as RunOptions, BenchProgress, BenchReport};
+use rwkv_bench::{charts, BenchAdapters, BenchOptions as RunOptions, BenchProgress, BenchReport};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::{Engine, LoadOptions};
 use serde::{Deserialize, Serialize};
 use tauri::ipc::Channel;
 
 use crate::error::{AppError, AppResult};
+use crate::library;
 use crate::store::Store;
 use crate::worker::EngineHandle;
 
@@ -66,6 +67,17 @@ pub async fn run(
             "prompt tokens 1..=8192 and decode tokens 2..=4096",
         ));
     }
+    // The Model view's current adapters run in every measured pass (and the profiled one);
+    // the report names them.
+    let set = library::load(store)?.current();
+    let adapters = BenchAdapters {
+        loras: set
+            .loras
+            .iter()
+            .map(|l| (l.path.clone().into(), Some(l.scale)))
+            .collect(),
+        init_state: set.init_state.clone().map(Into::into),
+    };
     let (report, profile) = h
         .run(move |w| {
             let (path, adapter) = {
@@ -92,9 +104,14 @@ pub async fn run(
             };
             // The run loads the model itself: free ours first (one copy on the GPU).
             w.set_engine(None);
-            let report = rwkv_bench::run(std::path::Path::new(&path), &run_opts, &mut |p| {
-                let _ = events.send(p);
-            });
+            let report = rwkv_bench::run_with(
+                std::path::Path::new(&path),
+                &run_opts,
+                &adapters,
+                &mut |p| {
+                    let _ = events.send(p);
+                },
+            );
             // Whatever the run gave, the model comes back.
             let _ = events.send(BenchProgress {
                 step: "reloading the model".into(),
@@ -103,8 +120,11 @@ pub async fn run(
             });
             w.set_engine(Some(Engine::load(&path, &load)?));
             let report = report?;
-            let eng = w.engine()?;
-            let st = eng.new_state()?;
+            let (eng, init) = w.prepare(&set)?;
+            let st = match &init {
+                Some(i) => eng.new_state_from(i)?,
+                None => eng.new_state()?,
+            };
             let tokens = rwkv_bench::run::tokens(7, PROFILE_TOKENS, eng.config().vocab_size);
             let profile = eng.profile(st, &tokens);
             let _ = eng.free_state(st);

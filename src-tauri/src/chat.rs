@@ -72,15 +72,14 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
-/// A new state holding `text`: fed from `init` (a state-tuned initial state) when given,
-/// else from the zero state. The caller owns (frees) it.
-pub fn fresh_state(eng: &mut Engine, init: Option<&InitState>, text: &str) -> AppResult<StateId> {
-    let ids = eng.tokenizer().encode(text);
+/// A new state holding the tokens `ids`: fed from `init` (a state-tuned initial state)
+/// when given, else from the zero state. The caller owns (frees) it.
+pub fn fresh_state(eng: &mut Engine, init: Option<&InitState>, ids: &[u32]) -> AppResult<StateId> {
     let st = match init {
         Some(i) => eng.new_state_from(i)?,
         None => eng.new_state()?,
     };
-    if let Err(e) = eng.feed(st, &ids) {
+    if let Err(e) = eng.feed(st, ids) {
         let _ = eng.free_state(st);
         return Err(e.into());
     }
@@ -104,8 +103,9 @@ pub fn start_state(
             Err(e) => log::warn!("{e}; prefilling instead"),
         }
     }
-    let st = fresh_state(eng, init, text)?;
-    Ok((st, text.is_empty()))
+    let ids = eng.tokenizer().encode(text);
+    let st = fresh_state(eng, init, &ids)?;
+    Ok((st, ids.is_empty()))
 }
 
 /// Keeps the first `keep` messages of chat `chat_id`, appends the user message `text`, and

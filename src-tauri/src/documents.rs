@@ -50,8 +50,9 @@ pub async fn create(
         .run(move |w| {
             let (eng, init) = w.prepare(&set)?;
             let t0 = Instant::now();
-            let n = eng.tokenizer().encode(&job_text).len();
-            let st = fresh_state(eng, init.as_deref(), &job_text)?;
+            let ids = eng.tokenizer().encode(&job_text);
+            let n = ids.len();
+            let st = fresh_state(eng, init.as_deref(), &ids)?;
             // Saving reads the state back, which waits for the GPU: time-to-ready.
             let saved = eng.save_state(st, n as u64, &state_path);
             let ms = t0.elapsed().as_secs_f64() * 1e3;

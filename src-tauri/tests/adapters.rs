@@ -353,3 +353,60 @@ fn bad_adapter_files_are_readable_errors_and_the_app_stays_usable() {
     drop(t);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_benchmark_run_applies_and_names_the_current_adapters() {
+    let dir = scratch("adapters-bench");
+    let t = app_at(&dir.join("data"));
+    t.load_default();
+    let bench = |title: &str| {
+        t.ok(
+            "bench_run",
+            json!({ "options": { "title": title, "prompt_tokens": 16, "decode_tokens": 4 }, "onProgress": "__CHANNEL__:7" }),
+        )
+    };
+    let base = bench("base")["runs"][0].clone();
+    assert_eq!(
+        base.get("loras"),
+        None,
+        "a base run names no adapters: {base}"
+    );
+    assert_eq!(base.get("init_state"), None);
+    let (a, s) = (
+        adapter("demo-lora-r4.safetensors"),
+        adapter("demo-state.safetensors"),
+    );
+    t.allow(&a);
+    t.ok("lora_add", json!({ "path": a }));
+    t.ok(
+        "lora_update",
+        json!({ "path": a, "scale": 1.5, "enabled": true }),
+    );
+    t.allow(&s);
+    t.ok("init_state_add", json!({ "path": s }));
+    let dash = bench("lora");
+    let run = &dash["runs"][1];
+    assert_eq!(run["loras"], json!([{ "file": a, "scale": 1.5 }]), "{run}");
+    assert_eq!(run["init_state"], json!(s));
+    assert!(run["figures"]["adapters_load_ms"]["median"]
+        .as_f64()
+        .is_some_and(|x| x > 0.0));
+    // The LoRA's matrices were on the GPU during the run: f32 A and Bᵀ, rank 4 × (4
+    // attention matrices × (256 + 256) + 2 FFN × (256 + 1024)) × 4 bytes × 6 layers
+    // = 442,368 bytes ≈ 0.42 MiB more than the same run on the base.
+    let (mib, base_mib) = (
+        run["gpu_mem_mib"].as_f64().expect("mib"),
+        base["gpu_mem_mib"].as_f64().expect("mib"),
+    );
+    assert!(
+        mib - base_mib >= 0.42,
+        "{mib} MiB with the LoRA, {base_mib} without"
+    );
+    // The base model's quality reference does not apply with adapters.
+    assert_eq!(run["quality"], Value::Null);
+    // Kept in the history as it ran.
+    let again = t.ok("bench_dashboard", json!({}));
+    assert_eq!(again["runs"][1]["loras"], run["loras"]);
+    drop(t);
+    let _ = std::fs::remove_dir_all(&dir);
+}

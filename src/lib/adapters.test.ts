@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { currentSet, fmtScale, isBase, setLabels } from './adapters';
+import { currentSet, fmtScale, isBase, runSet, setLabels } from './adapters';
 import type { AdapterLibrary, LoraEntry } from './api';
 
 const lora = (path: string, scale: number, enabled: boolean): LoraEntry => ({
@@ -33,5 +33,12 @@ describe('adapter sets', () => {
     expect(fmtScale(2)).toBe('2');
     expect(fmtScale(0.33333)).toBe('0.333');
     expect(setLabels(null)).toEqual([]);
+  });
+
+  it('a benchmark run says what it ran with; older runs, the base model', () => {
+    expect(runSet({ loras: [{ file: '/a/x.gguf', scale: 0.5 }], init_state: '/s/b.pth' })).toEqual({
+      loras: [{ path: '/a/x.gguf', scale: 0.5 }], init_state: '/s/b.pth',
+    });
+    expect(isBase(runSet({}))).toBe(true);
   });
 });

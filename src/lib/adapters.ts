@@ -1,6 +1,6 @@
 // Adapter sets for people: what a chat, document or run used, as short labels.
 
-import type { AdapterLibrary, AdapterSet } from './api';
+import type { AdapterLibrary, AdapterSet, BenchReport } from './api';
 import { baseName } from './format';
 
 /** What new chats, documents and analyses use: as `library::Library::current` in Rust. */
@@ -40,4 +40,9 @@ export function setLabels(set: AdapterSet | null | undefined): AdapterLabel[] {
     out.push({ kind: 'state', text: `state: ${baseName(set.init_state)}`, title: set.init_state });
   }
   return out;
+}
+
+/** The adapters a benchmark run had (`rwkv_bench::BenchReport` `loras`, `init_state`). */
+export function runSet(r: Pick<BenchReport, 'loras' | 'init_state'>): AdapterSet {
+  return { loras: (r.loras ?? []).map((l) => ({ path: l.file, scale: l.scale })), init_state: r.init_state ?? null };
 }

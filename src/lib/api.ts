@@ -394,6 +394,10 @@ export interface BenchReport {
   tokenize_us: number;
   gpu_mem_mib: number;
   figures: Record<string, Figure>;
+  /** LoRA adapters active in the measured passes (absent: none). */
+  loras?: { file: string; scale: number }[];
+  /** The initial-state file the measured states started from. */
+  init_state?: string | null;
 }
 
 /** `rwkv_engine::profile::Total`. */

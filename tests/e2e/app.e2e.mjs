@@ -339,6 +339,10 @@ async function main() {
   });
 
   await step('benchmarks: a run draws the charts', async () => {
+    // The LoRA back on: the run applies it, and its row says so.
+    await click('[data-testid=nav-model]');
+    await click('[data-testid=lora-enabled]');
+    await waitFor('the LoRA on', () => exec(`return document.querySelector('[data-testid=lora-enabled]').checked`));
     await click('[data-testid=nav-bench]');
     await setValue('[data-testid=bench-title]', 'e2e');
     await setValue('[data-testid=bench-prompt]', '64');
@@ -361,6 +365,8 @@ async function main() {
     }
     const table = await text('[data-testid=bench-table]');
     assert(/tok\/s/.test(table), 'the run is listed with speeds');
+    const ran = await text('[data-testid=bench-adapters]');
+    assert(ran.includes('demo-lora-r4.safetensors ×2'), `the run names its LoRA (got ${ran})`);
     // The reloaded model is ready again.
     await waitFor('the model after the run', async () => (await text('[data-testid=model-status]'))?.includes('rwkv7-demo'));
     await screenshot('5-benchmarks');
