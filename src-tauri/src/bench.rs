@@ -3,7 +3,7 @@
 //! charts as the CLI (`rwkv_bench::charts`: one chart code path). Reports are kept in
 //! `bench/history.json`; the last profile chart in `bench/profile.svg`.
 
-use rwkv_bench::{charts, BenchAdapters, BenchOptions as RunOptions, BenchProgress, BenchReport};
+use rwkv_bench::{charts, BenchOptions as RunOptions, BenchProgress, BenchReport};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::{Engine, LoadOptions};
 use serde::{Deserialize, Serialize};
@@ -68,16 +68,14 @@ pub async fn run(
         ));
     }
     // The Model view's current adapters run in every measured pass (and the profiled one);
-    // the report names them.
+    // the report names them (`lora`, `init_state`).
     let set = library::load(store)?.current();
-    let adapters = BenchAdapters {
-        loras: set
-            .loras
-            .iter()
-            .map(|l| (l.path.clone().into(), Some(l.scale)))
-            .collect(),
-        init_state: set.init_state.clone().map(Into::into),
-    };
+    let loras: Vec<(std::path::PathBuf, Option<f32>)> = set
+        .loras
+        .iter()
+        .map(|l| (l.path.clone().into(), Some(l.scale)))
+        .collect();
+    let init_state = set.init_state.clone().map(Into::into);
     let (report, profile) = h
         .run(move |w| {
             let (path, adapter) = {
@@ -100,18 +98,15 @@ pub async fn run(
                 quality: false,
                 load: load.clone(),
                 command: "RWKV Studio dashboard".into(),
+                loras,
+                init_state,
                 ..Default::default()
             };
             // The run loads the model itself: free ours first (one copy on the GPU).
             w.set_engine(None);
-            let report = rwkv_bench::run_with(
-                std::path::Path::new(&path),
-                &run_opts,
-                &adapters,
-                &mut |p| {
-                    let _ = events.send(p);
-                },
-            );
+            let report = rwkv_bench::run(std::path::Path::new(&path), &run_opts, &mut |p| {
+                let _ = events.send(p);
+            });
             // Whatever the run gave, the model comes back.
             let _ = events.send(BenchProgress {
                 step: "reloading the model".into(),

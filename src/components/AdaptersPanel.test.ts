@@ -128,6 +128,11 @@ describe('AdapterPills', () => {
     expect(pills).toEqual(['◆ style.safetensors ×0.75', '▶ state: tuned.pth']);
   });
 
+  it('shows ready-made labels (a benchmark run\'s) as given', () => {
+    render(AdapterPills, { labels: [{ kind: 'lora', text: 'style.safetensors ×2 (rank 8)', title: 'style.safetensors ×2 (rank 8)' }] });
+    expect(screen.getByTestId('adapter-pill').textContent?.trim()).toBe('◆ style.safetensors ×2 (rank 8)');
+  });
+
   it('says base model for an empty set only when asked', () => {
     const { unmount } = render(AdapterPills, { set: { loras: [], init_state: null } });
     expect(screen.queryByTestId('adapter-pills')).toBeNull();

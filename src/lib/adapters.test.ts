@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { currentSet, fmtScale, isBase, runSet, setLabels } from './adapters';
+import { currentSet, fmtScale, isBase, runLabels, setLabels } from './adapters';
 import type { AdapterLibrary, LoraEntry } from './api';
 
 const lora = (path: string, scale: number, enabled: boolean): LoraEntry => ({
@@ -35,10 +35,9 @@ describe('adapter sets', () => {
     expect(setLabels(null)).toEqual([]);
   });
 
-  it('a benchmark run says what it ran with; older runs, the base model', () => {
-    expect(runSet({ loras: [{ file: '/a/x.gguf', scale: 0.5 }], init_state: '/s/b.pth' })).toEqual({
-      loras: [{ path: '/a/x.gguf', scale: 0.5 }], init_state: '/s/b.pth',
-    });
-    expect(isBase(runSet({}))).toBe(true);
+  it('a benchmark run says what it ran with; older runs, nothing', () => {
+    const labels = runLabels({ lora: ['style.safetensors ×0.5 (rank 4)'], init_state: '/s/b.pth' });
+    expect(labels.map((l) => [l.kind, l.text])).toEqual([['lora', 'style.safetensors ×0.5 (rank 4)'], ['state', 'state: b.pth']]);
+    expect(runLabels({})).toEqual([]);
   });
 });

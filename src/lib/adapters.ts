@@ -42,7 +42,9 @@ export function setLabels(set: AdapterSet | null | undefined): AdapterLabel[] {
   return out;
 }
 
-/** The adapters a benchmark run had (`rwkv_bench::BenchReport` `loras`, `init_state`). */
-export function runSet(r: Pick<BenchReport, 'loras' | 'init_state'>): AdapterSet {
-  return { loras: (r.loras ?? []).map((l) => ({ path: l.file, scale: l.scale })), init_state: r.init_state ?? null };
+/** What a benchmark run had (`rwkv_bench::BenchReport` `lora`, `init_state`), as labels. */
+export function runLabels(r: Pick<BenchReport, 'lora' | 'init_state'>): AdapterLabel[] {
+  const out: AdapterLabel[] = (r.lora ?? []).map((l) => ({ kind: 'lora', text: l, title: l }));
+  if (r.init_state) out.push({ kind: 'state', text: `state: ${baseName(r.init_state)}`, title: r.init_state });
+  return out;
 }

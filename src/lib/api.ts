@@ -394,8 +394,8 @@ export interface BenchReport {
   tokenize_us: number;
   gpu_mem_mib: number;
   figures: Record<string, Figure>;
-  /** LoRA adapters active in the measured passes (absent: none). */
-  loras?: { file: string; scale: number }[];
+  /** LoRA adapters active in the measured passes, `name ×scale (rank r)` (absent: none). */
+  lora?: string[];
   /** The initial-state file the measured states started from. */
   init_state?: string | null;
 }

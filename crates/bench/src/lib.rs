@@ -16,5 +16,5 @@ pub mod report;
 pub mod run;
 
 pub use quality::{Quality, QualityReference};
-pub use report::{BenchReport, Figure, LoraRun};
-pub use run::{run, run_with, BenchAdapters, BenchOptions, BenchProgress};
+pub use report::{BenchReport, Figure};
+pub use run::{run, BenchOptions, BenchProgress};

@@ -91,19 +91,13 @@ pub struct BenchReport {
     /// Figures of peers run in the same command (`web-rwkv`: {…}).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub peer: BTreeMap<String, serde_json::Value>,
-    /// The LoRA adapters active in the measured passes (none: the base model).
+    /// LoRA adapters applied to every measured pass (`name ×scale (rank r)`); empty: the
+    /// base model. Quality is always the base's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub loras: Vec<LoraRun>,
-    /// The initial-state file the measured states started from, if any.
+    pub lora: Vec<String>,
+    /// The initial-state file every measured sequence started from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init_state: Option<String>,
-}
-
-/// A LoRA adapter of a run: its file as given and the scale applied.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoraRun {
-    pub file: String,
-    pub scale: f32,
 }
 
 impl BenchReport {

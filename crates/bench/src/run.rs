@@ -1,7 +1,7 @@
 //! The benchmark run itself.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use rwkv_engine::{
@@ -9,7 +9,7 @@ use rwkv_engine::{
 };
 
 use crate::quality;
-use crate::report::{BenchReport, Figure, LoraRun, ModelFacts};
+use crate::report::{BenchReport, Figure, ModelFacts};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -31,17 +31,11 @@ pub struct BenchOptions {
     pub reference: Option<std::path::PathBuf>,
     pub commit: String,
     pub command: String,
-}
-
-/// The adapters of a run ([`run_with`]; none: the base model).
-#[derive(Debug, Clone, Default)]
-pub struct BenchAdapters {
-    /// LoRA adapters active in every measured pass, each with its scale (`None`: the file's
-    /// `LoraAdapter::default_scale`, alpha / rank or 1). Read and uploaded once, after the
-    /// timed model loads (figure `adapters_load_ms`).
-    pub loras: Vec<(PathBuf, Option<f32>)>,
-    /// A state-tuned initial state every measured state starts from.
-    pub init_state: Option<PathBuf>,
+    /// LoRA adapters applied to every pass: file and scale (`None`: the file's
+    /// alpha / rank, else 1).
+    pub loras: Vec<(std::path::PathBuf, Option<f32>)>,
+    /// A state-tuned initial state every measured sequence starts from.
+    pub init_state: Option<std::path::PathBuf>,
 }
 
 impl Default for BenchOptions {
@@ -59,12 +53,37 @@ impl Default for BenchOptions {
             reference: None,
             commit: String::new(),
             command: String::new(),
+            loras: Vec::new(),
+            init_state: None,
         }
     }
 }
 
-/// A new state: from `init` when given, else the zero state.
-fn start(eng: &mut Engine, init: Option<&InitState>) -> Result<StateId> {
+/// Reads and applies the adapters of `opts` on `eng`: their descriptions
+/// (`name ×scale (rank r)`), the initial state, and the time it took (read + upload +
+/// activation), ms.
+fn apply_adapters(
+    eng: &mut Engine,
+    opts: &BenchOptions,
+) -> Result<(Vec<String>, Option<InitState>, f64)> {
+    let t = Instant::now();
+    let mut active = Vec::new();
+    let mut names = Vec::new();
+    for (path, scale) in &opts.loras {
+        let a = LoraAdapter::open(path)?;
+        let s = scale.unwrap_or_else(|| a.default_scale());
+        names.push(format!("{} ×{s} (rank {})", a.name, a.rank()));
+        active.push((eng.load_lora(&a)?, s));
+    }
+    eng.set_active_loras(&active)?;
+    let init = opts.init_state.as_ref().map(InitState::open).transpose()?;
+    // The GPU work of the upload and the copies is part of the adapter's load.
+    eng.gpu().wait()?;
+    Ok((names, init, ms(t)))
+}
+
+/// A new state: the initial state when there is one, else zeros.
+fn fresh(eng: &mut Engine, init: Option<&InitState>) -> Result<StateId> {
     match init {
         Some(i) => eng.new_state_from(i),
         None => eng.new_state(),
@@ -128,19 +147,6 @@ pub fn run(
     opts: &BenchOptions,
     progress: &mut dyn FnMut(BenchProgress),
 ) -> Result<BenchReport> {
-    run_with(path, opts, &BenchAdapters::default(), progress)
-}
-
-/// [`run`] with `adapters` active in every measured pass; the report names them. The
-/// quality check (against the base model's reference) is skipped when there are any.
-///
-/// Errors: as [`run`]; the adapter readers' and `Engine::load_lora`'s (files named).
-pub fn run_with(
-    path: &Path,
-    opts: &BenchOptions,
-    adapters: &BenchAdapters,
-    progress: &mut dyn FnMut(BenchProgress),
-) -> Result<BenchReport> {
     let steps = 6 + opts.prefill.len();
     let mut step = 0;
     let mut say = |s: &str| {
@@ -175,30 +181,9 @@ pub fn run_with(
         None => Engine::load(path, &opts.load)?,
     };
     figures.insert("load_ms".into(), Figure::of(&loads));
-
-    // Adapters: read, checked and uploaded once (timed apart from the model's load).
-    let t = Instant::now();
-    let mut active = Vec::new();
-    let mut lora_runs = Vec::new();
-    for (p, scale) in &adapters.loras {
-        let a = LoraAdapter::open(p)?;
-        let s = scale.unwrap_or_else(|| a.default_scale());
-        active.push((eng.load_lora(&a)?, s));
-        lora_runs.push(LoraRun {
-            file: p.display().to_string(),
-            scale: s,
-        });
-    }
-    eng.set_active_loras(&active)?;
-    let init = match &adapters.init_state {
-        Some(p) => Some(InitState::open(p)?),
-        None => None,
-    };
-    if let Some(i) = &init {
-        i.check(eng.config())?;
-    }
-    if !active.is_empty() || init.is_some() {
-        figures.insert("adapters_load_ms".into(), Figure::of(&[ms(t)]));
+    let (lora_names, init, lora_ms) = apply_adapters(&mut eng, opts)?;
+    if !opts.loras.is_empty() {
+        figures.insert("lora_load_ms".into(), Figure::of(&[lora_ms]));
     }
     let init = init.as_ref();
     let vocab = eng.config().vocab_size;
@@ -215,7 +200,7 @@ pub fn run_with(
         let toks = tokens(len as u64, len, vocab);
         let mut v = Vec::new();
         for r in 0..=opts.repeat {
-            let st = start(&mut eng, init)?;
+            let st = fresh(&mut eng, init)?;
             let t = Instant::now();
             eng.forward(
                 &[SeqInput {
@@ -242,7 +227,7 @@ pub fn run_with(
     let prompt = tokens(7, 212, vocab);
     let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..=opts.repeat {
-        let st = start(&mut eng, init)?;
+        let st = fresh(&mut eng, init)?;
         let mut greedy = |l: &mut [f32]| -> Result<u32> {
             Ok(l.iter()
                 .enumerate()
@@ -277,7 +262,7 @@ pub fn run_with(
     let mut doc_state = None;
     for r in 0..=opts.repeat {
         let t = Instant::now();
-        let st = start(&mut eng, init)?;
+        let st = fresh(&mut eng, init)?;
         eng.forward(
             &[SeqInput {
                 state: st,
@@ -354,10 +339,14 @@ pub fn run_with(
     figures.insert("tokenize_us".into(), Figure::of(&tk));
 
     say("quality");
-    // The quality reference is the base model's: with adapters there is nothing to compare.
-    let q = if opts.quality && lora_runs.is_empty() && init.is_none() {
+    // Quality is the base model's (its reference is the base's): adapters off for it.
+    let q = if opts.quality {
+        let active = eng.active_loras().to_vec();
+        eng.set_active_loras(&[])?;
         let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
-        Some(quality::check(&mut eng, &reference)?)
+        let q = quality::check(&mut eng, &reference)?;
+        eng.set_active_loras(&active)?;
+        Some(q)
     } else {
         None
     };
@@ -403,11 +392,8 @@ pub fn run_with(
         quality: q,
         figures,
         peer: BTreeMap::new(),
-        loras: lora_runs,
-        init_state: adapters
-            .init_state
-            .as_ref()
-            .map(|p| p.display().to_string()),
+        lora: lora_names,
+        init_state: opts.init_state.as_ref().map(|p| p.display().to_string()),
     })
 }
 

@@ -117,6 +117,13 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
         reference: a.reference.clone(),
         commit: a.commit.clone().unwrap_or_else(git_commit),
         command: std::env::args().collect::<Vec<_>>().join(" "),
+        loras: a
+            .model
+            .lora
+            .iter()
+            .map(|l| (l.path.clone(), l.scale))
+            .collect(),
+        init_state: a.model.init_state.clone(),
     };
     let mut report = rwkv_bench::run(&a.model.model, &opts, &mut |p| {
         eprintln!("[{}/{}] {}", p.done, p.total, p.step)

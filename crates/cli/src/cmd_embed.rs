@@ -29,7 +29,18 @@ pub fn run(a: EmbedArgs) -> anyhow::Result<()> {
             anyhow::bail!("--text #{} is empty", i + 1);
         }
     }
-    let inputs: Vec<EmbedInput> = ids.iter().map(|t| EmbedInput::new(t)).collect();
+    // Each text starts from the initial state (a fork of it) when one is given.
+    let init = match &a.model.init_state {
+        Some(_) => Some(a.model.start_state(&mut eng)?),
+        None => None,
+    };
+    let inputs: Vec<EmbedInput> = ids
+        .iter()
+        .map(|t| EmbedInput {
+            tokens: t,
+            from: init,
+        })
+        .collect();
     let t0 = std::time::Instant::now();
     let emb = eng.embed(&inputs, pooling)?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;

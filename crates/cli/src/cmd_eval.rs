@@ -46,7 +46,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
         }
         _ => anyhow::bail!("give --text or --tokens"),
     };
-    let st = eng.new_state()?;
+    let st = a.model.start_state(&mut eng)?;
     let out = eng.forward(
         &[SeqInput {
             state: st,

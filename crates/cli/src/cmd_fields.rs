@@ -34,8 +34,14 @@ pub fn run(a: FieldsArgs) -> anyhow::Result<()> {
         .map(|s| Field::parse(s))
         .collect::<Result<Vec<_>, _>>()?;
     let mut eng = a.model.load(a.json)?;
-    let doc = match &a.doc {
+    // Fields are embedded after the document, which starts from the initial state; with
+    // no document, after the initial state itself.
+    let init = match &a.model.init_state {
+        Some(_) => Some(a.model.start_state(&mut eng)?),
         None => None,
+    };
+    let doc = match &a.doc {
+        None => init,
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
@@ -44,7 +50,13 @@ pub fn run(a: FieldsArgs) -> anyhow::Result<()> {
                 anyhow::bail!("{}: the document is empty", p.display());
             }
             let t0 = std::time::Instant::now();
-            let st = eng.prefill(&tokens)?;
+            let st = match init {
+                Some(st) => {
+                    eng.feed(st, &tokens)?;
+                    st
+                }
+                None => eng.prefill(&tokens)?,
+            };
             if !a.json {
                 eprintln!(
                     "document {}: {} tokens prefilled in {:.0} ms",

@@ -68,7 +68,7 @@ pub struct GenerateArgs {
 
 pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let mut eng = a.model.load(false)?;
-    let st = eng.new_state()?;
+    let st = a.model.start_state(&mut eng)?;
     let sampler = if a.greedy {
         SamplerOptions {
             stop_tokens: Vec::new(),
@@ -109,7 +109,7 @@ pub struct ChatArgs {
 /// RWKV chat template: `User: …\n\nAssistant:`, replies end at `\n\n`.
 pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
     let mut eng = a.model.load(false)?;
-    let st = eng.new_state()?;
+    let st = a.model.start_state(&mut eng)?;
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler: a.sampling.options(&["\n\n"]),

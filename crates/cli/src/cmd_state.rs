@@ -122,7 +122,8 @@ fn save(a: SaveArgs) -> anyhow::Result<()> {
         anyhow::bail!("the text is empty");
     }
     let t0 = std::time::Instant::now();
-    let st = eng.prefill(&tokens)?;
+    let st = a.model.start_state(&mut eng)?;
+    eng.feed(st, &tokens)?;
     let ms = t0.elapsed().as_secs_f64() * 1e3;
     let h = eng.save_state(st, tokens.len() as u64, &a.out)?;
     eprintln!(

@@ -104,3 +104,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Arguments of `rwkv synth-lora`.
+#[derive(clap::Args, Debug)]
+pub struct LoraArgs {
+    /// The model the adapter is for (its shape is read from it).
+    #[arg(long, short)]
+    pub model: PathBuf,
+    /// Rank of every adapted matrix.
+    #[arg(long, default_value_t = 64)]
+    pub rank: usize,
+    /// Output `.safetensors` (RWKV-PEFT keys, f16, lora_alpha = rank).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed of the random A and B.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Writes a seeded LoRA adapter on every attention and channel-mix matrix of a model.
+pub fn run_lora(a: LoraArgs) -> anyhow::Result<()> {
+    let file = rwkv_engine::ModelFile::open(&a.model)?;
+    let cfg = rwkv_engine::Rwkv7Weights::from_file(&file)?.config;
+    let t = std::time::Instant::now();
+    let bytes = synth::write_lora(&cfg, a.rank, a.seed, &a.out)?;
+    eprintln!(
+        "wrote {} ({:.1} MiB, rank {} on 6 × {} matrices) in {:.1} s",
+        a.out.display(),
+        bytes as f64 / 1048576.0,
+        a.rank,
+        cfg.n_layer,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

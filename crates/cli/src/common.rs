@@ -6,8 +6,42 @@ use std::time::Instant;
 use clap::Args;
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::{
-    CancelToken, Engine, GenerateOptions, LoadOptions, LoadProgress, StateId, TextEvent, TextOutput,
+    CancelToken, Engine, GenerateOptions, InitState, LoadOptions, LoadProgress, LoraAdapter,
+    StateId, TextEvent, TextOutput,
 };
+
+/// A `--lora FILE[:SCALE]` argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraSpec {
+    pub path: std::path::PathBuf,
+    pub scale: Option<f32>,
+}
+
+/// `FILE[:SCALE]`: the text after the last `:` is the scale when it parses as a finite
+/// number (so `C:\\x.gguf` and `a:b.pth` stay paths).
+pub fn parse_lora(s: &str) -> Result<LoraSpec, String> {
+    if let Some((path, scale)) = s.rsplit_once(':') {
+        if let Ok(v) = scale.parse::<f32>() {
+            if !v.is_finite() {
+                return Err(format!("scale {scale} is not a finite number"));
+            }
+            if path.is_empty() {
+                return Err("no file before the scale".into());
+            }
+            return Ok(LoraSpec {
+                path: path.into(),
+                scale: Some(v),
+            });
+        }
+    }
+    if s.is_empty() {
+        return Err("empty file name".into());
+    }
+    Ok(LoraSpec {
+        path: s.into(),
+        scale: None,
+    })
+}
 
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
@@ -24,6 +58,15 @@ pub struct ModelArgs {
     /// over it is refused at load with the sizes.
     #[arg(long)]
     pub max_gpu_mb: Option<u64>,
+    /// LoRA adapter applied to every pass, repeatable: RWKV-PEFT .pth / .safetensors or a
+    /// llama.cpp GGUF adapter. The delta of each adapted matrix is SCALE · B·A; SCALE
+    /// defaults to alpha / rank when the file holds alpha (GGUF adapters), else 1.
+    #[arg(long = "lora", value_name = "FILE[:SCALE]", value_parser = parse_lora)]
+    pub lora: Vec<LoraSpec>,
+    /// State-tuned initial state (RWKV-PEFT `blocks.N.att.time_state`, .pth /
+    /// .safetensors): every sequence starts from it instead of zeros.
+    #[arg(long, value_name = "FILE")]
+    pub init_state: Option<std::path::PathBuf>,
 }
 
 impl ModelArgs {
@@ -58,6 +101,8 @@ impl ModelArgs {
         if std::env::var("RWKV_FAULT").is_ok_and(|f| f == "lose-device") {
             eng.gpu().device.destroy();
         }
+        let mut eng = eng;
+        self.apply_loras(&mut eng, quiet)?;
         if !quiet {
             let i = eng.info();
             eprintln!(
@@ -76,6 +121,44 @@ impl ModelArgs {
             );
         }
         Ok(eng)
+    }
+
+    /// Reads, uploads and activates the `--lora` adapters.
+    pub fn apply_loras(&self, eng: &mut Engine, quiet: bool) -> anyhow::Result<()> {
+        let mut active = Vec::new();
+        for l in &self.lora {
+            let a = LoraAdapter::open(&l.path)?;
+            let s = l.scale.unwrap_or_else(|| a.default_scale());
+            if !quiet {
+                eprintln!(
+                    "LoRA {}: rank {}, {} matrices, scale {s}",
+                    a.name,
+                    a.rank(),
+                    a.matrices.len()
+                );
+            }
+            active.push((eng.load_lora(&a)?, s));
+        }
+        eng.set_active_loras(&active)?;
+        Ok(())
+    }
+
+    /// The `--init-state` file, read and checked against `eng`'s model.
+    pub fn init_state(&self, eng: &Engine) -> anyhow::Result<Option<InitState>> {
+        let Some(p) = &self.init_state else {
+            return Ok(None);
+        };
+        let s = InitState::open(p)?;
+        s.check(eng.config())?;
+        Ok(Some(s))
+    }
+
+    /// A new state for a sequence: the `--init-state` when given, else zeros.
+    pub fn start_state(&self, eng: &mut Engine) -> anyhow::Result<StateId> {
+        Ok(match self.init_state(eng)? {
+            Some(s) => eng.new_state_from(&s)?,
+            None => eng.new_state()?,
+        })
     }
 }
 
@@ -99,4 +182,24 @@ pub fn generate_to_stdout(
     })?;
     writeln!(out)?;
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lora_arguments_split_file_and_scale() {
+        let l = parse_lora("a/b.gguf:0.5").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.gguf"), Some(0.5)));
+        let l = parse_lora("a/b.pth").unwrap();
+        assert_eq!((l.path.to_str(), l.scale), (Some("a/b.pth"), None));
+        // A colon in the path that is not followed by a number stays in the path.
+        let l = parse_lora("C:\\lora\\x.safetensors").unwrap();
+        assert_eq!(l.path.to_str(), Some("C:\\lora\\x.safetensors"));
+        assert_eq!(parse_lora("x.pth:-2").unwrap().scale, Some(-2.0));
+        assert!(parse_lora("x.pth:inf").is_err());
+        assert!(parse_lora(":1").is_err());
+        assert!(parse_lora("").is_err());
+    }
 }

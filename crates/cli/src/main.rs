@@ -56,6 +56,8 @@ enum Command {
     Detokenize(cmd_tokenize::detokenize::Args),
     /// Write a random RWKV-7 model of any shape (GGUF in llama.cpp's layout, or SafeTensors).
     Synth(cmd_synth::Args),
+    /// Write a random LoRA adapter (RWKV-PEFT keys) for a model, for benchmarks.
+    SynthLora(cmd_synth::LoraArgs),
     /// The Rust side of python/bench/bench.py: time embed and logits through the Rust API (JSON).
     Pybench(cmd_pybench::PyBenchArgs),
 }
@@ -114,6 +116,7 @@ fn main() -> anyhow::Result<()> {
         Command::Tokenize(args) => cmd_tokenize::tokenize::run(args),
         Command::Detokenize(args) => cmd_tokenize::detokenize::run(args),
         Command::Synth(args) => cmd_synth::run(args),
+        Command::SynthLora(args) => cmd_synth::run_lora(args),
         Command::Pybench(args) => cmd_pybench::run(args),
     }
 }

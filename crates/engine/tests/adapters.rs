@@ -80,12 +80,7 @@ impl Refs {
                 row.as_array()
                     .unwrap()
                     .iter()
-                    .map(|p| {
-                        (
-                            p[0].as_u64().unwrap() as u32,
-                            p[1].as_f64().unwrap() as f32,
-                        )
-                    })
+                    .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap() as f32))
                     .collect()
             })
             .collect()
@@ -160,7 +155,10 @@ fn states_read_the_same_from_pth_and_safetensors() {
         let dir = adapters_dir();
         let a = InitState::open(dir.join(format!("rwkv7-{}.state.pth", m.name))).unwrap();
         let b = InitState::open(dir.join(format!("rwkv7-{}.state.safetensors", m.name))).unwrap();
-        assert_eq!((a.format, b.format), (AdapterFormat::Pth, AdapterFormat::SafeTensors));
+        assert_eq!(
+            (a.format, b.format),
+            (AdapterFormat::Pth, AdapterFormat::SafeTensors)
+        );
         a.check(&cfg).unwrap();
         assert_eq!(
             (a.n_layer, a.n_head, a.head_size),
@@ -188,7 +186,10 @@ fn merged_file_gives_the_rwkv_package_logits() {
         let out_p = dir.join(format!("{}-pth.safetensors", m.name));
         let sum = merge_to_safetensors(&base, &[(&gguf, gguf.default_scale())], &out_g).unwrap();
         merge_to_safetensors(&base, &[(&pth, 2.0)], &out_p).unwrap();
-        let (fg, fp) = (ModelFile::open(&out_g).unwrap(), ModelFile::open(&out_p).unwrap());
+        let (fg, fp) = (
+            ModelFile::open(&out_g).unwrap(),
+            ModelFile::open(&out_p).unwrap(),
+        );
         let wg = rwkv_engine::Rwkv7Weights::from_file(&fg).unwrap();
         assert_eq!(sum.adapted, 6 * wg.config.n_layer);
         assert_eq!(sum.tensors, fg.tensors().len());
@@ -207,13 +208,19 @@ fn merged_file_gives_the_rwkv_package_logits() {
         refs.check(m, "lora", &format!("{} merged", m.name), &logits, vocab);
 
         // LoRA + initial state: the merged model from the state.
-        let init = InitState::open(adapters_dir().join(format!("rwkv7-{}.state.pth", m.name)))
-            .unwrap();
+        let init =
+            InitState::open(adapters_dir().join(format!("rwkv7-{}.state.pth", m.name))).unwrap();
         let st = eng.new_state().unwrap();
         eng.write_state(st, &init.to_state(eng.config()).unwrap())
             .unwrap();
         let logits = eng.logits_all(&refs.tokens, Some(st)).unwrap();
-        refs.check(m, "lora_state", &format!("{} merged + state", m.name), &logits, vocab);
+        refs.check(
+            m,
+            "lora_state",
+            &format!("{} merged + state", m.name),
+            &logits,
+            vocab,
+        );
     }
 }
 
@@ -230,13 +237,23 @@ fn init_state_gives_the_rwkv_package_logits() {
             .unwrap();
         let vocab = eng.config().vocab_size;
         let logits = eng.logits_all(&refs.tokens, Some(st)).unwrap();
-        refs.check(m, "state", &format!("{} from state", m.name), &logits, vocab);
+        refs.check(
+            m,
+            "state",
+            &format!("{} from state", m.name),
+            &logits,
+            vocab,
+        );
 
         // The orientation matters: the same state transposed per head (key rows) is far
         // from the reference, so the match above is not an accident of symmetric data.
         let n = init.head_size;
         let mut t = init.clone();
-        for (dst, src) in t.wkv.chunks_exact_mut(n * n).zip(init.wkv.chunks_exact(n * n)) {
+        for (dst, src) in t
+            .wkv
+            .chunks_exact_mut(n * n)
+            .zip(init.wkv.chunks_exact(n * n))
+        {
             for i in 0..n {
                 for j in 0..n {
                     dst[i * n + j] = src[j * n + i];
@@ -247,12 +264,17 @@ fn init_state_gives_the_rwkv_package_logits() {
             .unwrap();
         let logits = eng.logits_all(&refs.tokens, Some(st)).unwrap();
         let last = &logits[(refs.tokens.len() - 1) * vocab..];
-        let want = rwkv_engine::npy::read_f32(
-            adapters_dir().join(format!("rwkv7-{}.adapters.ref.state.last_logits.f32.npy", m.name)),
-        )
+        let want = rwkv_engine::npy::read_f32(adapters_dir().join(format!(
+            "rwkv7-{}.adapters.ref.state.last_logits.f32.npy",
+            m.name
+        )))
         .unwrap()
         .1;
         let d = max_abs(last, &want);
-        assert!(d > 0.05, "{}: a transposed state gives the same logits (|Δ| {d})", m.name);
+        assert!(
+            d > 0.05,
+            "{}: a transposed state gives the same logits (|Δ| {d})",
+            m.name
+        );
     }
 }

@@ -29,11 +29,13 @@ use rwkv_engine::{EngineError, LoraRanks, Result, Rwkv7Config};
 pub mod gguf;
 pub mod gguf_write;
 pub mod init;
+pub mod lora;
 pub mod safetensors;
 pub mod vocab;
 
 pub use self::safetensors::write_safetensors;
 pub use gguf::write_gguf;
+pub use lora::write_lora;
 
 /// RWKV-7 head size N (every released model).
 pub const HEAD_SIZE: usize = 64;

@@ -154,7 +154,12 @@ pub fn merge_to_safetensors(
             (LoraTarget::Value, &a.value),
             (LoraTarget::Output, &a.output),
         ] {
-            plan.push(mat(format!("{p}{}.weight", t.name()), m, OutIn, deltas(i, t)));
+            plan.push(mat(
+                format!("{p}{}.weight", t.name()),
+                m,
+                OutIn,
+                deltas(i, t),
+            ));
         }
         plan.push(vec(format!("{p}att.ln_x.weight"), &a.ln_x.weight, vec![c]));
         plan.push(vec(format!("{p}att.ln_x.bias"), &a.ln_x.bias, vec![c]));
@@ -163,7 +168,12 @@ pub fn merge_to_safetensors(
             (LoraTarget::FfnKey, &b.ffn.key),
             (LoraTarget::FfnValue, &b.ffn.value),
         ] {
-            plan.push(mat(format!("{p}{}.weight", t.name()), m, OutIn, deltas(i, t)));
+            plan.push(mat(
+                format!("{p}{}.weight", t.name()),
+                m,
+                OutIn,
+                deltas(i, t),
+            ));
         }
     }
     plan.push(vec("ln_out.weight".into(), &w.ln_out.weight, vec![c]));
@@ -194,10 +204,11 @@ pub fn merge_to_safetensors(
         );
         off += len;
     }
-    let mut hbytes = serde_json::to_vec(&serde_json::Value::Object(header))
-        .map_err(|e| EngineError::InvalidInput {
+    let mut hbytes = serde_json::to_vec(&serde_json::Value::Object(header)).map_err(|e| {
+        EngineError::InvalidInput {
             what: format!("merge header: {e}"),
-        })?;
+        }
+    })?;
     while hbytes.len() % 8 != 0 {
         hbytes.push(b' ');
     }

@@ -98,8 +98,10 @@ fn stray_hint(name: &str) -> &'static str {
     if name.ends_with("att.time_state") {
         " — this file holds a state-tuned initial state (RWKV-PEFT `time_state`), not a LoRA: \
          load it as an initial state (--init-state)"
-    } else if matches!(name, "emb.weight" | "token_embd.weight" | "head.weight" | "output.weight")
-        || name.ends_with("att.key.weight")
+    } else if matches!(
+        name,
+        "emb.weight" | "token_embd.weight" | "head.weight" | "output.weight"
+    ) || name.ends_with("att.key.weight")
         || name.ends_with("time_mix_key.weight")
     {
         " — this looks like a base model, not a LoRA adapter"
@@ -156,6 +158,19 @@ impl LoraAdapter {
             FileFormat::SafeTensors => (AdapterFormat::SafeTensors, safetensors_alpha(file, &err)?),
             FileFormat::Pth => (AdapterFormat::Pth, None),
         };
+        if let Some(t) = [
+            "emb.weight",
+            "token_embd.weight",
+            "head.weight",
+            "blocks.0.att.key.weight",
+        ]
+        .into_iter()
+        .find(|t| file.has(t))
+        {
+            return Err(err(format!(
+                "holds `{t}`: this is a base model, not a LoRA adapter"
+            )));
+        }
         if let Some(a) = alpha {
             if !a.is_finite() {
                 return Err(err(format!("alpha {a} is not finite")));
@@ -204,8 +219,7 @@ impl LoraAdapter {
                 }
                 (None, None) => continue,
             };
-            let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice())
-            else {
+            let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice()) else {
                 return Err(err(format!(
                     "`{}` is {:?} and `{}` is {:?}: LoRA factors are matrices (A [r, in], B [out, r])",
                     a.name, a.shape, b.name, b.shape
@@ -293,8 +307,8 @@ fn gguf_header(file: &ModelFile, err: &dyn Fn(String) -> EngineError) -> Result<
     match file.meta("adapter.lora.alpha") {
         None => Ok(None),
         Some(v) => match v.as_f64() {
-            Some(a) if a == 0.0 => Ok(None),
-            Some(a) => Ok(Some(a as f32)),
+            // llama.cpp writes 0 when the converter had no alpha: "none".
+            Some(a) => Ok((a != 0.0).then_some(a as f32)),
             None => Err(err(format!("adapter.lora.alpha is {v:?}, not a number"))),
         },
     }

@@ -64,6 +64,20 @@ impl InitState {
                 return Err(err(what.into()));
             }
         };
+        if let Some(t) = ["emb.weight", "token_embd.weight", "head.weight"]
+            .into_iter()
+            .find(|t| file.has(t))
+        {
+            return Err(err(format!(
+                "holds `{t}`: this is a model, not an initial state"
+            )));
+        }
+        if let Some(t) = file.tensors().iter().find(|t| t.name.contains(".lora_")) {
+            return Err(err(format!(
+                "holds `{}`: this is a LoRA adapter, not an initial state: load it as a LoRA (--lora)",
+                t.name
+            )));
+        }
         let n_layer = file.tensors().len();
         if n_layer == 0 {
             return Err(err("holds no tensors".into()));
@@ -76,11 +90,7 @@ impl InitState {
                 .and_then(|l| l.parse::<usize>().ok())
                 .is_some_and(|l| l < n_layer && t.name == format!("blocks.{l}.att.time_state"));
             if !ok {
-                let hint = if t.name.contains("lora_") {
-                    " — this is a LoRA adapter, not an initial state: load it as a LoRA (--lora)"
-                } else if t.name == "emb.weight" || t.name.ends_with(".weight") {
-                    " — this looks like a model, not an initial state"
-                } else if t.name.ends_with("att.time_state") {
+                let hint = if t.name.ends_with("att.time_state") {
                     " (layers must be numbered 0 to L-1 without gaps)"
                 } else {
                     ""
