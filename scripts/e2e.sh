@@ -51,6 +51,9 @@ export XDG_RUNTIME_DIR=$WORK/runtime
 export RWKV_STUDIO_DATA_DIR=$WORK/data
 export RWKV_STUDIO_E2E_OPEN_MODEL=$WORK/broken.gguf
 export RWKV_STUDIO_E2E_OPEN_TEXT=$WORK/letter.txt
+# Test adapters for the demo model (tests/e2e/adapters/make_adapters.py).
+export RWKV_STUDIO_E2E_OPEN_LORA=$ROOT/tests/e2e/adapters/demo-lora-r4.safetensors
+export RWKV_STUDIO_E2E_OPEN_INIT_STATE=$ROOT/tests/e2e/adapters/demo-state.safetensors
 export RWKV_STUDIO_E2E_SAVE_DIR=$WORK/saved
 export E2E_APP=$APP E2E_SCREENSHOTS=$SHOTS
 # (Not WEBKIT_DISABLE_COMPOSITING_MODE: with it, WebKitWebDriver's screenshots hang.)

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use tauri::ipc::Channel;
 
 use crate::error::{AppError, AppResult};
+use crate::library;
 use crate::store::Store;
 use crate::worker::EngineHandle;
 
@@ -66,6 +67,15 @@ pub async fn run(
             "prompt tokens 1..=8192 and decode tokens 2..=4096",
         ));
     }
+    // The Model view's current adapters run in every measured pass (and the profiled one);
+    // the report names them (`lora`, `init_state`).
+    let set = library::load(store)?.current();
+    let loras: Vec<(std::path::PathBuf, Option<f32>)> = set
+        .loras
+        .iter()
+        .map(|l| (l.path.clone().into(), Some(l.scale)))
+        .collect();
+    let init_state = set.init_state.clone().map(Into::into);
     let (report, profile) = h
         .run(move |w| {
             let (path, adapter) = {
@@ -88,10 +98,12 @@ pub async fn run(
                 quality: false,
                 load: load.clone(),
                 command: "RWKV Studio dashboard".into(),
+                loras,
+                init_state,
                 ..Default::default()
             };
             // The run loads the model itself: free ours first (one copy on the GPU).
-            w.engine = None;
+            w.set_engine(None);
             let report = rwkv_bench::run(std::path::Path::new(&path), &run_opts, &mut |p| {
                 let _ = events.send(p);
             });
@@ -101,10 +113,13 @@ pub async fn run(
                 done: 0,
                 total: 0,
             });
-            w.engine = Some(Engine::load(&path, &load)?);
+            w.set_engine(Some(Engine::load(&path, &load)?));
             let report = report?;
-            let eng = w.engine()?;
-            let st = eng.new_state()?;
+            let (eng, init) = w.prepare(&set)?;
+            let st = match &init {
+                Some(i) => eng.new_state_from(i)?,
+                None => eng.new_state()?,
+            };
             let tokens = rwkv_bench::run::tokens(7, PROFILE_TOKENS, eng.config().vocab_size);
             let profile = eng.profile(st, &tokens);
             let _ = eng.free_state(st);

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use rwkv_engine::{Engine, StateId, StopReason, TextEvent};
+use rwkv_engine::{Engine, InitState, StateId, StopReason, TextEvent};
 use serde::Serialize;
 use tauri::ipc::Channel;
 
@@ -72,14 +72,29 @@ pub fn title_from(text: &str) -> String {
     }
 }
 
+/// A new state holding the tokens `ids`: fed from `init` (a state-tuned initial state)
+/// when given, else from the zero state. The caller owns (frees) it.
+pub fn fresh_state(eng: &mut Engine, init: Option<&InitState>, ids: &[u32]) -> AppResult<StateId> {
+    let st = match init {
+        Some(i) => eng.new_state_from(i)?,
+        None => eng.new_state()?,
+    };
+    if let Err(e) = eng.feed(st, ids) {
+        let _ = eng.free_state(st);
+        return Err(e.into());
+    }
+    Ok(st)
+}
+
 /// A new state for a turn: the state file at `snapshot` if it is there and belongs to this
-/// model (the engine checks the fingerprint and checksum), else `text` prefilled from the
-/// zero state. Returns the state and whether it was ready without a prefill (state file
-/// used, or no text before this point).
+/// model (the engine checks the fingerprint and checksum), else `text` prefilled from
+/// `init` or the zero state ([`fresh_state`]). Returns the state and whether it was ready
+/// without a prefill (state file used, or no text before this point).
 pub fn start_state(
     eng: &mut Engine,
     snapshot: Option<&Path>,
     text: &str,
+    init: Option<&InitState>,
 ) -> AppResult<(StateId, bool)> {
     if let Some(p) = snapshot.filter(|p| p.exists()) {
         match eng.load_state(p) {
@@ -89,7 +104,7 @@ pub fn start_state(
         }
     }
     let ids = eng.tokenizer().encode(text);
-    let st = eng.prefill(&ids)?;
+    let st = fresh_state(eng, init, &ids)?;
     Ok((st, ids.is_empty()))
 }
 
@@ -166,6 +181,7 @@ pub async fn reply(
     let history = transcript(doc_text.as_deref(), &chat.messages[..keep]);
     let prompt = turn_prompt(history.is_empty(), text);
     let settings = chat.settings.clone();
+    let adapters = chat.adapters.clone();
     let ticket = handle.begin(chat_id);
     let cancel = ticket.token.clone();
     let state_out = store.chat_state_path(&chat.id, &assistant_id)?;
@@ -175,9 +191,10 @@ pub async fn reply(
 
     let result = handle
         .run(move |w| {
-            let eng = w.engine()?;
+            // This chat's LoRAs become the engine's active set (loaded once, by path).
+            let (eng, init) = w.prepare(&adapters)?;
             let model = model_file_name(eng);
-            let (st, resumed) = start_state(eng, snap_path.as_deref(), &history)?;
+            let (st, resumed) = start_state(eng, snap_path.as_deref(), &history, init.as_deref())?;
             let mut out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
                 let TextEvent::Text { text, tokens } = ev;
                 events.send(ChatEvent::Text { text, tokens }).is_ok()

@@ -18,6 +18,7 @@ use crate::bench::{self, BenchOptions, Dashboard};
 use crate::chat::{self, ChatEvent};
 use crate::documents::{self, FieldInput};
 use crate::error::{AppError, AppResult};
+use crate::library;
 use crate::scope::{self, FileKind, UserFiles};
 use crate::store::{self, Chat, ChatSummary, DocRef, Document, Message, Store};
 use crate::worker::EngineHandle;
@@ -130,7 +131,7 @@ pub async fn model_load(
                 w.adapter = AdapterChoice::Index(i);
             }
             // One model at a time: free the old one before the new one takes GPU memory.
-            w.engine = None;
+            w.set_engine(None);
             progress(LoadProgress::Device);
             let gpu = Arc::new(GpuContext::new(&w.adapter)?);
             let opts = LoadOptions {
@@ -139,7 +140,7 @@ pub async fn model_load(
             };
             let eng = Engine::from_weights(gpu, &file, &weights, &opts, &mut progress, t0)?;
             let info = eng.info().clone();
-            w.engine = Some(eng);
+            w.set_engine(Some(eng));
             Ok(info)
         })
         .await
@@ -156,7 +157,7 @@ pub async fn model_info(engine: State<'_, EngineHandle>) -> AppResult<Option<Mod
 pub async fn model_unload(engine: State<'_, EngineHandle>) -> AppResult<()> {
     engine
         .run(|w| {
-            w.engine = None;
+            w.set_engine(None);
             Ok(())
         })
         .await
@@ -174,9 +175,10 @@ pub async fn chat_get(store: State<'_, Store>, id: String) -> AppResult<Chat> {
     store.load_chat(&id)
 }
 
+/// A new chat with the Model view's current adapters (enabled LoRAs, chosen initial state).
 #[tauri::command]
 pub async fn chat_create(store: State<'_, Store>) -> AppResult<Chat> {
-    store.create_chat(None)
+    store.create_chat(None, library::load(&store)?.current())
 }
 
 #[tauri::command]
@@ -300,14 +302,18 @@ pub async fn doc_delete(store: State<'_, Store>, id: String) -> AppResult<()> {
     store.delete_document(&id)
 }
 
-/// Starts a chat whose first turn continues from the document's state.
+/// Starts a chat whose first turn continues from the document's state, with the adapters
+/// that state was prefilled with.
 #[tauri::command]
 pub async fn doc_chat(store: State<'_, Store>, id: String) -> AppResult<Chat> {
     let doc = store.load_document(&id)?;
-    store.create_chat(Some(DocRef {
-        id: doc.id,
-        name: doc.name,
-    }))
+    store.create_chat(
+        Some(DocRef {
+            id: doc.id,
+            name: doc.name,
+        }),
+        doc.adapters,
+    )
 }
 
 /// Copies the document's state file (`.rwkvstate`, docs/state-format.md) to a file the
@@ -367,6 +373,8 @@ pub async fn doc_import(
         model,
         created_ms: store::now_ms(),
         preview: format!("(state imported from {path})"),
+        // Unknown: the file holds the state only.
+        adapters: Default::default(),
     };
     store.save_document(&doc, "")?;
     Ok(doc)

@@ -7,9 +7,10 @@ use std::time::Instant;
 use rwkv_engine::{Field, FieldAnalysis, FieldOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::chat::{model_file_name, start_state};
+use crate::chat::{fresh_state, model_file_name, start_state};
 use crate::error::{AppError, AppResult};
-use crate::store::{self, now_ms, Document, Store};
+use crate::library;
+use crate::store::{self, now_ms, AdapterSet, Document, Store};
 use crate::worker::EngineHandle;
 
 /// Most characters of a document (16 MiB of text is ~4M tokens, far beyond any use here).
@@ -41,18 +42,23 @@ pub async fn create(
         std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
     }
     let job_text = text.clone();
+    // The Model view's current adapters: the state is prefilled with them, and chats about
+    // the document use them too.
+    let adapters = library::load(store)?.current();
+    let set = adapters.clone();
     let (tokens, ms, model) = h
         .run(move |w| {
-            let eng = w.engine()?;
+            let (eng, init) = w.prepare(&set)?;
             let t0 = Instant::now();
             let ids = eng.tokenizer().encode(&job_text);
-            let st = eng.prefill(&ids)?;
+            let n = ids.len();
+            let st = fresh_state(eng, init.as_deref(), &ids)?;
             // Saving reads the state back, which waits for the GPU: time-to-ready.
-            let saved = eng.save_state(st, ids.len() as u64, &state_path);
+            let saved = eng.save_state(st, n as u64, &state_path);
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             let _ = eng.free_state(st);
             saved?;
-            Ok((ids.len(), ms, model_file_name(eng)))
+            Ok((n, ms, model_file_name(eng)))
         })
         .await?;
     let doc = Document {
@@ -65,6 +71,7 @@ pub async fn create(
         model,
         created_ms: now_ms(),
         preview: text.chars().take(200).collect(),
+        adapters,
     };
     store.save_document(&doc, &text)?;
     Ok(doc)
@@ -84,13 +91,17 @@ pub struct FieldsMeta {
     #[serde(flatten)]
     pub analysis: FieldAnalysis,
     pub document: Option<String>,
+    /// The adapters the analysis ran with (the document's, else the Model view's).
+    pub adapters: AdapterSet,
     /// Loading (or prefilling again) the document's state, ms.
     pub setup_ms: f64,
     /// Whether the document's stored state was used (`false`: prefilled again).
     pub resumed: bool,
 }
 
-/// Runs the engine's field analysis from the document's state (or the zero state).
+/// Runs the engine's field analysis from the document's state (with the document's
+/// adapters), or else from the Model view's current initial state (or the zero state) with
+/// its current LoRAs.
 /// Returns the meta and the vectors, `[fields, dim]` f32 row-major.
 pub async fn run_fields(
     h: &EngineHandle,
@@ -106,16 +117,23 @@ pub async fn run_fields(
         )),
         None => None,
     };
+    let adapters = match &doc {
+        Some((d, _, _)) => d.adapters.clone(),
+        None => library::load(store)?.current(),
+    };
     let fields: Vec<Field> = fields
         .into_iter()
         .map(|f| Field::new(f.label, f.text))
         .collect();
     h.run(move |w| {
-        let eng = w.engine()?;
+        let (eng, init) = w.prepare(&adapters)?;
         let t0 = Instant::now();
-        let base = match &doc {
-            Some((_, path, text)) => Some(start_state(eng, Some(path), text)?),
-            None => None,
+        let base = match (&doc, &init) {
+            (Some((_, path, text)), _) => {
+                Some(start_state(eng, Some(path), text, init.as_deref())?)
+            }
+            (None, Some(i)) => Some((eng.new_state_from(i)?, true)),
+            (None, None) => None,
         };
         let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
         let analysis =
@@ -131,6 +149,7 @@ pub async fn run_fields(
         let meta = FieldsMeta {
             analysis,
             document: doc.as_ref().map(|d| d.0.name.clone()),
+            adapters,
             setup_ms,
             resumed: base.is_none_or(|b| b.1),
         };

@@ -5,15 +5,20 @@
 //! - [`commands`]: thin commands (parse → engine → `{ code, message, details }`).
 //! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
 //!   more than one call.
+//! - [`adapters`]: LoRA and initial-state files on the engine thread (loaded once, the
+//!   chat's set made active before each pass) and the Model view's commands over them;
+//!   [`library`]: the Model view's list of them, on disk.
 //! - [`store`]: chats, documents, state files and benchmark history on disk;
 //!   [`recovery`]: what opening it repairs and sets aside.
 //! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped.
 
+pub mod adapters;
 pub mod bench;
 pub mod chat;
 pub mod commands;
 pub mod documents;
 pub mod error;
+pub mod library;
 pub mod recovery;
 pub mod scope;
 pub mod store;
@@ -43,6 +48,12 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::model_load,
         commands::model_info,
         commands::model_unload,
+        adapters::adapter_library,
+        adapters::lora_add,
+        adapters::init_state_add,
+        adapters::lora_update,
+        adapters::init_state_use,
+        adapters::adapter_remove,
         commands::chat_list,
         commands::chat_get,
         commands::chat_create,
@@ -74,7 +85,9 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     default_model: PathBuf,
 ) -> std::io::Result<()> {
     // Opening recovers from a killed run and sets damaged files aside (`recovery.rs`).
-    app.manage(Store::open(data_dir)?);
+    let store = Store::open(data_dir)?;
+    let aside = library::recover(store.root());
+    app.manage(store.with_set_aside(aside));
     app.manage(EngineHandle::spawn()?);
     app.manage(UserFiles::default());
     app.manage(AppPaths { default_model });

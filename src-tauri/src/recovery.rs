@@ -93,7 +93,13 @@ fn remove(p: &Path) {
 
 /// Moves `p` (relative name `was`) into `root/set-aside/` under a name that keeps the
 /// original and never overwrites an earlier one.
-fn set_aside(root: &Path, p: &Path, was: &str, item: String, reason: String) -> SetAside {
+pub(crate) fn set_aside(
+    root: &Path,
+    p: &Path,
+    was: &str,
+    item: String,
+    reason: String,
+) -> SetAside {
     let dir = root.join("set-aside");
     let flat = was.replace(['/', '\\'], "-");
     let dest = dir.join(format!("{}-{flat}", now_ms()));
@@ -230,8 +236,8 @@ mod tests {
     fn damaged_files_are_set_aside_and_named_and_the_rest_opens() {
         let root = temp_root("aside");
         let s = Store::new(&root);
-        let good = s.create_chat(None).unwrap();
-        let bad = s.create_chat(None).unwrap();
+        let good = s.create_chat(None, Default::default()).unwrap();
+        let bad = s.create_chat(None, Default::default()).unwrap();
         let bad_path = root.join("chats").join(format!("{}.json", bad.id));
         // A hand edit that breaks the JSON, a chat whose name and id disagree, a history
         // that is not a list.
@@ -277,7 +283,7 @@ mod tests {
     fn leftovers_of_killed_writes_and_deletes_are_removed() {
         let root = temp_root("leftovers");
         let s = Store::new(&root);
-        let mut chat = s.create_chat(None).unwrap();
+        let mut chat = s.create_chat(None, Default::default()).unwrap();
         chat.messages.push(crate::store::Message {
             id: "00ab".into(),
             role: crate::store::Role::Assistant,
@@ -320,7 +326,7 @@ mod tests {
 
     #[test]
     fn message_ids_must_be_ids_and_unique() {
-        let mut chat = Store::new(temp_root("unused")).create_chat(None);
+        let mut chat = Store::new(temp_root("unused")).create_chat(None, Default::default());
         // create_chat writes under a fresh temp root; only the value is used here.
         let chat = chat.as_mut().unwrap();
         let m = crate::store::Message {

@@ -50,6 +50,10 @@ pub enum FileKind {
     State,
     Csv,
     Json,
+    /// A LoRA adapter (RWKV-PEFT `.pth` / `.safetensors`, llama.cpp GGUF adapter).
+    Lora,
+    /// A state-tuned initial state (RWKV-PEFT `blocks.N.att.time_state`).
+    InitState,
 }
 
 impl FileKind {
@@ -60,6 +64,8 @@ impl FileKind {
             FileKind::State => ("RWKV state", &["rwkvstate", "state"]),
             FileKind::Csv => ("CSV", &["csv"]),
             FileKind::Json => ("JSON", &["json"]),
+            FileKind::Lora => ("LoRA adapter", &["safetensors", "pth", "gguf"]),
+            FileKind::InitState => ("RWKV initial state", &["safetensors", "pth"]),
         }
     }
 
@@ -70,6 +76,8 @@ impl FileKind {
             FileKind::State => "STATE",
             FileKind::Csv => "CSV",
             FileKind::Json => "JSON",
+            FileKind::Lora => "LORA",
+            FileKind::InitState => "INIT_STATE",
         }
     }
 }

@@ -85,6 +85,32 @@ pub struct Message {
     pub created_ms: u64,
 }
 
+/// A LoRA in use: its file (as the user chose it in the Model view) and the scale `s` of
+/// its delta `s · B A`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoraUse {
+    pub path: String,
+    pub scale: f32,
+}
+
+/// The adapters a chat, document, field analysis or benchmark run uses: LoRAs applied to
+/// every pass (in this order, each with its scale) and the initial-state file its first
+/// state starts from. Empty (the default, and what files written before adapters existed
+/// read as): the base model from the zero state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdapterSet {
+    #[serde(default)]
+    pub loras: Vec<LoraUse>,
+    #[serde(default)]
+    pub init_state: Option<String>,
+}
+
+impl AdapterSet {
+    pub fn is_empty(&self) -> bool {
+        self.loras.is_empty() && self.init_state.is_none()
+    }
+}
+
 /// A chat's starting point: the zero state, or a document's state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DocRef {
@@ -101,6 +127,9 @@ pub struct Chat {
     pub settings: GenerateOptions,
     #[serde(default)]
     pub document: Option<DocRef>,
+    /// The adapters every turn runs with (a document's chat: the document's).
+    #[serde(default)]
+    pub adapters: AdapterSet,
     pub messages: Vec<Message>,
 }
 
@@ -112,6 +141,8 @@ pub struct ChatSummary {
     pub updated_ms: u64,
     pub messages: usize,
     pub document: Option<DocRef>,
+    #[serde(default)]
+    pub adapters: AdapterSet,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +158,9 @@ pub struct Document {
     pub created_ms: u64,
     /// The first characters, for the list.
     pub preview: String,
+    /// The adapters its state was prefilled with (chats about it use them too).
+    #[serde(default)]
+    pub adapters: AdapterSet,
 }
 
 pub fn now_ms() -> u64 {
@@ -226,6 +260,17 @@ impl Store {
         })
     }
 
+    /// This store with `more` set-aside files named besides those of [`Store::open`] (the
+    /// adapter list's, `library::recover`).
+    pub fn with_set_aside(mut self, more: Vec<SetAside>) -> Self {
+        if !more.is_empty() {
+            let mut all = self.set_aside.as_ref().clone();
+            all.extend(more);
+            self.set_aside = Arc::new(all);
+        }
+        self
+    }
+
     /// The files [`Store::open`] moved aside.
     pub fn set_aside(&self) -> &[SetAside] {
         &self.set_aside
@@ -264,6 +309,7 @@ impl Store {
                 title: c.title,
                 updated_ms: c.updated_ms,
                 document: c.document,
+                adapters: c.adapters,
             })
             .collect()
     }
@@ -280,7 +326,8 @@ impl Store {
         write_json(&self.chat_path(&chat.id)?, chat)
     }
 
-    pub fn create_chat(&self, document: Option<DocRef>) -> AppResult<Chat> {
+    /// A new empty chat that runs with `adapters` (starting from `document`'s state, if any).
+    pub fn create_chat(&self, document: Option<DocRef>, adapters: AdapterSet) -> AppResult<Chat> {
         let now = now_ms();
         let chat = Chat {
             id: new_id(),
@@ -292,6 +339,7 @@ impl Store {
             updated_ms: now,
             settings: default_chat_settings(),
             document,
+            adapters,
             messages: Vec::new(),
         };
         self.save_chat(&chat)?;
@@ -480,8 +528,8 @@ mod tests {
     #[test]
     fn chats_persist_and_list_newest_first() {
         let s = temp_store("chats");
-        let a = s.create_chat(None).unwrap();
-        let mut b = s.create_chat(None).unwrap();
+        let a = s.create_chat(None, Default::default()).unwrap();
+        let mut b = s.create_chat(None, Default::default()).unwrap();
         b.updated_ms = a.updated_ms + 10;
         b.title = "second".into();
         s.save_chat(&b).unwrap();
@@ -513,7 +561,7 @@ mod tests {
     #[test]
     fn a_corrupt_chat_file_is_skipped_in_the_list() {
         let s = temp_store("corrupt");
-        let good = s.create_chat(None).unwrap();
+        let good = s.create_chat(None, Default::default()).unwrap();
         std::fs::write(s.root().join("chats").join("00ff.json"), b"{not json").unwrap();
         let list = s.list_chats();
         assert_eq!(list.len(), 1);

@@ -12,16 +12,32 @@ use std::sync::{mpsc, Mutex};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::{CancelToken, Engine};
 
+use crate::adapters::AdapterCache;
 use crate::error::{AppError, AppResult};
 
-/// What a job gets: the loaded engine (if any) and the adapter choice for the next load.
+/// What a job gets: the loaded engine (if any), the GPU adapter choice for the next load,
+/// and the LoRA / initial-state files loaded for this engine (`adapters.rs`).
 #[derive(Default)]
 pub struct Worker {
     pub engine: Option<Engine>,
     pub adapter: AdapterChoice,
+    pub adapters: AdapterCache,
+    /// Models loaded since the app started (the tests check that switching chats with
+    /// different LoRAs reloads nothing).
+    pub model_loads: u64,
 }
 
 impl Worker {
+    /// Replaces the loaded engine (`None`: unloads it). The adapters loaded on the old one
+    /// go with it.
+    pub fn set_engine(&mut self, engine: Option<Engine>) {
+        self.adapters.clear();
+        if engine.is_some() {
+            self.model_loads += 1;
+        }
+        self.engine = engine;
+    }
+
     /// The loaded engine, or the `no_model` error.
     pub fn engine(&mut self) -> AppResult<&mut Engine> {
         self.engine.as_mut().ok_or_else(AppError::no_model)

@@ -63,6 +63,8 @@ export function errorTitle(code: string): string {
       return 'Not a text file';
     case 'corrupt_file':
       return 'A stored file is damaged';
+    case 'adapter':
+      return 'This adapter does not fit the model';
     default:
       return 'Something went wrong';
   }
@@ -180,7 +182,7 @@ export interface AppInfo {
   set_aside: SetAside[];
 }
 
-export type FileKind = 'model' | 'text' | 'state' | 'csv' | 'json';
+export type FileKind = 'model' | 'text' | 'state' | 'csv' | 'json' | 'lora' | 'init_state';
 
 export type Role = 'user' | 'assistant';
 
@@ -206,6 +208,57 @@ export interface Message {
   created_ms: number;
 }
 
+/** A LoRA in use: its file and the scale `s` of its delta `s · B A` (`store::LoraUse`). */
+export interface LoraUse {
+  path: string;
+  scale: number;
+}
+
+/**
+ * The adapters a chat, document, field analysis or benchmark run uses (`store::AdapterSet`):
+ * LoRAs on every pass, and the initial-state file its first state starts from. Empty: the base
+ * model from the zero state.
+ */
+export interface AdapterSet {
+  loras: LoraUse[];
+  init_state: string | null;
+}
+
+/** A LoRA file in the Model view's list (`library::LoraEntry`). */
+export interface LoraEntry {
+  path: string;
+  name: string;
+  /** `safetensors`, `pth` or `gguf`. */
+  format: string;
+  rank: number;
+  alpha: number | null;
+  /** Adapted block matrices (`att.key`, `ffn.value`, …). */
+  targets: string[];
+  matrices: number;
+  layers: number;
+  /** alpha / rank when the file holds alpha, else 1. */
+  default_scale: number;
+  scale: number;
+  enabled: boolean;
+}
+
+/** An initial-state file in the list (`library::StateEntry`). */
+export interface StateEntry {
+  path: string;
+  name: string;
+  format: string;
+  n_layer: number;
+  n_head: number;
+  head_size: number;
+  active: boolean;
+}
+
+/** The Model view's adapter list (`library::Library`). */
+export interface AdapterLibrary {
+  loras: LoraEntry[];
+  states: StateEntry[];
+}
+
 export interface DocRef {
   id: string;
   name: string;
@@ -218,6 +271,8 @@ export interface Chat {
   updated_ms: number;
   settings: GenerateOptions;
   document: DocRef | null;
+  /** The adapters every turn runs with. */
+  adapters: AdapterSet;
   messages: Message[];
 }
 
@@ -227,6 +282,7 @@ export interface ChatSummary {
   updated_ms: number;
   messages: number;
   document: DocRef | null;
+  adapters: AdapterSet;
 }
 
 /** What a reply streams (`chat.rs` `ChatEvent`, tagged by `event`). */
@@ -244,6 +300,8 @@ export interface Document {
   model: string;
   created_ms: number;
   preview: string;
+  /** The adapters its state was prefilled with. */
+  adapters: AdapterSet;
 }
 
 export interface FieldInput {
@@ -281,6 +339,8 @@ export interface FieldsMeta {
   similarity: number[][];
   timing: FieldTiming;
   document: string | null;
+  /** The adapters the analysis ran with. */
+  adapters: AdapterSet;
   /** Loading (or prefilling again) the document's state, ms. */
   setup_ms: number;
   resumed: boolean;
@@ -334,6 +394,10 @@ export interface BenchReport {
   tokenize_us: number;
   gpu_mem_mib: number;
   figures: Record<string, Figure>;
+  /** LoRA adapters active in the measured passes, `name ×scale (rank r)` (absent: none). */
+  lora?: string[];
+  /** The initial-state file the measured states started from. */
+  init_state?: string | null;
 }
 
 /** `rwkv_engine::profile::Total`. */
@@ -394,6 +458,15 @@ export const api = {
     call<ModelInfo>('model_load', { path, adapter, onProgress: channel(onProgress) }),
   modelInfo: () => call<ModelInfo | null>('model_info'),
   unloadModel: () => call<void>('model_unload'),
+
+  // adapters (LoRA and initial-state files; paths come from `pickOpen`)
+  adapterLibrary: () => call<AdapterLibrary>('adapter_library'),
+  addLora: (path: string) => call<AdapterLibrary>('lora_add', { path }),
+  addInitState: (path: string) => call<AdapterLibrary>('init_state_add', { path }),
+  updateLora: (path: string, scale: number, enabled: boolean) =>
+    call<AdapterLibrary>('lora_update', { path, scale, enabled }),
+  useInitState: (path: string | null) => call<AdapterLibrary>('init_state_use', { path }),
+  removeAdapter: (path: string) => call<AdapterLibrary>('adapter_remove', { path }),
 
   // chat
   chats: () => call<ChatSummary[]>('chat_list'),

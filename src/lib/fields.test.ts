@@ -12,7 +12,7 @@ const result: FieldsResult = {
     fields: [field('Title', 3, 1), field('A, "quoted" one', 5, Math.SQRT2)],
     similarity: [[1, 0.7071068], [0.7071068, 1]],
     timing: { total_ms: 3, tokenize_ms: 0.1, forward_ms: 2.5, similarity_ms: 0.01 },
-    document: null, setup_ms: 0, resumed: true,
+    document: null, setup_ms: 0, resumed: true, adapters: { loras: [], init_state: null },
   },
   vectors: [new Float32Array([1, 0]), new Float32Array([1, 1])],
 };

@@ -1,6 +1,6 @@
 // App-wide state (Svelte 5 runes): the current view, the loaded model and its loading.
 
-import { api, type AppError, type AppInfo, type LoadProgress, type ModelInfo, toAppError } from './api';
+import { api, type AdapterLibrary, type AppError, type AppInfo, type LoadProgress, type ModelInfo, toAppError } from './api';
 
 export type View = 'model' | 'chat' | 'documents' | 'fields' | 'bench';
 
@@ -20,6 +20,12 @@ class AppState {
   openChatId = $state<string | null>(null);
   /** A text file dropped on the window, for the documents view. */
   droppedText = $state<string | null>(null);
+  /** The Model view's LoRA and initial-state files (`adapter_library`). */
+  library = $state<AdapterLibrary | null>(null);
+
+  async refreshLibrary(): Promise<void> {
+    this.library = await api.adapterLibrary().catch(() => this.library);
+  }
 
   /** Loads `path` (null: the bundled model) on `adapter` (null: automatic). */
   async load(path: string | null, adapter: number | null = null): Promise<ModelInfo | null> {
@@ -49,6 +55,7 @@ class AppState {
   /** First start: load the bundled model unless one is loaded already. */
   async start(): Promise<void> {
     this.info = await api.appInfo().catch(() => null);
+    await this.refreshLibrary();
     const current = await api.modelInfo().catch(() => null);
     if (current) this.model = current;
     else await this.load(null);

@@ -28,7 +28,10 @@ const settings = {
     penalty_decay: 0.996, repetition_penalty: 1, seed: null, stop_tokens: [0], stop_strings: ['\n\n'], banned_tokens: [],
   },
 };
-const empty: Chat = { id: 'c1', title: 'New chat', created_ms: 0, updated_ms: 0, settings, document: null, messages: [] };
+const empty: Chat = {
+  id: 'c1', title: 'New chat', created_ms: 0, updated_ms: 0, settings, document: null, messages: [],
+  adapters: { loras: [], init_state: null },
+};
 const user: Message = { id: 'u1', role: 'user', text: 'Hello', stats: null, model: null, created_ms: 1 };
 const reply: Message = {
   id: 'a1', role: 'assistant', text: ' Good evening, sir.', model: 'm.gguf', created_ms: 2,
@@ -92,5 +95,15 @@ describe('ChatView', () => {
     await fireEvent.click(screen.getByTestId('send'));
     await waitFor(() => expect(screen.getByRole('alert').textContent).toContain('No model loaded'));
     expect(input.value).toBe('Hello');
+  });
+
+  it('shows the adapters the chat runs with, in its header and in the list', async () => {
+    const adapters = { loras: [{ path: '/l/style.safetensors', scale: 2 }], init_state: '/l/tuned.pth' };
+    mocks.chats.mockResolvedValue([{ id: 'c1', title: 'Tuned', updated_ms: 0, messages: 0, document: null, adapters }]);
+    mocks.chat.mockResolvedValue({ ...empty, adapters });
+    render(ChatView);
+    await waitFor(() => expect(screen.getByTestId('chat-adapters').textContent).toContain('style.safetensors ×2'));
+    expect(screen.getByTestId('chat-adapters').textContent).toContain('state: tuned.pth');
+    expect(screen.getByTestId('chat-list').textContent).toContain('1 LoRA');
   });
 });

@@ -21,6 +21,7 @@ const result: FieldsResult = {
     similarity: [[1, 0.226, 0.398], [0.226, 1, 0.139], [0.398, 0.139, 1]],
     timing: { total_ms: 10, tokenize_ms: 0.05, forward_ms: 312, similarity_ms: 0.05 },
     document: 'letter', setup_ms: 20, resumed: true,
+    adapters: { loras: [{ path: '/l/style.safetensors', scale: 0.5 }], init_state: null },
   },
   vectors: [new Float32Array([1, 0]), new Float32Array([0, 1]), new Float32Array([1, 1])],
 };
@@ -29,7 +30,7 @@ describe('FieldsView', () => {
   beforeEach(() => {
     Object.values(mocks).forEach((m) => m.mockReset());
     app.model = { path: '/m.gguf' } as never;
-    mocks.documents.mockResolvedValue([{ id: 'd1', name: 'letter', chars: 10, tokens: 91, prefill_ms: 1, tok_s: 1, model: 'm', created_ms: 0, preview: '' }]);
+    mocks.documents.mockResolvedValue([{ id: 'd1', name: 'letter', chars: 10, tokens: 91, prefill_ms: 1, tok_s: 1, model: 'm', created_ms: 0, preview: '', adapters: { loras: [], init_state: null } }]);
   });
 
   it('runs the analysis against the chosen document and shows the engine numbers', async () => {
@@ -49,6 +50,8 @@ describe('FieldsView', () => {
     );
     expect(screen.getByTestId('norms').textContent).toContain('28.900');
     expect(screen.getByTestId('fields-timings').textContent).toContain('312 ms');
+    // What ran comes from the backend's answer (the document's adapters).
+    expect(screen.getByTestId('fields-ran-with').textContent).toBe('style.safetensors ×0.5');
   });
 
   it('exports the analysis as CSV to the chosen file', async () => {

@@ -281,7 +281,68 @@ async function main() {
     await screenshot('4-fields');
   });
 
+  await step('adapters: a LoRA and an initial state load, and a chat runs with them', async () => {
+    await click('[data-testid=nav-model]');
+    // The dialogs answer through RWKV_STUDIO_E2E_OPEN_LORA / _INIT_STATE (tests/e2e/adapters/).
+    await click('[data-testid=add-lora]');
+    const lora = await waitFor('the LoRA row', async () => {
+      const r = await exec(`const row = document.querySelector('[data-testid=lora-row]');
+        return row && [...row.querySelectorAll('td')].map(td => td.textContent.trim()).concat(row.querySelector('[data-testid=lora-scale]').value);`);
+      return r && r.length ? r : null;
+    }, 120_000);
+    log(`LoRA: ${lora.join(' | ')}`);
+    assert(lora[1] === 'demo-lora-r4.safetensors', `the file is listed (got ${lora[1]})`);
+    const cells = await exec(`return ['rank', 'targets', 'layers'].map(k => document.querySelector('[data-testid=lora-' + k + ']').textContent.trim())`);
+    assert(cells.join(' ') === '4 6 6', `rank 4, 6 targets, 6 layers (got ${cells})`);
+    assert(Number(lora[lora.length - 1]) === 2, 'the scale defaults to alpha / rank = 8 / 4');
+    await click('[data-testid=add-init-state]');
+    const shape = await waitFor('the initial state row', () => text('[data-testid=state-shape]'), 120_000);
+    assert(shape.trim() === '6 layers × 4 heads × 64', `the state's shape (got ${shape})`);
+    const active = await exec(`return document.querySelector('[data-testid=state-use]').checked`);
+    assert(active, 'a new initial state is the chosen one');
+    await screenshot('7-adapters');
+
+    // A new chat takes them, greedy; then a chat on the base model says the same thing.
+    const ask = async () => {
+      await click('[data-testid=nav-chat]');
+      // The view first opens the latest chat; only then start a new one (else that open lands last).
+      await waitFor('the chat view to open a chat', () => findAll('[data-testid=chat-list] li.active').then((e) => e.length > 0));
+      await click('[data-testid=new-chat]');
+      await waitFor('the new chat', async () => (await text('.chat-title'))?.trim() === 'New chat' &&
+        (await replies()).length === 0 && (await findAll('[data-testid=chat-input]:not([disabled])')).length > 0);
+      await setSetting('[data-testid=set-temperature]', '0');
+      await setSetting('[data-testid=set-max-tokens]', '24');
+      await type('[data-testid=chat-input]', 'Where is the ship?');
+      await click('[data-testid=send]');
+      const r = await waitFor('the reply', async () => {
+        const all = await replies();
+        return all.length === 1 && all[0].stats ? all[0] : null;
+      }, 300_000);
+      return { reply: r, pills: (await text('[data-testid=chat-adapters]')) ?? '' };
+    };
+    const tuned = await ask();
+    log(`with adapters [${tuned.pills.trim().replace(/\s+/g, ' ')}]: ${JSON.stringify(tuned.reply.text)}`);
+    assert(tuned.pills.includes('demo-lora-r4.safetensors ×2') && tuned.pills.includes('state: demo-state.safetensors'),
+      `the chat shows its adapters (got ${tuned.pills})`);
+    assert(/tok\/s/.test(tuned.reply.stats), 'the reply has its stats');
+    await screenshot('8-adapter-chat');
+
+    await click('[data-testid=nav-model]');
+    await click('[data-testid=lora-enabled]');
+    await waitFor('the LoRA off', () => exec(`return !document.querySelector('[data-testid=lora-enabled]').checked`));
+    await click('[data-testid=state-none]');
+    await waitFor('no initial state', () => exec(`return document.querySelector('[data-testid=state-none]').checked`));
+    const base = await ask();
+    log(`base model: ${JSON.stringify(base.reply.text)}`);
+    assert(base.pills.trim() === '', `the base chat shows no adapters (got ${base.pills})`);
+    assert(base.reply.text !== tuned.reply.text, 'the adapters change the greedy reply');
+  });
+
   await step('benchmarks: a run draws the charts', async () => {
+    // The LoRA back on: the run applies it, and its row says so.
+    await click('[data-testid=nav-model]');
+    await click('[data-testid=lora-enabled]');
+    await waitFor('the LoRA on', () => exec(`return document.querySelector('[data-testid=lora-enabled]').checked`));
     await click('[data-testid=nav-bench]');
     await setValue('[data-testid=bench-title]', 'e2e');
     await setValue('[data-testid=bench-prompt]', '64');
@@ -304,6 +365,8 @@ async function main() {
     }
     const table = await text('[data-testid=bench-table]');
     assert(/tok\/s/.test(table), 'the run is listed with speeds');
+    const ran = await text('[data-testid=bench-adapters]');
+    assert(ran.includes('demo-lora-r4.safetensors ×2'), `the run names its LoRA (got ${ran})`);
     // The reloaded model is ready again.
     await waitFor('the model after the run', async () => (await text('[data-testid=model-status]'))?.includes('rwkv7-demo'));
     await screenshot('5-benchmarks');
