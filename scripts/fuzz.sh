@@ -7,7 +7,7 @@
 #
 # usage: bash scripts/fuzz.sh [RUNS] [TARGET…]
 #   RUNS     executions per target (default 1000000)
-#   TARGET   default: state_file npy store (the others: gguf safetensors_pth tokenizer
+#   TARGET   default: state_file npy store adapters (the others: gguf safetensors_pth tokenizer
 #            tokenizer_vocab, whose seeds come from fuzz/make_seeds.py into fuzz/corpus/)
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); RUSTC_BOOTSTRAP=1 lets stable rustc take
 # the sanitizer flags. Logs: fuzz/logs/<target>.log (gitignored).
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 runs=${1:-1000000}
 shift || true
-targets=${*:-state_file npy store}
+targets=${*:-state_file npy store adapters}
 export RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$PWD/target
 mkdir -p logs artifacts
 for t in $targets; do
