@@ -95,9 +95,20 @@ fn init_log() {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+/// Errors end the command with status 1 and their message and causes on stderr (never a
+/// backtrace: they are for the person at the terminal).
+fn main() -> std::process::ExitCode {
     init_log();
-    let cli = Cli::parse();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Generate(a) => cmd_generate::generate(a),
         Command::Chat(a) => cmd_generate::chat(a),

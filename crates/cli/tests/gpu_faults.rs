@@ -53,10 +53,16 @@ fn a_lost_device_ends_generate_with_a_message() {
             "/dev/null/x",
         ][..],
     ] {
-        let out = run(args, &[("RWKV_FAULT", "lose-device")]);
+        // RUST_BACKTRACE set (as on some machines): the message alone, no backtrace.
+        let out = run(
+            args,
+            &[("RWKV_FAULT", "lose-device"), ("RUST_BACKTRACE", "1")],
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded on a lost device");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.contains("backtrace"), "{args:?}: {err}");
         assert!(
             err.contains("GPU") && err.contains("device"),
             "{args:?}: {err}"
