@@ -79,7 +79,7 @@ pub fn matvec_group(
                 format!("{} is not in {}'s buffer and encoding", m.name, first.name),
             ));
         }
-        if a.accumulate || a.rows != Count::Tokens || m.row0 != 0 {
+        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
             return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
         }
         if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
