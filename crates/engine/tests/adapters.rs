@@ -321,22 +321,6 @@ fn merged_gguf_bases_match_llama_cpp_runtime_lora() {
         let logits = eng.logits_all(&refs.tokens, None).unwrap();
         let what = format!("{} on {base_file} merged", m.name);
         check_top20(&what, &logits, vocab, &refs.top20("rwkv_lora"), LOGIT_TOL);
-        for (t, want) in refs.top20("llama_lora").iter().enumerate() {
-            let row = &logits[t * vocab..(t + 1) * vocab];
-            let ours = top20_of(row)[0] as u32;
-            let gap = want[0].1 - want[1].1;
-            assert!(
-                ours == want[0].0 || gap < LLAMA_TOL,
-                "{what}: position {t}: top-1 {ours} vs llama.cpp {} (gap {gap})",
-                want[0].0
-            );
-            for &(id, v) in want {
-                let d = (row[id as usize] - v).abs();
-                assert!(
-                    d < LLAMA_TOL,
-                    "{what}: position {t}: logit of {id} vs llama.cpp |Δ| {d}"
-                );
-            }
-        }
+        check_llama(&what, &logits, vocab, &refs.top20("llama_lora"), LLAMA_TOL);
     }
 }

@@ -72,28 +72,6 @@ fn lora(model: &str, ext: &str) -> LoraAdapter {
     LoraAdapter::open(dir().join(format!("rwkv7-{model}.lora.{ext}"))).unwrap()
 }
 
-/// Logits of llama.cpp's run: top-1 wherever its top-2 gap exceeds LLAMA_TOL, its top-20
-/// logits within LLAMA_TOL.
-fn check_llama(what: &str, logits: &[f32], vocab: usize, want: &[Vec<(u32, f32)>]) {
-    for (t, w) in want.iter().enumerate() {
-        let row = &logits[t * vocab..(t + 1) * vocab];
-        let ours = top20_of(row)[0] as u32;
-        let gap = w[0].1 - w[1].1;
-        assert!(
-            ours == w[0].0 || gap < LLAMA_TOL,
-            "{what}: position {t}: top-1 {ours} vs llama.cpp {} (gap {gap})",
-            w[0].0
-        );
-        for &(id, v) in w {
-            let d = (row[id as usize] - v).abs();
-            assert!(
-                d < LLAMA_TOL,
-                "{what}: position {t}: logit of {id} |Δ| {d} vs llama.cpp"
-            );
-        }
-    }
-}
-
 #[test]
 fn run_time_lora_matches_the_package_the_merged_file_and_llama_cpp() {
     let scratch = scratch("adapters-runtime");
@@ -128,7 +106,7 @@ fn run_time_lora_matches_the_package_the_merged_file_and_llama_cpp() {
             }
             if llama["base"] == base_file {
                 check_top20(&w, &logits, vocab, &top20(&llama, "rwkv_lora"), TOL);
-                check_llama(&w, &logits, vocab, &top20(&llama, "llama_lora"));
+                check_llama(&w, &logits, vocab, &top20(&llama, "llama_lora"), LLAMA_TOL);
             }
             eng.set_active_loras(&[]).unwrap();
             eng.unload_lora(id).unwrap();

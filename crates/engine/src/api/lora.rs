@@ -132,14 +132,6 @@ impl Engine {
         &self.adapters.active
     }
 
-    /// Name (file name) and largest rank of a loaded adapter.
-    ///
-    /// Errors: [`EngineError::InvalidInput`] for an unknown id.
-    pub fn lora_info(&self, id: LoraId) -> Result<(String, usize)> {
-        let l = self.lora(id)?;
-        Ok((l.name.clone(), l.rank))
-    }
-
     fn lora(&self, id: LoraId) -> Result<&Arc<GpuLora>> {
         self.adapters
             .loaded

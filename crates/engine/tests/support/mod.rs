@@ -260,3 +260,25 @@ pub fn decode_float(dtype: rwkv_engine::DType, bytes: &[u8]) -> Vec<f32> {
         other => panic!("decode_float: {other} is a block type"),
     }
 }
+
+/// Logits against llama.cpp's run of the same thing (its f16 / q8 activations make it a
+/// looser peer): top-1 wherever its top-2 gap exceeds `tol`, its top-20 logits within `tol`.
+pub fn check_llama(what: &str, logits: &[f32], vocab: usize, want: &[Vec<(u32, f32)>], tol: f32) {
+    for (t, w) in want.iter().enumerate() {
+        let row = &logits[t * vocab..(t + 1) * vocab];
+        let ours = top20_of(row)[0] as u32;
+        let gap = w[0].1 - w[1].1;
+        assert!(
+            ours == w[0].0 || gap < tol,
+            "{what}: position {t}: top-1 {ours} vs llama.cpp {} (gap {gap})",
+            w[0].0
+        );
+        for &(id, v) in w {
+            let d = (row[id as usize] - v).abs();
+            assert!(
+                d < tol,
+                "{what}: position {t}: logit of {id} |Δ| {d} vs llama.cpp"
+            );
+        }
+    }
+}
