@@ -12,8 +12,11 @@
 // through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
 // each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
 // ([KSPLIT][T][N]); the `matmul_reduce` dispatch adds the slices and applies the
-// epilogue. Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs
-// subgroups of exactly 32.
+// epilogue. With a LoRA term (COOP_LORA), the last k slice runs lora_rank / 32 more
+// steps with h ([T, R] in `act` at lora_h, stride lora_stride) in place of x and the f16
+// `B` block ([N, R] at lora_b halves, `lora_w8`) in place of W, so the raw sum is
+// W x + B h before the epilogue. Params and `finish` from matmul_params.wgsl; `act` seen
+// as vec4s; needs subgroups of exactly 32.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -74,7 +77,10 @@ fn load_x(k0: u32, li: u32, m0: u32, t_count: u32, xr: ptr<function, array<vec4<
     let ar = li / (BK / APT);
     let ak = (li % (BK / APT)) * APT;
     let t = m0 + ar;
-    let xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
+    var xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
+    if (COOP_LORA && k0 >= p.k) {
+        xo = (p.lora_h + t * p.lora_stride + (k0 - p.k) + ak) >> 2u;
+    }
     for (var u = 0u; u < XV; u++) {
         var v = vec4<f32>(0.0);
         if (t < t_count) {
@@ -105,6 +111,12 @@ fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>,
     let bk = (li % (BK / BPT)) * BPT;
     // Rows past the matrix read row n - 1 and are stored as zeros.
     let n = min(n0 + br, p.n - 1u);
+    if (COOP_LORA && k0 >= p.k) {
+        for (var u = 0u; u < WV; u++) {
+            (*wr)[u] = lora_w8((p.lora_b + n * p.lora_rank + (k0 - p.k) + bk + 8u * u) >> 3u);
+        }
+        return;
+    }
     for (var u = 0u; u < WV; u++) {
         if (W16 == 1u) {
             (*wr)[u] = w4[(n * p.row_bytes + (k0 + bk + 8u * u) * 2u) >> 4u];
@@ -122,10 +134,11 @@ fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32
     let bk = (li % (BK / BPT)) * BPT;
     let inside = n0 + br < p.n;
     let bo = buf * SB + br * LD + bk;
+    let halves = W16 == 1u || (COOP_LORA && k0 >= p.k);
     for (var u = 0u; u < WV; u++) {
         let o = bo + 8u * u;
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (W16 == 1u) {
+        if (halves) {
             let h = (*wr)[u];
             q = W8(vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
                    vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
@@ -167,7 +180,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc31: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
     let s0 = ks * steps / KSPLIT;
-    let s1 = (ks + 1u) * steps / KSPLIT;
+    var s1 = (ks + 1u) * steps / KSPLIT;
+    if (COOP_LORA && ks == KSPLIT - 1u) {
+        s1 += p.lora_rank / BK;
+    }
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);

@@ -1,10 +1,12 @@
-// Several matrix × vector products in one dispatch (decode: the first, or the second,
-// products of the four low-rank chains w, a, g, v): up to 4 segments, each its own
-// matrix (in one buffer at byte offset w_off; one encoding, or F16 and F32 with
-// `mv_step2` for the second), input, output, epilogue (scale, LoRA term, bias, activation).
-// Workgroups [wg0 of segment s, wg0 of s + 1) compute segment s exactly as `matvec`
-// does (LANES lanes per row, `mv_row` over the encoding's `mv_step` — `mv_row2` over
-// `mv_step2` for the second encoding — and `row_sum`).
+// Several matrix × vector products in one dispatch (decode: the first products of the
+// four low-rank chains w, a, g, v with the LoRA first products of r, k, v; or the second
+// products of the chains; or r, k, v): up to 8 segments, each its own matrix, input,
+// output, epilogue (scale, LoRA term, bias, activation). A matrix is read from one of
+// three sources (`src`): 0, the group's buffer in its first encoding (`mv_row` over
+// `mv_step`); 1, the same buffer in the second encoding (F16 beside F32: `mv_row2`);
+// 2, a second buffer of F16 matrices (an adapter's `A`, binding 8: `mv_row3`), at
+// byte offset w_off in its buffer. Workgroups [wg0 of segment s, wg0 of s + 1) compute
+// segment s exactly as `matvec` does (LANES lanes per row and `row_sum`).
 
 struct Seg {
     k: u32,
@@ -18,7 +20,7 @@ struct Seg {
     act: u32,
     bias_off: u32,
     wg0: u32,
-    dt2: u32,   // 1: the matrix is in the second encoding (`mv_step2`, F16 / F32 groups)
+    src: u32,   // 0: buffer 1, first encoding; 1: buffer 1, second; 2: buffer 2 (F16)
     scale: f32, // as `Params` of matmul_params.wgsl: raw-sum scale and the LoRA term
     lora_rank: u32,
     lora_h: u32,
@@ -34,7 +36,7 @@ struct Params {
     _p0: u32,
     _p1: u32,
     _p2: u32,
-    seg: array<Seg, 4>,
+    seg: array<Seg, 8>,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -75,7 +77,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {
         let rb = sg.w_off + r * sg.row_bytes;
-        if (sg.dt2 == 1u) {
+        if (sg.src == 2u) {
+            acc = mv_row3(rb, sg.k, lane, xb, nt);
+        } else if (sg.src == 1u) {
             acc = mv_row2(rb, sg.k, lane, xb, nt);
         } else {
             acc = mv_row(rb, sg.k, lane, xb, nt);

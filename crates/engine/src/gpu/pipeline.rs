@@ -43,19 +43,36 @@ fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
 /// The LoRA term of the matrix × vector kernels (`LORA = 1`): the active adapters'
-/// stacked `B` `[N, R]` f32 blocks at binding 7, `h` `[T, R]` in the activations (seen as
-/// vec4s); `lora_sum` adds columns `j0, j0 + dj, …` below `rank` of row `r` (the lanes of
-/// a row read consecutive columns).
+/// stacked `B` `[N, R]` f16 blocks at binding 7 (as pairs), `h` `[T, R]` in the
+/// activations (seen as vec4s); `lora_sum` adds the column pairs `2 j0, 2 (j0 + dj), …`
+/// below `rank` of row `r` (offsets in halves; `b`, `h` and `rank` even; the lanes of a row
+/// read consecutive pairs).
 const LORA_ON: &str = "
-@group(0) @binding(7) var<storage, read> lora: array<f32>; // B blocks of the active LoRAs
+@group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
 fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
     var s = 0.0;
     let row = b + r * rank;
-    for (var j = j0; j < rank; j += dj) {
-        s += lora[row + j] * act[(h + j) >> 2u][(h + j) & 3u];
+    for (var j = 2u * j0; j < rank; j += 2u * dj) {
+        let bb = unpack2x16float(lora[(row + j) >> 1u]);
+        let hv = act[(h + j) >> 2u];
+        let o = (h + j) & 3u;
+        s += bb.x * hv[o] + bb.y * hv[o + 1u];
     }
     return s;
 }
+";
+
+/// `matmul_coop` with a LoRA term (`LORA = 1`): `B h` as extra k-steps of the tile loop,
+/// the f16 `B` blocks read 8 halves at a time.
+const COOP_LORA_ON: &str = "
+@group(0) @binding(7) var<storage, read> lora4: array<vec4<u32>>; // B blocks, f16
+const COOP_LORA: bool = true;
+fn lora_w8(i: u32) -> vec4<u32> { return lora4[i]; }
+";
+
+const COOP_LORA_OFF: &str = "
+const COOP_LORA: bool = false;
+fn lora_w8(i: u32) -> vec4<u32> { return vec4<u32>(0u); }
 ";
 
 /// …and without LoRA (every product of a graph with no active adapter).
@@ -259,6 +276,11 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
             src.push_str(COOP_RAW_GENERIC);
         }
         src.push_str(if sep { COOP_OUT_SEP } else { MV_OUT_ACT });
+        src.push_str(if spec(key, "LORA") == Some(1) {
+            COOP_LORA_ON
+        } else {
+            COOP_LORA_OFF
+        });
         src.push_str(if spec(key, "KSPLIT").unwrap_or(1) > 1 {
             "@group(0) @binding(6) var<storage, read_write> part: array<f32>; // [KSPLIT][T][N]
 fn y_part(i: u32, v: f32) { part[i] = v; }
@@ -323,6 +345,24 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
                 &row.replace("mv_row", "mv_row2")
                     .replace("mv_step", "mv_step2")
                     .replace("MV_STEP", "MV_STEP2"),
+            );
+            // Source 2: F16 matrices in a second buffer (binding 8), `mv_row3`.
+            if spec(key, "SRC2") == Some(1) {
+                src.push_str("@group(0) @binding(8) var<storage, read> wb4: array<vec4<u32>>;\n");
+                src.push_str(
+                    &matvec_step(Some(DType::F16))
+                        .replace("mv_step", "mv_step3")
+                        .replace("MV_STEP", "MV_STEP3")
+                        .replace("h4(", "h4_3(")
+                        .replace("w4[", "wb4["),
+                );
+            } else {
+                src.push_str("const MV_STEP3: u32 = 32u;\nfn mv_step3(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> { return vec4<f32>(0.0); }\n");
+            }
+            src.push_str(
+                &row.replace("mv_row", "mv_row3")
+                    .replace("mv_step", "mv_step3")
+                    .replace("MV_STEP", "MV_STEP3"),
             );
         }
     }
@@ -432,11 +472,18 @@ mod tests {
                             if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {
                                 continue;
                             }
-                            keys.push(PipelineKey {
-                                op: "matvec_group",
-                                dtype: Some(d),
-                                spec: vec![("LANES", lanes), ("SG", sg), ("DT2", dt2)],
-                            });
+                            for src2 in [0, 1] {
+                                keys.push(PipelineKey {
+                                    op: "matvec_group",
+                                    dtype: Some(d),
+                                    spec: vec![
+                                        ("LANES", lanes),
+                                        ("SG", sg),
+                                        ("DT2", dt2),
+                                        ("SRC2", src2),
+                                    ],
+                                });
+                            }
                         }
                     }
                 }
@@ -478,7 +525,10 @@ mod tests {
         // Every product kernel also with the LoRA term (never on the logits).
         let with_lora: Vec<PipelineKey> = keys
             .iter()
-            .filter(|k| matches!(k.op, "matvec" | "matvec_group") && spec(k, "OUT_SEP") != Some(1))
+            .filter(|k| {
+                matches!(k.op, "matvec" | "matvec_group" | "matmul_coop")
+                    && spec(k, "OUT_SEP") != Some(1)
+            })
             .map(|k| {
                 let mut k = k.clone();
                 k.spec.push(("LORA", 1));

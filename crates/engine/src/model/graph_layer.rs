@@ -2,78 +2,26 @@
 //! the active adapters (`model::lora`) on the six large products.
 
 use crate::adapter::LoraTarget;
-use crate::error::{EngineError, Result};
+use crate::error::Result;
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::model::graph::{GN_EPS, LN_EPS};
+use crate::model::graph_group::{group_decode, push_grouped};
 use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::matmul::{coop_ksplit, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T};
+use crate::ops::matmul::{
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
+};
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
 
-/// For decode passes, runs the products of `segs` (independent, nodes `nodes` in the
-/// same order) whose matrices share the buffer most of them share as one
-/// `matvec_group` dispatch: in the first such node's place, the others dispatch nothing.
-/// Larger passes keep every node's own kernels.
-pub(super) fn group_decode(
-    cx: &Ctx,
-    name: &'static str,
-    layer: Option<usize>,
-    nodes: &mut [Node],
-    segs: &[(&GpuMatrix, MatmulArgs)],
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-) -> Result<()> {
-    let in_buf = |b: &wgpu::Buffer| segs.iter().filter(|(m, _)| m.buffer == *b).count();
-    let Some(buf) = segs
-        .iter()
-        .map(|(m, _)| m.buffer.clone())
-        .max_by_key(|b| in_buf(b))
-    else {
-        return Ok(());
-    };
-    let members: Vec<usize> = (0..segs.len())
-        .filter(|&i| segs[i].0.buffer == buf)
-        .collect();
-    let group: Vec<_> = members.iter().map(|&i| segs[i]).collect();
-    let lo = group.iter().map(|(m, _)| m.offset).min().unwrap_or(0);
-    let hi = group
-        .iter()
-        .map(|(m, _)| m.offset + m.span())
-        .max()
-        .unwrap_or(0);
-    // One binding covers the group: skip grouping where that exceeds the device's limit.
-    if members.len() < 2 || members.len() > 4 || hi - lo > cx.gpu.max_binding() {
-        return Ok(());
-    }
-    let mut fused = Some(ops::matvec_group::matvec_group(
-        cx, name, layer, &group, vecs, act,
-    )?);
-    for &i in &members {
-        let node = &mut nodes[i];
-        // The decode variant hangs below the node's matrix × vector variant.
-        let Some(mv) = node.small.as_mut() else {
-            return Err(EngineError::Op {
-                op: "graph",
-                what: format!("{}: no matrix × vector variant", node.op),
-            });
-        };
-        let instead = match fused.take() {
-            Some(f) => f,
-            None => mv.node.skip(),
-        };
-        mv.node.small = Some(Small {
-            count: Count::Tokens,
-            max: SMALL_T,
-            node: Box::new(instead),
-        });
-    }
-    Ok(())
+/// The row stride of a LoRA term's `h` (its width).
+fn loras_width(term: Option<LoraArgs>) -> usize {
+    term.map_or(0, |t| t.h_stride)
 }
 
 /// `y (+)= act(W x + bias)` at these offsets (tokens; scale 1; no LoRA term).
@@ -118,7 +66,7 @@ pub(super) struct Blocks<'a> {
     pub loras: Option<&'a ActiveLoras>,
 }
 
-impl Blocks<'_> {
+impl<'a> Blocks<'a> {
     /// k slices for a tensor-core product of `n` rows and depth `k`: [`coop_ksplit`],
     /// bounded by what the scratch holds at `t_cap` tokens (1 without the split).
     fn ks(&self, n: usize, k: usize) -> u32 {
@@ -130,27 +78,28 @@ impl Blocks<'_> {
     }
 
     /// The first products `h_i = s_i · A_i x` of the adapters at (l, t) into `h` slot
-    /// `slot`, and the base product's LoRA term. A decode step runs a set of them that
-    /// share a buffer (r, k, v of one adapter) as one `matvec_group` dispatch.
-    fn lora_firsts(
+    /// `slot` as (node, its reduce step, A, arguments), and the base products' LoRA terms.
+    #[allow(clippy::type_complexity)]
+    fn lora_first_nodes(
         &self,
         l: usize,
         sites: &[(LoraTarget, usize, usize, usize)],
         vecs: &wgpu::Buffer,
-        body: &mut Vec<Node>,
-    ) -> Result<Vec<Option<LoraArgs>>> {
+    ) -> Result<(
+        Vec<Option<LoraArgs>>,
+        Vec<(Node, Node, &'a GpuMatrix, MatmulArgs)>,
+    )> {
         let Some(loras) = self.loras else {
-            return Ok(vec![None; sites.len()]);
+            return Ok((vec![None; sites.len()], Vec::new()));
         };
         let mut terms = Vec::new();
-        let mut per_adapter: Vec<Vec<(Node, Node, &GpuMatrix, MatmulArgs)>> =
-            (0..loras.adapters.len()).map(|_| Vec::new()).collect();
+        let mut firsts = Vec::new();
         for &(t, slot, x_off, k) in sites {
             let h = self.rg.adapter_slot(slot, self.t_cap);
             let term = loras.term(l, t, h);
-            if let (Some(term), Some(site)) = (term, loras.site(l, t)) {
-                for (p, (a, scale, j0)) in site.parts.iter().zip(loras.firsts(l, t)) {
-                    let mut args = mm(x_off, k, h + j0, term.h_stride, Act::None, false, None);
+            if term.is_some() {
+                for (a, scale, j0) in loras.firsts(l, t) {
+                    let mut args = mm(x_off, k, h + j0, loras_width(term), Act::None, false, None);
                     args.scale = scale;
                     // Few rows, long k: k split on tensor cores, as the model's own
                     // first low-rank products.
@@ -166,34 +115,25 @@ impl Blocks<'_> {
                         self.split,
                         ks,
                     )?;
-                    per_adapter[p.adapter].push((node, reduce, a, args));
+                    firsts.push((node, reduce, a, args));
                 }
             }
             terms.push(term);
         }
-        for set in per_adapter {
-            let mut nodes = Vec::new();
-            let mut reduces = Vec::new();
-            let mut segs = Vec::new();
-            for (n, r, a, args) in set {
-                nodes.push(n);
-                reduces.push(r);
-                segs.push((a, args));
-            }
-            group_decode(
-                self.cx,
-                "lora.a",
-                Some(l),
-                &mut nodes,
-                &segs,
-                vecs,
-                self.act,
-            )?;
-            for (n, r) in nodes.into_iter().zip(reduces) {
-                body.push(n);
-                body.push(r);
-            }
-        }
+        Ok((terms, firsts))
+    }
+
+    /// [`Blocks::lora_first_nodes`] onto `body`: a decode step runs them in as few
+    /// `matvec_group` dispatches as their buffers allow. The base products' LoRA terms.
+    fn lora_firsts(
+        &self,
+        l: usize,
+        sites: &[(LoraTarget, usize, usize, usize)],
+        vecs: &wgpu::Buffer,
+        body: &mut Vec<Node>,
+    ) -> Result<Vec<Option<LoraArgs>>> {
+        let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
+        push_grouped(self.cx, "lora.a", Some(l), firsts, vecs, self.act, body)?;
         Ok(terms)
     }
 
@@ -253,8 +193,9 @@ impl Blocks<'_> {
     }
 
     /// [`Blocks::big`] with the adapters' `term` at (l, t), when there is one: the node
-    /// (its decode variant adds `B h`), its reduce step, and the prefill's `B h` product
-    /// (into `args.y_off`, no activation) to run after both.
+    /// (its decode variant adds `B h`; on tensor cores every variant does), its reduce
+    /// step, and — without tensor cores — the larger passes' `B h` product (into
+    /// `args.y_off`, no activation) to run after both.
     #[allow(clippy::too_many_arguments)]
     fn adapted_big(
         &self,
@@ -266,10 +207,21 @@ impl Blocks<'_> {
         t: LoraTarget,
         term: Option<LoraArgs>,
     ) -> Result<(Node, Node, Option<Node>)> {
-        let (node, reduce) = self.big(l, v, name, m, args)?;
-        if term.is_none() {
+        if term.is_none() || lora_in_tiles(self.cx.gpu) {
+            // Tensor cores: every variant adds the term itself.
+            let (node, reduce) = self.big(
+                l,
+                v,
+                name,
+                m,
+                &MatmulArgs {
+                    lora: term,
+                    ..*args
+                },
+            )?;
             return Ok((node, reduce, None));
         }
+        let (node, reduce) = self.big(l, v, name, m, args)?;
         let dec = MatmulArgs {
             lora: term,
             ..*args
@@ -318,59 +270,6 @@ impl Blocks<'_> {
             cx, lid, &shift, v, self.meta, self.state, act,
         )?);
         let mix = |i: usize| rg.mix + i * tc;
-        // 4: r, k, v (one `matvec_group` dispatch in a decode step), after the adapters'
-        // first products.
-        let terms = self.lora_firsts(
-            l,
-            &[
-                (LoraTarget::Receptance, 0, mix(0), c),
-                (LoraTarget::Key, 1, mix(2), c),
-                (LoraTarget::Value, 2, mix(3), c),
-            ],
-            v,
-            body,
-        )?;
-        let rkv = [
-            (
-                "att.receptance",
-                &ly.receptance,
-                mm(mix(0), c, rg.r, c, Act::None, false, None),
-            ),
-            (
-                "att.key",
-                &ly.key,
-                mm(mix(2), c, rg.k, c, Act::None, false, None),
-            ),
-            (
-                "att.value",
-                &ly.value,
-                mm(mix(3), c, rg.v, c, Act::None, false, None),
-            ),
-        ];
-        let mut nodes = Vec::new();
-        let mut reduces = Vec::new();
-        let mut seconds = Vec::new();
-        let mut segs = Vec::new();
-        let targets = [LoraTarget::Receptance, LoraTarget::Key, LoraTarget::Value];
-        for (((name, m, args), term), t) in rkv.iter().zip(&terms).zip(targets) {
-            let (node, reduce, second) = self.adapted_big(l, v, name, m, args, t, *term)?;
-            nodes.push(node);
-            reduces.push(reduce);
-            seconds.extend(second);
-            segs.push((
-                *m,
-                MatmulArgs {
-                    lora: *term,
-                    ..*args
-                },
-            ));
-        }
-        group_decode(cx, "att.rkv", lid, &mut nodes, &segs, v, act)?;
-        for (node, reduce) in nodes.into_iter().zip(reduces) {
-            body.push(node);
-            body.push(reduce);
-        }
-        body.extend(seconds);
         // The variant of a node for passes of at most SMALL_T tokens (decode).
         let few = |node: Node| Small {
             count: Count::Tokens,
@@ -378,8 +277,9 @@ impl Blocks<'_> {
             node: Box::new(node),
         };
         // 5–8: low-rank chains `out = act2(act1(x A) B + bias)`: (op names, A, B, input
-        // mix, hidden, act1, out, act2, bias). All first products run before the
-        // second ones; a decode step runs each set as one `matvec_group` dispatch.
+        // mix, hidden, act1, out, act2, bias). The first products run before r, k, v
+        // together with the adapters' first products of r, k, v (a decode step: one
+        // `matvec_group` dispatch), the second ones after r, k, v (another).
         let mut chains = vec![
             (
                 ["att.w1", "att.w2"],
@@ -428,10 +328,17 @@ impl Blocks<'_> {
                 Some(LayerVecs::V0 * c),
             ));
         }
-        for second in [false, true] {
-            let mut nodes = Vec::new();
-            let mut reduces = Vec::new();
-            let mut group = Vec::new();
+        let (terms, lora_a) = self.lora_first_nodes(
+            l,
+            &[
+                (LoraTarget::Receptance, 0, mix(0), c),
+                (LoraTarget::Key, 1, mix(2), c),
+                (LoraTarget::Value, 2, mix(3), c),
+            ],
+            v,
+        )?;
+        let chain_products = |second: bool| -> Result<Vec<(Node, Node, &GpuMatrix, MatmulArgs)>> {
+            let mut out = Vec::new();
             for &(names, m1, m2, x, hid, act1, y, act2, bias) in &chains {
                 let d = m1.n_out;
                 let (name, m, args) = if second {
@@ -442,17 +349,56 @@ impl Blocks<'_> {
                 // First products (few rows, k = C): k split on tensor cores.
                 let ks = if second { 1 } else { self.ks(m.n_out, m.n_in) };
                 let (node, reduce) = matmul_split(cx, name, lid, m, v, act, &args, self.split, ks)?;
-                nodes.push(node);
-                reduces.push(reduce);
-                group.push((m, args));
+                out.push((node, reduce, m, args));
             }
-            let name = if second { "att.lora2" } else { "att.lora1" };
-            group_decode(cx, name, lid, &mut nodes, &group, v, act)?;
-            for (node, reduce) in nodes.into_iter().zip(reduces) {
-                body.push(node);
-                body.push(reduce);
-            }
+            Ok(out)
+        };
+        let mut firsts = chain_products(false)?;
+        firsts.extend(lora_a);
+        push_grouped(cx, "att.lora1", lid, firsts, v, act, body)?;
+        // 4: r, k, v (one `matvec_group` dispatch in a decode step).
+        let rkv = [
+            (
+                "att.receptance",
+                &ly.receptance,
+                mm(mix(0), c, rg.r, c, Act::None, false, None),
+            ),
+            (
+                "att.key",
+                &ly.key,
+                mm(mix(2), c, rg.k, c, Act::None, false, None),
+            ),
+            (
+                "att.value",
+                &ly.value,
+                mm(mix(3), c, rg.v, c, Act::None, false, None),
+            ),
+        ];
+        let mut nodes = Vec::new();
+        let mut reduces = Vec::new();
+        let mut seconds = Vec::new();
+        let mut segs = Vec::new();
+        let targets = [LoraTarget::Receptance, LoraTarget::Key, LoraTarget::Value];
+        for (((name, m, args), term), t) in rkv.iter().zip(&terms).zip(targets) {
+            let (node, reduce, second) = self.adapted_big(l, v, name, m, args, t, *term)?;
+            nodes.push(node);
+            reduces.push(reduce);
+            seconds.extend(second);
+            segs.push((
+                *m,
+                MatmulArgs {
+                    lora: *term,
+                    ..*args
+                },
+            ));
         }
+        group_decode(cx, "att.rkv", lid, &mut nodes, &segs, v, act)?;
+        for (node, reduce) in nodes.into_iter().zip(reduces) {
+            body.push(node);
+            body.push(reduce);
+        }
+        body.extend(seconds);
+        push_grouped(cx, "att.lora2", lid, chain_products(true)?, v, act, body)?;
         // 9–11: WKV
         let prep = WkvPrepArgs {
             c: c as u32,
@@ -558,8 +504,13 @@ impl Blocks<'_> {
         // Channel-mix key: with adapters, larger passes leave relu² to `B h`'s product.
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
+        let in_tiles = lora_in_tiles(cx.gpu);
         let node = match term {
             None => matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &args)?,
+            Some(_) if in_tiles => {
+                let with = MatmulArgs { lora: term, ..args };
+                matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &with)?
+            }
             Some(_) => {
                 let pre = MatmulArgs {
                     act: Act::None,
@@ -573,7 +524,10 @@ impl Blocks<'_> {
             }
         };
         let t = LoraTarget::FfnKey;
-        let second = self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?;
+        let second = match in_tiles {
+            true => None,
+            false => self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?,
+        };
         body.push(node);
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);

@@ -1,17 +1,21 @@
 //! LoRA adapters on the GPU, applied at run time on a base kept in its file encoding:
 //! `y = act(W x + Σ_i s_i · B_i (A_i x) + bias)` for each adapted matrix.
 //!
-//! Per adapter ([`GpuLora`]): each layer's `A` matrices `[r, K]` f32 in one buffer (at
-//! aligned offsets, so that a decode step runs the first products of r, k and v as one
-//! `matvec_group` dispatch) and every `B` `[N, r₃₂]` f32 (row-major, rank padded with zero
-//! columns to a multiple of 32) in one buffer. For the active set ([`ActiveLoras`]) each
+//! Per adapter ([`GpuLora`]): each layer's `A` matrices `[r, K]` f16 in one buffer (at
+//! aligned offsets, so that a decode step runs the first products of r, k and v in one
+//! `matvec_group` dispatch) and every `B` `[N, r₃₂]` f16 (row-major, rank padded with zero
+//! columns to a multiple of 32) in one buffer. f16 as the adapter files keep them (f32
+//! files are rounded once: 2⁻¹¹ relative on a term that is itself a small correction);
+//! half the bytes a decode step reads for them. For the active set ([`ActiveLoras`]) each
 //! adapted (layer, matrix) gets `h` `[T, R₃₂]` columns per adapter and one `B` block
 //! `[N, R₃₂]` (the adapters' columns side by side, `R = Σ r_i`): the graph runs
 //! `h_i = s_i · A_i x` (the scale in the first product); a decode step's base product adds
 //! `Σ_j B[n, j] h[t, j]` in its epilogue, before bias and activation (so the relu² of the
-//! channel mix sees the adapted sum), and larger passes run `B h` as a tensor-core product
-//! of its own, added before the activation (`MatmulArgs::add_before_act`) or into the
-//! residual — no extra pass over the big weights either way.
+//! channel mix sees the adapted sum); on tensor cores larger passes run `B h` as R₃₂ / 32
+//! extra k-steps of the base product's own tile loop (h and B in place of x and W), and
+//! without them as a product of its own added before the activation
+//! (`MatmulArgs::add_before_act`) or into the residual — no extra pass over the big
+//! weights either way.
 //!
 //! Math: RWKV-PEFT / PEFT LoRA (`W' = W + s · B A`); llama.cpp applies GGUF adapters the
 //! same way at run time (`llm_graph_context::build_lora_mm`).
@@ -30,11 +34,11 @@ const RANK_STEP: usize = 32;
 
 /// One adapted matrix of an uploaded adapter.
 pub struct GpuLoraMatrix {
-    /// `A` `[rank, n_in]` f32.
+    /// `A` `[rank, n_in]` f16.
     pub a: GpuMatrix,
     pub rank: usize,
     pub n_out: usize,
-    /// `B` `[n_out, rank]` f32 (kept to stack several adapters).
+    /// `B` `[n_out, rank]` as read (kept to stack several adapters).
     pub b: Vec<f32>,
     /// Byte offset of its `B` block `[n_out, rank₃₂]` in [`GpuLora::b`].
     pub b_at: u64,
@@ -55,20 +59,37 @@ pub struct GpuLora {
 /// side from column 0.
 type BlockSpec<'a> = (usize, usize, Vec<(&'a [f32], usize)>);
 
-/// `B` blocks `[n_out, width]` in one buffer at aligned offsets: the block offsets and the
-/// bytes.
+/// `values` as f16, or an error naming `what` when one does not fit (|v| > 65504).
+fn to_f16(values: &[f32], adapter: &str, what: &str) -> Result<Vec<half::f16>> {
+    match values.iter().find(|v| v.abs() > f32::from(half::f16::MAX)) {
+        Some(v) => Err(EngineError::Adapter {
+            name: adapter.to_string(),
+            what: format!(
+                "{what}: value {v} is outside the f16 range the GPU keeps LoRA weights in"
+            ),
+        }),
+        None => Ok(values.iter().map(|&v| half::f16::from_f32(v)).collect()),
+    }
+}
+
+/// `B` blocks `[n_out, width]` f16 in one buffer at aligned offsets: the block offsets
+/// (bytes) and the bytes. The values were checked for the f16 range at upload.
 fn pack_b(align: usize, blocks: &[BlockSpec]) -> (Vec<u64>, Vec<u8>) {
     let mut out: Vec<u8> = Vec::new();
     let mut offs = Vec::new();
     for (n_out, width, parts) in blocks {
         let at = out.len().next_multiple_of(align);
         out.resize(at, 0);
-        let mut block = vec![0f32; n_out * width];
+        let mut block = vec![half::f16::ZERO; n_out * width];
         let mut j0 = 0;
         for (b, rank) in parts {
             for n in 0..*n_out {
-                block[n * width + j0..n * width + j0 + rank]
-                    .copy_from_slice(&b[n * rank..(n + 1) * rank]);
+                for (d, &v) in block[n * width + j0..n * width + j0 + rank]
+                    .iter_mut()
+                    .zip(&b[n * rank..(n + 1) * rank])
+                {
+                    *d = half::f16::from_f32(v);
+                }
             }
             j0 += rank;
         }
@@ -87,8 +108,8 @@ impl GpuLora {
     /// Uploads `adapter` (checked against `cfg` first: nothing is uploaded when a matrix
     /// does not fit the model).
     ///
-    /// Errors: [`EngineError::Adapter`] from the check; [`EngineError::TooLarge`] when its
-    /// `B` blocks exceed one binding.
+    /// Errors: [`EngineError::Adapter`] from the check or for a value outside the f16
+    /// range; [`EngineError::TooLarge`] when its `B` blocks exceed one binding.
     pub fn upload(gpu: &GpuContext, cfg: &Rwkv7Config, adapter: &LoraAdapter) -> Result<Self> {
         adapter.check(cfg)?;
         let align = align(gpu);
@@ -113,9 +134,12 @@ impl GpuLora {
             let mut a_bytes = Vec::new();
             let mut offs = Vec::new();
             for m in &ms {
+                let tensor = |ab: &str| format!("block {layer} {} lora_{ab}", m.target.name());
+                to_f16(&m.b, &adapter.name, &tensor("B"))?;
+                let a16 = to_f16(&m.a, &adapter.name, &tensor("A"))?;
                 let off = a_bytes.len().next_multiple_of(align);
                 a_bytes.resize(off, 0u8);
-                a_bytes.extend_from_slice(bytemuck::cast_slice(&m.a));
+                a_bytes.extend_from_slice(bytemuck::cast_slice(&a16));
                 offs.push(off);
             }
             a_bytes.resize(a_bytes.len().next_multiple_of(16), 0);
@@ -129,11 +153,11 @@ impl GpuLora {
                         name: format!("{}.{}.lora_A", adapter.name, m.target.name()),
                         buffer: a_buf.clone(),
                         offset: off as u64,
-                        dtype: crate::DType::F32,
+                        dtype: crate::DType::F16,
                         row0: 0,
                         n_out: m.rank,
                         n_in: m.n_in,
-                        row_bytes: m.n_in * 4,
+                        row_bytes: m.n_in * 2,
                     },
                     rank: m.rank,
                     n_out: m.n_out,
@@ -194,7 +218,7 @@ pub struct LoraSite {
     /// `R₃₂`: the columns of `h` and of the `B` block (`Σ r_i` padded with zeros).
     pub width: usize,
     pub n_out: usize,
-    /// Byte offset of the `B` block `[N, R₃₂]` in [`ActiveLoras::b`].
+    /// Byte offset of the `B` block `[N, R₃₂]` (f16) in [`ActiveLoras::b`].
     pub b_at: u64,
     pub parts: Vec<LoraPart>,
 }
@@ -319,7 +343,7 @@ impl ActiveLoras {
             h_off,
             h_stride: s.width,
             rank: s.width,
-            b_off: (s.b_at / 4) as usize,
+            b_off: (s.b_at / 2) as usize,
         })
     }
 
@@ -329,11 +353,11 @@ impl ActiveLoras {
             name: format!("LoRA B {}@{layer}", t.name()),
             buffer: self.b.clone(),
             offset: s.b_at,
-            dtype: crate::DType::F32,
+            dtype: crate::DType::F16,
             row0: 0,
             n_out: s.n_out,
             n_in: s.width,
-            row_bytes: s.width * 4,
+            row_bytes: s.width * 2,
         })
     }
 }

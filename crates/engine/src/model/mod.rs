@@ -4,6 +4,7 @@ pub mod config;
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
+mod graph_group;
 mod graph_layer;
 mod graph_pass;
 pub mod lora;

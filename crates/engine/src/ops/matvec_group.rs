@@ -1,11 +1,17 @@
-//! Up to four matrix × vector products in one dispatch (`shaders/matvec_group.wgsl`):
-//! the first, or the second, products of the low-rank chains in a decode step, whose
-//! matrices the loader puts in one buffer (`GpuMatrix::offset`).
+//! Up to eight matrix × vector products in one dispatch (`shaders/matvec_group.wgsl`):
+//! in a decode step the first products of the low-rank chains with the adapters' first
+//! products of r, k and v, or the second products of the chains, or r, k and v — whose
+//! matrices the loader puts in one buffer (`GpuMatrix::offset`), plus at most one second
+//! buffer of F16 matrices (an adapter's `A`).
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
 use crate::ops::matmul::{matvec_step, MatmulArgs};
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::DType;
+
+/// Segments one dispatch takes.
+pub const MAX_SEGS: usize = 8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -21,7 +27,7 @@ struct Seg {
     act: u32,
     bias_off: u32,
     wg0: u32,
-    dt2: u32,
+    src: u32,
     scale: f32,
     lora: [u32; 4],
     _p: [u32; 3],
@@ -32,14 +38,53 @@ struct Seg {
 struct Params {
     nseg: u32,
     _p: [u32; 3],
-    seg: [Seg; 4],
+    seg: [Seg; MAX_SEGS],
+}
+
+fn floats(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::F32)
+}
+
+/// Whether `segs` can be one [`matvec_group`] dispatch: at most [`MAX_SEGS`]; the
+/// matrices in the first one's buffer in one encoding (or F16 and F32), the others all
+/// F16 in one second buffer; each buffer's span within one binding of `max_binding`.
+pub fn groupable(segs: &[&GpuMatrix], max_binding: u64) -> bool {
+    let Some(first) = segs.first() else {
+        return false;
+    };
+    let second = segs.iter().find(|m| m.buffer != first.buffer);
+    let fits = |b: &wgpu::Buffer| {
+        let (lo, hi) = span(segs.iter().copied(), b);
+        hi - lo <= max_binding
+    };
+    segs.len() <= MAX_SEGS
+        && segs.iter().all(|m| {
+            if m.buffer == first.buffer {
+                m.dtype == first.dtype || (floats(m.dtype) && floats(first.dtype))
+            } else {
+                second.is_some_and(|s| m.buffer == s.buffer) && m.dtype == DType::F16
+            }
+        })
+        && fits(&first.buffer)
+        && second.is_none_or(|s| fits(&s.buffer))
+}
+
+/// Lowest offset and end of the matrices of `segs` in buffer `b`.
+fn span<'a>(segs: impl Iterator<Item = &'a GpuMatrix>, b: &wgpu::Buffer) -> (u64, u64) {
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    for m in segs.filter(|m| m.buffer == *b) {
+        lo = lo.min(m.offset);
+        hi = hi.max(m.offset + m.span());
+    }
+    (lo.min(hi), hi)
 }
 
 /// `y_s = act_s(W_s x_s + bias_s)` for each segment `(W_s, args_s)` (no residual add, no
-/// row offset; tokens, not gathered rows). The matrices must share one buffer and
-/// encoding; offsets of x and y multiples of 4.
+/// row offset; tokens, not gathered rows). See [`groupable`] for the matrices it takes;
+/// offsets of x and y multiples of 4.
 ///
-/// Errors: no segments or more than four, matrices in different buffers or encodings,
+/// Errors: no segments or more than [`MAX_SEGS`], matrices that are not [`groupable`],
 /// unsupported arguments.
 pub fn matvec_group(
     cx: &Ctx,
@@ -52,33 +97,29 @@ pub fn matvec_group(
     let Some((first, _)) = segs.first() else {
         return Err(op_err(op, "a group needs a matrix"));
     };
-    if segs.len() > 4 {
-        return Err(op_err(op, format!("{} matrices; at most 4", segs.len())));
+    let mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
+    if !groupable(&mats, u64::MAX) {
+        return Err(op_err(
+            op,
+            format!(
+                "{} matrices not in one buffer and encoding (plus one buffer of F16), or more than {MAX_SEGS}",
+                segs.len()
+            ),
+        ));
     }
+    let second = mats.iter().find(|m| m.buffer != first.buffer).copied();
     let mut p = Params {
         nseg: segs.len() as u32,
         ..Default::default()
     };
-    let base = segs.iter().map(|(m, _)| m.offset).min().unwrap_or(0);
-    let end = segs
-        .iter()
-        .map(|(m, _)| m.offset + m.span())
-        .max()
-        .unwrap_or(0);
+    let range1 = span(mats.iter().copied(), &first.buffer);
+    let range2 = second.map(|s| span(mats.iter().copied(), &s.buffer));
     let mut wg = 0u32;
     let mut lora_buf = None;
+    let mut dt2 = false;
     for (i, (m, a)) in segs.iter().enumerate() {
         let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
         lora_buf = lora_buf.or(buf);
-        let floats = |d: crate::DType| matches!(d, crate::DType::F16 | crate::DType::F32);
-        if m.buffer != first.buffer
-            || (m.dtype != first.dtype && !(floats(m.dtype) && floats(first.dtype)))
-        {
-            return Err(op_err(
-                op,
-                format!("{} is not in {}'s buffer and encoding", m.name, first.name),
-            ));
-        }
         if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
             return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
         }
@@ -88,6 +129,12 @@ pub fn matvec_group(
                 format!("{}: x offset/stride or K not aligned", m.name),
             ));
         }
+        let (src, base) = match (second, range2) {
+            (Some(s), Some((lo, _))) if m.buffer == s.buffer => (2, lo),
+            _ if m.dtype != first.dtype => (1, range1.0),
+            _ => (0, range1.0),
+        };
+        dt2 |= src == 1;
         p.seg[i] = Seg {
             k: m.n_in as u32,
             n: m.n_out as u32,
@@ -100,7 +147,7 @@ pub fn matvec_group(
             act: a.act as u32,
             bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
             wg0: 0, // set below, once LANES is known
-            dt2: u32::from(m.dtype != first.dtype),
+            src,
             scale,
             lora,
             _p: [0; 3],
@@ -119,31 +166,32 @@ pub fn matvec_group(
         wg += (m.n_out as u32).div_ceil(rows);
     }
     let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
-    let range = || {
+    fn range(b: &wgpu::Buffer, (lo, hi): (u64, u64)) -> wgpu::BindingResource<'_> {
         wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: &first.buffer,
-            offset: base,
-            size: std::num::NonZeroU64::new(end - base),
+            buffer: b,
+            offset: lo,
+            size: std::num::NonZeroU64::new(hi - lo),
         })
-    };
+    }
     let mut key = PipelineKey {
         op: "matvec_group",
         dtype: Some(first.dtype),
         spec: vec![
             ("LANES", lanes),
             ("SG", u32::from(sg)),
-            (
-                "DT2",
-                u32::from(segs.iter().any(|(m, _)| m.dtype != first.dtype)),
-            ),
+            ("DT2", u32::from(dt2)),
         ],
     };
     let mut res = vec![
-        (2, range()),
+        (2, range(&first.buffer, range1)),
         (3, vecs.as_entire_binding()),
         (4, act.as_entire_binding()),
-        (5, range()),
+        (5, range(&first.buffer, range1)),
     ];
+    if let (Some(s), Some(r2)) = (second, range2) {
+        key.spec.push(("SRC2", 1));
+        res.push((8, range(&s.buffer, r2)));
+    }
     if let Some(b) = lora_buf {
         key.spec.push(("LORA", 1));
         res.push((7, b.as_entire_binding()));
@@ -171,9 +219,9 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
-    /// Three matrices (F16, F32, F16) of different shapes at aligned offsets of one buffer, with
-    /// their own inputs, outputs, biases and epilogues, for 1 and 3 tokens; with
-    /// subgroup sums and without.
+    /// Three matrices (F16, F32, F16) of different shapes at aligned offsets of one buffer
+    /// and two F16 matrices in a second buffer (an adapter's `A`), with their own inputs,
+    /// outputs, biases and epilogues, for 1 and 3 tokens; with subgroup sums and without.
     #[test]
     fn matches_separate_products() {
         let mut plain = (*gpu()).clone();
@@ -193,35 +241,40 @@ mod tests {
             },
             gpu,
         );
+        // (rows, K, activation, buffer)
         let shapes = [
-            (96usize, 256usize, Act::Tanh),
-            (40, 64, Act::Sigmoid),
-            (320, 256, Act::None),
+            (96usize, 256usize, Act::Tanh, 0),
+            (40, 64, Act::Sigmoid, 0),
+            (320, 256, Act::None, 0),
+            (64, 256, Act::None, 1),
+            (32, 128, Act::None, 1),
         ];
-        let mut bytes = Vec::new();
+        let mut bytes = [Vec::new(), Vec::new()];
         let mut mats = Vec::new();
         let mut ws = Vec::new();
         // The second matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
-        for (i, &(n, k, _)) in shapes.iter().enumerate() {
+        for (i, &(n, k, _, bi)) in shapes.iter().enumerate() {
             let w = rand_vec(90 + i as u64, n * k, 0.2);
-            bytes.resize(bytes.len().next_multiple_of(256), 0);
+            let b = &mut bytes[bi];
+            // The second buffer's matrices start past offset 0, as in an adapter's buffer.
+            b.resize(b.len().next_multiple_of(256) + 256 * bi, 0);
             if i == 1 {
-                mats.push((bytes.len() as u64, n, k, DType::F32));
-                bytes.extend_from_slice(bytemuck::cast_slice(&w));
+                mats.push((b.len() as u64, n, k, DType::F32, bi));
+                b.extend_from_slice(bytemuck::cast_slice(&w));
                 ws.push(w);
             } else {
                 let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
                 ws.push(w16.iter().map(|v| v.to_f32()).collect::<Vec<f32>>());
-                mats.push((bytes.len() as u64, n, k, DType::F16));
-                bytes.extend_from_slice(bytemuck::cast_slice(&w16));
+                mats.push((b.len() as u64, n, k, DType::F16, bi));
+                b.extend_from_slice(bytemuck::cast_slice(&w16));
             }
         }
-        let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
+        let bufs = [0, 1].map(|i| buffer::storage_init(&h.gpu, "group", &bytes[i]).unwrap());
         let gm: Vec<GpuMatrix> = mats
             .iter()
-            .map(|&(offset, n, k, dtype)| GpuMatrix {
+            .map(|&(offset, n, k, dtype, bi)| GpuMatrix {
                 name: format!("m{offset}"),
-                buffer: buf.clone(),
+                buffer: bufs[bi].clone(),
                 offset,
                 dtype,
                 row0: 0,
@@ -235,7 +288,7 @@ mod tests {
         let mut xs = Vec::new();
         let mut args = Vec::new();
         let bias = rand_vec(99, 512, 0.5);
-        for (i, &(n, k, a)) in shapes.iter().enumerate() {
+        for (i, &(n, k, a, _)) in shapes.iter().enumerate() {
             let x = rand_vec(95 + i as u64, t * k, 1.0);
             let x_off = act.len();
             act.extend(&x);
@@ -256,7 +309,7 @@ mod tests {
                 add_before_act: false,
                 bias_off: (i == 1).then_some(0),
                 rows: Count::Tokens,
-                scale: 1.0,
+                scale: if i == 3 { 0.5 } else { 1.0 },
                 lora: None,
             });
         }
@@ -265,12 +318,42 @@ mod tests {
         let node =
             matvec_group(&h.ctx(), "group", None, &segs, &h.f32_buf(&bias), &act_buf).unwrap();
         h.run(&[node]);
-        for (i, &(n, k, a)) in shapes.iter().enumerate() {
+        for (i, &(n, k, a, _)) in shapes.iter().enumerate() {
             let got = h.read(&act_buf, margs[i].y_off, t * n);
             let b = (i == 1).then(|| &bias[..n]);
-            let want = reference(&ws[i], n, k, &xs[i], b, a);
+            let mut want = reference(&ws[i], n, k, &xs[i], b, a);
+            if i == 3 {
+                want.iter_mut().for_each(|v| *v *= 0.5);
+            }
             let err = max_abs(&got, &want);
             assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
         }
+    }
+
+    /// Matrices of a third buffer, or a second buffer that is not F16, are refused.
+    #[test]
+    fn refuses_what_it_cannot_group() {
+        let h = Harness::new(Dims::default());
+        let m = |dtype: DType, tag: &str| GpuMatrix {
+            name: tag.to_string(),
+            buffer: buffer::storage(&h.gpu, tag, 4096),
+            offset: 0,
+            dtype,
+            row0: 0,
+            n_out: 4,
+            n_in: 256,
+            row_bytes: if dtype == DType::F32 { 1024 } else { 512 },
+        };
+        let (a, b, c, d) = (
+            m(DType::F16, "a"),
+            m(DType::F16, "b"),
+            m(DType::F16, "c"),
+            m(DType::F32, "d"),
+        );
+        assert!(groupable(&[&a, &b], u64::MAX));
+        assert!(!groupable(&[&a, &b, &c], u64::MAX));
+        assert!(!groupable(&[&a, &d], u64::MAX));
+        assert!(!groupable(&[&a; MAX_SEGS + 1], u64::MAX));
+        assert!(groupable(&[&a; MAX_SEGS], u64::MAX));
     }
 }

@@ -77,15 +77,17 @@ pub struct MatmulArgs {
     /// Multiplies the raw sum, before the LoRA term, bias and activation (1 for the
     /// model's own products; the adapter's scale for a LoRA first product `h = s · A x`).
     pub scale: f32,
-    /// The LoRA term the matrix × vector variant (decode) adds to its raw sum:
-    /// `y = act(W x + B h + bias)`. The tiled variants do not: the graph runs `B h` as a
-    /// product of its own for the passes they serve.
+    /// The LoRA term added to the raw sum, `y = act(W x + B h + bias)`: by the matrix ×
+    /// vector variant (decode) in its epilogue, by the tensor-core variant as extra
+    /// k-steps (see [`lora_in_tiles`]). The portable tiled variant ignores it: without
+    /// tensor cores the graph runs `B h` as a product of its own for the passes it serves.
     pub lora: Option<LoraArgs>,
 }
 
-/// Where the LoRA term of a product reads (offsets in f32 elements): `h` `[rows, rank]`
-/// in `act` at `h_off` (row stride `h_stride`), `B` `[N, rank]` (row-major) in the
-/// graph's LoRA buffer ([`Ctx::lora`]) at `b_off`.
+/// Where the LoRA term of a product reads: `h` `[rows, rank]` f32 in `act` at `h_off`
+/// (f32 elements, row stride `h_stride`), `B` `[N, rank]` f16 (row-major) in the graph's
+/// LoRA buffer ([`Ctx::lora`]) at `b_off` halves. `rank` is even; the tensor-core
+/// variant needs it a multiple of 32, `h_off` and `h_stride` of 4 and `b_off` of 8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraArgs {
     pub h_off: usize,
@@ -256,6 +258,7 @@ fn build<'a>(
     let n_out = m.n_out as u32;
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
     let mut reduce = None;
+    let mut lora_res = None;
     let mut node = if cx.gpu.features.coopmat {
         // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
         let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
@@ -278,6 +281,20 @@ fn build<'a>(
         ];
         if let Some(o) = out {
             res.push(o.as_entire_binding());
+        }
+        if let (Some(b), Some(l)) = (lora_buf, a.lora) {
+            // `B h` as extra k-steps: h rows and B blocks in whole 16-byte loads.
+            if l.rank % 32 != 0 || l.h_off % 4 != 0 || l.h_stride % 4 != 0 || l.b_off % 8 != 0 {
+                return Err(op_err(
+                    op,
+                    format!(
+                        "{}: LoRA term not aligned for the tensor-core tiles",
+                        m.name
+                    ),
+                ));
+            }
+            k.spec.push(("LORA", 1));
+            lora_res = Some((7, b.as_entire_binding()));
         }
         if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
@@ -303,12 +320,14 @@ fn build<'a>(
                 },
             )?);
         }
+        let mut res = numbered(res);
+        res.extend(lora_res);
         cx.node_at(
             op,
             layer,
             &k,
             &p,
-            numbered(res),
+            res,
             Grid::Tiles {
                 x: n_out.div_ceil(bn) * ks,
                 count: a.rows,
@@ -392,6 +411,13 @@ fn build<'a>(
         });
     }
     Ok((node, reduce))
+}
+
+/// Whether the products of passes larger than a decode step add a LoRA term themselves
+/// (the tensor-core tiles, as extra k-steps) on `gpu`; otherwise the graph runs `B h` as a
+/// product of its own.
+pub fn lora_in_tiles(gpu: &crate::gpu::GpuContext) -> bool {
+    gpu.features.coopmat
 }
 
 /// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,

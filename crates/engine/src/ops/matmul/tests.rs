@@ -340,16 +340,17 @@ fn k_split_matches_reference() {
     }
 }
 
-/// The LoRA term `Σ_j B[n, j] h[t, j]` of the matrix × vector kernel (T = 1, 3, 8), the
-/// scale of the raw sum, and the add-before-activation mode (`y = act(y + raw)`, the
-/// prefill's `B h` product) in every kernel — matrix × vector, tiled or tensor-core
-/// (T = 70), k-split with its reduce step — against `act(s · (W x + B h [+ y0]) + bias)
-/// [+ y0]`, with ReLU² (the channel-mix key, whose activation must see the adapted sum)
-/// and a residual add; `h` with a row stride wider than its rank and `B` at an offset,
-/// as the graph lays them out.
+/// The LoRA term `Σ_j B[n, j] h[t, j]` (f16 `B`) of the matrix × vector kernel (T = 1, 3,
+/// 8) and — on tensor cores — of the tiles as extra k-steps (T = 70, with and without k
+/// slices), the scale of the raw sum, and the add-before-activation mode
+/// (`y = act(y + raw)`, the portable path's `B h` product) in every kernel — matrix ×
+/// vector, tiled or tensor-core (T = 70), k-split with its reduce step — against
+/// `act(s · (W x + B h [+ y0]) + bias) [+ y0]`, with ReLU² (the channel-mix key, whose
+/// activation must see the adapted sum) and a residual add; `h` with a row stride wider
+/// than its rank and `B` at an offset, as the graph lays them out.
 #[test]
 fn lora_term_scale_and_add_before_act() {
-    let (n, k, r, hs) = (200, 256, 12, 15);
+    let (n, k, r, hs) = (200, 256, 32, 36);
     let w = rand_vec(61, n * k, 0.3);
     let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
     let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
@@ -362,19 +363,30 @@ fn lora_term_scale_and_add_before_act() {
         (70, Act::ReluSq, false, true, 1, false),
         (70, Act::None, false, true, 4, false),
         (70, Act::Sigmoid, true, false, 4, false),
+        (70, Act::ReluSq, false, false, 1, true),
+        (70, Act::None, true, false, 4, true),
     ];
     for (t, act_fn, acc, before, ks, with_term) in cases {
         let h = Harness::new(Dims {
             n_tokens: t as u32,
             ..Default::default()
         });
+        if with_term && t > SMALL_T as usize && !lora_in_tiles(&h.gpu) {
+            continue; // the graph runs `B h` as a product of its own there
+        }
         let x = rand_vec(62, t * k, 1.0);
         let y0 = rand_vec(63, t * n, 1.0);
         let hid = rand_vec(64, t * hs, 1.0);
-        let b = rand_vec(65, n * r, 0.5);
+        let b16: Vec<half::f16> = rand_vec(65, n * r, 0.5)
+            .iter()
+            .map(|&v| half::f16::from_f32(v))
+            .collect();
+        let b: Vec<f32> = b16.iter().map(|v| v.to_f32()).collect();
         let bias = rand_vec(66, n, 0.5);
         let act_buf = h.f32_buf(&[x.clone(), y0.clone(), hid.clone()].concat());
-        let lora_buf = h.f32_buf(&[vec![0.0; 5], b.clone()].concat());
+        let lora_halves = [vec![half::f16::ZERO; 8], b16].concat();
+        let lora_buf =
+            buffer::storage_init(&h.gpu, "lora", bytemuck::cast_slice(&lora_halves)).unwrap();
         let cx = Ctx {
             lora: Some(&lora_buf),
             ..h.ctx()
@@ -387,7 +399,7 @@ fn lora_term_scale_and_add_before_act() {
             h_off: t * k + t * n,
             h_stride: hs,
             rank: r,
-            b_off: 5,
+            b_off: 8,
         });
         let bias_buf = h.f32_buf(&bias);
         let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);

@@ -1,0 +1,110 @@
+//! Decode steps run independent matrix × vector products of a block as one
+//! `matvec_group` dispatch (`ops::matvec_group`): which nodes group, and where the
+//! grouped dispatch takes their place.
+
+use crate::error::{EngineError, Result};
+use crate::ops::matmul::{MatmulArgs, SMALL_T};
+use crate::ops::matvec_group::{groupable, MAX_SEGS};
+use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
+
+/// For decode passes, runs the products of `segs` (independent, nodes `nodes` in the
+/// same order) as few `matvec_group` dispatches as [`groupable`] allows: the matrices of
+/// the buffer most of them share, with the F16 matrices of the second buffer most of the
+/// rest share (an adapter's `A`), in the first member's place; the other members
+/// dispatch nothing. Larger passes keep every node's own kernels.
+pub(super) fn group_decode(
+    cx: &Ctx,
+    name: &'static str,
+    layer: Option<usize>,
+    nodes: &mut [Node],
+    segs: &[(&GpuMatrix, MatmulArgs)],
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+) -> Result<()> {
+    let mut left: Vec<usize> = (0..segs.len()).collect();
+    // The buffer most of `from` share (ties: the first), and its members.
+    let most = |from: &[usize]| -> Vec<usize> {
+        let count = |b: &wgpu::Buffer| from.iter().filter(|&&i| segs[i].0.buffer == *b).count();
+        let Some(&best) = from
+            .iter()
+            .max_by_key(|&&i| (count(&segs[i].0.buffer), usize::MAX - i))
+        else {
+            return Vec::new();
+        };
+        let first = segs[best].0;
+        from.iter()
+            .copied()
+            .filter(|&i| segs[i].0.buffer == first.buffer)
+            .filter(|&i| groupable(&[first, segs[i].0], u64::MAX))
+            .collect()
+    };
+    while left.len() >= 2 {
+        let one = most(&left);
+        let rest: Vec<usize> = left
+            .iter()
+            .copied()
+            .filter(|i| !one.contains(i) && segs[*i].0.dtype == crate::DType::F16)
+            .collect();
+        let two = most(&rest);
+        let mut members: Vec<usize> = one.iter().chain(&two).copied().collect();
+        members.truncate(MAX_SEGS);
+        let mats: Vec<&GpuMatrix> = members.iter().map(|&i| segs[i].0).collect();
+        if members.len() < 2 || !groupable(&mats, cx.gpu.max_binding()) {
+            break;
+        }
+        let group: Vec<_> = members.iter().map(|&i| segs[i]).collect();
+        let mut fused = Some(ops::matvec_group::matvec_group(
+            cx, name, layer, &group, vecs, act,
+        )?);
+        let mut order = members.clone();
+        order.sort_unstable();
+        for &i in &order {
+            let node = &mut nodes[i];
+            // The decode variant hangs below the node's matrix × vector variant.
+            let Some(mv) = node.small.as_mut() else {
+                return Err(EngineError::Op {
+                    op: "graph",
+                    what: format!("{}: no matrix × vector variant", node.op),
+                });
+            };
+            let instead = match fused.take() {
+                Some(f) => f,
+                None => mv.node.skip(),
+            };
+            mv.node.small = Some(Small {
+                count: Count::Tokens,
+                max: SMALL_T,
+                node: Box::new(instead),
+            });
+        }
+        left.retain(|i| !members.contains(i));
+    }
+    Ok(())
+}
+
+/// `nodes` (node, reduce step, matrix, arguments) onto `body` in order, a decode step
+/// running them grouped ([`group_decode`]).
+pub(super) fn push_grouped(
+    cx: &Ctx,
+    name: &'static str,
+    layer: Option<usize>,
+    nodes: Vec<(Node, Node, &GpuMatrix, MatmulArgs)>,
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    body: &mut Vec<Node>,
+) -> Result<()> {
+    let mut main = Vec::new();
+    let mut reduces = Vec::new();
+    let mut segs = Vec::new();
+    for (n, r, m, args) in nodes {
+        main.push(n);
+        reduces.push(r);
+        segs.push((m, args));
+    }
+    group_decode(cx, name, layer, &mut main, &segs, vecs, act)?;
+    for (n, r) in main.into_iter().zip(reduces) {
+        body.push(n);
+        body.push(r);
+    }
+    Ok(())
+}
