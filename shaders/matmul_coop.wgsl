@@ -112,10 +112,7 @@ fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>,
     // Rows past the matrix read row n - 1 and are stored as zeros.
     let n = min(n0 + br, p.n - 1u);
     if (COOP_LORA && k0 >= p.k) {
-        for (var u = 0u; u < WV; u++) {
-            (*wr)[u] = lora_w8((p.lora_b + n * p.lora_rank + (k0 - p.k) + bk + 8u * u) >> 3u);
-        }
-        return;
+        return; // `store_w` reads B itself (no registers held across the products)
     }
     for (var u = 0u; u < WV; u++) {
         if (W16 == 1u) {
@@ -134,12 +131,16 @@ fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32
     let bk = (li % (BK / BPT)) * BPT;
     let inside = n0 + br < p.n;
     let bo = buf * SB + br * LD + bk;
-    let halves = W16 == 1u || (COOP_LORA && k0 >= p.k);
+    let lora_step = COOP_LORA && k0 >= p.k;
+    let n = min(n0 + br, p.n - 1u);
     for (var u = 0u; u < WV; u++) {
         let o = bo + 8u * u;
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (halves) {
-            let h = (*wr)[u];
+        if (W16 == 1u || lora_step) {
+            var h = (*wr)[u];
+            if (lora_step) {
+                h = lora_w8((p.lora_b + n * p.lora_rank + (k0 - p.k) + bk + 8u * u) >> 3u);
+            }
             q = W8(vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
                    vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
         } else {
