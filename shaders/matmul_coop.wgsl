@@ -12,11 +12,12 @@
 // through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
 // each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
 // ([KSPLIT][T][N]); the `matmul_reduce` dispatch adds the slices and applies the
-// epilogue. With a LoRA term (COOP_LORA), the last k slice runs lora_rank / 32 more
-// steps with h ([T, R] in `act` at lora_h, stride lora_stride) in place of x and the f16
-// `B` block ([N, R] at lora_b halves, `lora_w8`) in place of W, so the raw sum is
-// W x + B h before the epilogue. Params and `finish` from matmul_params.wgsl; `act` seen
-// as vec4s; needs subgroups of exactly 32.
+// epilogue. With a LoRA term (COOP_LORA), the last k slice then runs lora_rank / 32 more
+// steps (a loop of their own, so the main loop is the plain kernel's) with h ([T, R] in
+// `act` at lora_h, stride lora_stride) in place of x and the f16 `B` block ([N, R] at
+// lora_b halves, `lora_w8`) in place of W: the raw sum is W x + B h before the epilogue.
+// Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs subgroups of
+// exactly 32.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -77,10 +78,7 @@ fn load_x(k0: u32, li: u32, m0: u32, t_count: u32, xr: ptr<function, array<vec4<
     let ar = li / (BK / APT);
     let ak = (li % (BK / APT)) * APT;
     let t = m0 + ar;
-    var xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
-    if (COOP_LORA && k0 >= p.k) {
-        xo = (p.lora_h + t * p.lora_stride + (k0 - p.k) + ak) >> 2u;
-    }
+    let xo = (p.x_off + t * p.x_stride + k0 + ak) >> 2u;
     for (var u = 0u; u < XV; u++) {
         var v = vec4<f32>(0.0);
         if (t < t_count) {
@@ -111,9 +109,6 @@ fn load_w(k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32>, WV>>,
     let bk = (li % (BK / BPT)) * BPT;
     // Rows past the matrix read row n - 1 and are stored as zeros.
     let n = min(n0 + br, p.n - 1u);
-    if (COOP_LORA && k0 >= p.k) {
-        return; // `store_w` reads B itself (no registers held across the products)
-    }
     for (var u = 0u; u < WV; u++) {
         if (W16 == 1u) {
             (*wr)[u] = w4[(n * p.row_bytes + (k0 + bk + 8u * u) * 2u) >> 4u];
@@ -131,16 +126,11 @@ fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32
     let bk = (li % (BK / BPT)) * BPT;
     let inside = n0 + br < p.n;
     let bo = buf * SB + br * LD + bk;
-    let lora_step = COOP_LORA && k0 >= p.k;
-    let n = min(n0 + br, p.n - 1u);
     for (var u = 0u; u < WV; u++) {
         let o = bo + 8u * u;
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
-        if (W16 == 1u || lora_step) {
-            var h = (*wr)[u];
-            if (lora_step) {
-                h = lora_w8((p.lora_b + n * p.lora_rank + (k0 - p.k) + bk + 8u * u) >> 3u);
-            }
+        if (W16 == 1u) {
+            let h = (*wr)[u];
             q = W8(vec4<f32>(unpack2x16float(h.x), unpack2x16float(h.y)),
                    vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
         } else {
@@ -157,6 +147,48 @@ fn store_w(buf: u32, k0: u32, li: u32, n0: u32, wr: ptr<function, array<vec4<u32
         sb[o + 5u] = f16(q.b.y);
         sb[o + 6u] = f16(q.b.z);
         sb[o + 7u] = f16(q.b.w);
+    }
+}
+
+// Columns j0.. of h (x's place) and of the B block (W's place) as f16 tiles in buffer 0.
+fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
+    let ar = li / (BK / APT);
+    let ak = (li % (BK / APT)) * APT;
+    let t = m0 + ar;
+    let xo = (p.lora_h + t * p.lora_stride + j0 + ak) >> 2u;
+    for (var u = 0u; u < XV; u++) {
+        var v = vec4<f32>(0.0);
+        if (t < t_count) {
+            v = act[xo + u];
+        }
+        let ao = ar * LD + ak + 4u * u;
+        sa[ao] = f16(v.x);
+        sa[ao + 1u] = f16(v.y);
+        sa[ao + 2u] = f16(v.z);
+        sa[ao + 3u] = f16(v.w);
+    }
+    let br = li / (BK / BPT);
+    let bk = (li % (BK / BPT)) * BPT;
+    let n = min(n0 + br, p.n - 1u);
+    let inside = n0 + br < p.n;
+    for (var u = 0u; u < WV; u++) {
+        var h = lora_w8((p.lora_b + n * p.lora_rank + j0 + bk + 8u * u) >> 3u);
+        if (!inside) {
+            h = vec4<u32>(0u);
+        }
+        let o = br * LD + bk + 8u * u;
+        let a = unpack2x16float(h.x);
+        let b = unpack2x16float(h.y);
+        let c = unpack2x16float(h.z);
+        let e = unpack2x16float(h.w);
+        sb[o] = f16(a.x);
+        sb[o + 1u] = f16(a.y);
+        sb[o + 2u] = f16(b.x);
+        sb[o + 3u] = f16(b.y);
+        sb[o + 4u] = f16(c.x);
+        sb[o + 5u] = f16(c.y);
+        sb[o + 6u] = f16(e.x);
+        sb[o + 7u] = f16(e.y);
     }
 }
 
@@ -181,10 +213,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc31: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
     let s0 = ks * steps / KSPLIT;
-    var s1 = (ks + 1u) * steps / KSPLIT;
-    if (COOP_LORA && ks == KSPLIT - 1u) {
-        s1 += p.lora_rank / BK;
-    }
+    let s1 = (ks + 1u) * steps / KSPLIT;
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
@@ -227,6 +256,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (more) {
             store_x(buf ^ 1u, li, &xr);
             store_w(buf ^ 1u, (s + 1u) * BK, li, n0, &wr, &rr);
+        }
+        workgroupBarrier();
+    }
+    // The LoRA term's steps (the main loop's last barrier freed buffer 0).
+    // (`select`, not `&&`: the products need uniform control flow.)
+    let lora_cols = select(0u, p.lora_rank, COOP_LORA && ks == KSPLIT - 1u);
+    for (var j0 = 0u; j0 < lora_cols; j0 += BK) {
+        store_lora(j0, li, m0, n0, t_count);
+        workgroupBarrier();
+        let ab = wm0 * LD;
+        let bb = wn0 * LD;
+        for (var h = 0u; h < BK; h += 16u) {
+            let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + h], LD);
+            let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + 16u * LD + h], LD);
+            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
+            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
+            acc00 = coopMultiplyAdd(a0, b0, acc00);
+            acc01 = coopMultiplyAdd(a0, b1, acc01);
+            acc10 = coopMultiplyAdd(a1, b0, acc10);
+            acc11 = coopMultiplyAdd(a1, b1, acc11);
+            if (WM == 64u) {
+                let a2 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 32u * LD + h], LD);
+                let a3 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 48u * LD + h], LD);
+                acc20 = coopMultiplyAdd(a2, b0, acc20);
+                acc21 = coopMultiplyAdd(a2, b1, acc21);
+                acc30 = coopMultiplyAdd(a3, b0, acc30);
+                acc31 = coopMultiplyAdd(a3, b1, acc31);
+            }
         }
         workgroupBarrier();
     }

@@ -93,17 +93,44 @@ fn lora_parts(t: u32, h: u32, li: u32) {
 const LORA_PARTS_ON: &str = "
 @group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
 var<workgroup> hs: array<f32, 1024>; // [4 tokens][R ≤ 256]
+var<workgroup> hp: array<f32, 256>;  // partial sums over a share of the heads
 fn lora_prologue(t0: u32, nt: u32, li: u32) {
     let r = p.lora_rank;
-    for (var i = li; i < nt * r; i += 256u) {
-        let j = i / r;
-        let base = p.lora_h + (t0 + j) * p.lora_parts * r + i % r;
+    let n = nt * r;
+    if (n == 0u) {
+        return;
+    }
+    if (n <= 256u) {
+        // 256 / n threads an element, each summing every g-th head.
+        let g = 256u / n;
         var s = 0.0;
-        for (var hh = 0u; hh < p.lora_parts; hh++) {
-            let o = base + hh * r;
-            s += act[o >> 2u][o & 3u];
+        if (li < g * n) {
+            let e = li % n;
+            let base = p.lora_h + (t0 + e / r) * p.lora_parts * r + e % r;
+            for (var hh = li / n; hh < p.lora_parts; hh += g) {
+                let o = base + hh * r;
+                s += act[o >> 2u][o & 3u];
+            }
         }
-        hs[i] = s;
+        hp[li] = s;
+        workgroupBarrier();
+        if (li < n) {
+            var t = 0.0;
+            for (var q = 0u; q < g; q++) {
+                t += hp[q * n + li];
+            }
+            hs[li] = t;
+        }
+    } else {
+        for (var i = li; i < n; i += 256u) {
+            let base = p.lora_h + (t0 + i / r) * p.lora_parts * r + i % r;
+            var s = 0.0;
+            for (var hh = 0u; hh < p.lora_parts; hh++) {
+                let o = base + hh * r;
+                s += act[o >> 2u][o & 3u];
+            }
+            hs[i] = s;
+        }
     }
     workgroupBarrier();
 }
@@ -180,6 +207,35 @@ fn row_sum(v: vec4<f32>, li: u32, nt: u32) -> vec4<f32> {
         s += subgroupShuffleXor(s, o);
     }
     return s;
+}
+";
+
+/// …or, for rows wider than a subgroup (LANES = 64–256, SG = 2, subgroups of ≥ 32):
+/// shuffles within each 32 lanes, then the row's LANES / 32 partial sums through
+/// workgroup memory (one barrier instead of a tree's log2(LANES))…
+const ROW_SUM_SG_WG: &str = "
+var<workgroup> red: array<vec4<f32>, 8>;
+fn row_sum(v: vec4<f32>, li: u32, nt: u32) -> vec4<f32> {
+    var s = v;
+    if (nt == 1u) {
+        for (var o = 16u; o > 0u; o >>= 1u) {
+            s.x += subgroupShuffleXor(s.x, o);
+        }
+    } else {
+        for (var o = 16u; o > 0u; o >>= 1u) {
+            s += subgroupShuffleXor(s, o);
+        }
+    }
+    if (li % 32u == 0u) {
+        red[li / 32u] = s;
+    }
+    workgroupBarrier();
+    var t = vec4<f32>(0.0);
+    let first = (li / LANES) * (LANES / 32u);
+    for (var i = 0u; i < LANES / 32u; i++) {
+        t += red[first + i];
+    }
+    return t;
 }
 ";
 
@@ -383,10 +439,10 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     }
     if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(if sep { MV_OUT_SEP } else { MV_OUT_ACT });
-        src.push_str(if spec(key, "SG") == Some(1) {
-            ROW_SUM_SG
-        } else {
-            ROW_SUM_WG
+        src.push_str(match spec(key, "SG") {
+            Some(1) => ROW_SUM_SG,
+            Some(2) => ROW_SUM_SG_WG,
+            _ => ROW_SUM_WG,
         });
         src.push_str(matvec_step(key.dtype));
         src.push_str(MV_ROW);
@@ -537,7 +593,7 @@ mod tests {
                         });
                     }
                 }
-                for (lanes, sg) in [(4, 1), (32, 1), (32, 0), (256, 0)] {
+                for (lanes, sg) in [(4, 1), (32, 1), (32, 0), (256, 0), (128, 2), (256, 2)] {
                     keys.push(PipelineKey {
                         op: "matvec",
                         dtype: Some(d),

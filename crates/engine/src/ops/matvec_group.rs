@@ -170,7 +170,6 @@ pub fn matvec_group(
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(rows);
     }
-    let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
     fn range(b: &wgpu::Buffer, (lo, hi): (u64, u64)) -> wgpu::BindingResource<'_> {
         wgpu::BindingResource::Buffer(wgpu::BufferBinding {
             buffer: b,
@@ -183,7 +182,7 @@ pub fn matvec_group(
         dtype: Some(first.dtype),
         spec: vec![
             ("LANES", lanes),
-            ("SG", u32::from(sg)),
+            ("SG", crate::ops::matmul::row_sum_mode(cx, lanes)),
             ("DT2", u32::from(dt2)),
         ],
     };

@@ -390,11 +390,14 @@ fn build<'a>(
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
         .unwrap_or_else(|| mv_lanes(steps, m.n_out));
-    let sg = cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= lanes;
     let mut mk = PipelineKey {
         op: "matvec",
         dtype: Some(m.dtype),
-        spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", u32::from(sg))],
+        spec: vec![
+            ("OUT_SEP", sep),
+            ("LANES", lanes),
+            ("SG", row_sum_mode(cx, lanes)),
+        ],
     };
     let mut mv_res = numbered(bind(true));
     if let Some(b) = lora_buf {
@@ -454,6 +457,23 @@ fn build<'a>(
 /// product of its own.
 pub fn lora_in_tiles(gpu: &crate::gpu::GpuContext) -> bool {
     gpu.features.coopmat
+}
+
+/// How the matrix × vector kernels sum a row's `lanes` lanes (the `SG` specialisation):
+/// 1, subgroup shuffles (a subgroup holds whole rows); 2, shuffles within 32 lanes then
+/// workgroup memory (rows wider than 32 lanes, subgroups of at least 32); 0, a tree in
+/// workgroup memory.
+pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> u32 {
+    let f = &cx.gpu.features;
+    if !f.subgroup {
+        0
+    } else if f.subgroup_min_size >= lanes {
+        1
+    } else if f.subgroup_min_size >= 32 && lanes % 32 == 0 {
+        2
+    } else {
+        0
+    }
 }
 
 /// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,

@@ -443,14 +443,15 @@ fn lora_term_scale_and_add_before_act() {
 
 /// The matrix × vector kernel's LoRA term with `h` as per-head parts (`LoraArgs::parts`,
 /// what `wkv_fused` leaves for the attention output): `y = y0 + W x + B Σ_head parts`, for
-/// T = 1, 3 and 8 (two groups of 4 tokens).
+/// T = 1, 3 and 8 (two groups of 4 tokens) at rank 32 (the heads shared among threads)
+/// and T = 8 at rank 96 (more elements than threads).
 #[test]
 fn lora_term_from_head_parts() {
-    let (n, k, r, heads) = (200, 256, 32, 3);
+    let (n, k, heads) = (200, 256, 3);
     let w = rand_vec(71, n * k, 0.3);
     let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
     let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
-    for t in [1usize, 3, 8] {
+    for (t, r) in [(1usize, 32usize), (3, 32), (8, 32), (8, 96)] {
         let h = Harness::new(Dims {
             n_tokens: t as u32,
             ..Default::default()
