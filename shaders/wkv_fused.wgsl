@@ -77,6 +77,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var j = 0u; j < NV; j++) {
         s[j] = state[sb + j];
     }
+    var ar: array<vec4<u32>, 8>;
+    lora_prefetch(h, li, &ar);
     let col = h * 16u + q * NV;   // vec4 column of this thread's keys
     let ch = h * 64u + i;         // channel of this thread's row
     for (var n = 0u; n < len; n++) {
@@ -151,7 +153,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         if (LORA_A == 1u) {
             workgroupBarrier();
-            lora_parts(t, h, li);
+            lora_parts(t, h, li, &ar);
         }
         workgroupBarrier();
     }

@@ -66,13 +66,29 @@ fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
 /// parts of `lora_scale · A o` for token t from its o in `os`, one row of A a thread.
 const WKV_LORA_A_ON: &str = "
 @group(0) @binding(6) var<storage, read> la: array<vec4<u32>>; // A [rows, C] f16
-fn lora_parts(t: u32, h: u32, li: u32) {
+// Row j's 64 columns of head h (8 × 8 halves).
+fn lora_row(j: u32, h: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
+    let base = (j * p.c + h * 64u) >> 3u;
+    for (var u = 0u; u < 8u; u++) {
+        (*ar)[u] = la[base + u];
+    }
+}
+// Before the token loop: the row of A this thread takes first (its loads overlap the scan).
+fn lora_prefetch(h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
+    if (li < p.lora_rows) {
+        lora_row(li, h, ar);
+    }
+}
+fn lora_parts(t: u32, h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
     for (var j = li; j < p.lora_width; j += WG) {
         var acc = 0.0;
         if (j < p.lora_rows) {
-            let base = (j * p.c + h * 64u) >> 3u;
+            var row = *ar;
+            if (j != li) {
+                lora_row(j, h, &row);
+            }
             for (var u = 0u; u < 8u; u++) {
-                let q = la[base + u];
+                let q = row[u];
                 let e = 8u * u;
                 acc += dot(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
                            vec4<f32>(os[e], os[e + 1u], os[e + 2u], os[e + 3u]))
@@ -93,40 +109,42 @@ fn lora_parts(t: u32, h: u32, li: u32) {
 const LORA_PARTS_ON: &str = "
 @group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
 var<workgroup> hs: array<f32, 1024>; // [4 tokens][R ≤ 256]
-var<workgroup> hp: array<f32, 256>;  // partial sums over a share of the heads
+var<workgroup> hp: array<vec4<f32>, 256>; // partial sums over a share of the heads
 fn lora_prologue(t0: u32, nt: u32, li: u32) {
-    let r = p.lora_rank;
-    let n = nt * r;
-    if (n == 0u) {
+    let r4 = p.lora_rank / 4u;
+    let n4 = nt * r4; // vec4s of h for these tokens
+    if (n4 == 0u) {
         return;
     }
-    if (n <= 256u) {
-        // 256 / n threads an element, each summing every g-th head.
-        let g = 256u / n;
-        var s = 0.0;
-        if (li < g * n) {
-            let e = li % n;
-            let base = p.lora_h + (t0 + e / r) * p.lora_parts * r + e % r;
-            for (var hh = li / n; hh < p.lora_parts; hh += g) {
-                let o = base + hh * r;
-                s += act[o >> 2u][o & 3u];
+    if (n4 <= 256u) {
+        // 256 / n4 threads a vec4, each summing every g-th head (a few loads each).
+        let g = 256u / n4;
+        var s = vec4<f32>(0.0);
+        if (li < g * n4) {
+            let e = li % n4;
+            let base = (p.lora_h >> 2u) + (t0 + e / r4) * p.lora_parts * r4 + e % r4;
+            for (var hh = li / n4; hh < p.lora_parts; hh += g) {
+                s += act[base + hh * r4];
             }
         }
         hp[li] = s;
         workgroupBarrier();
-        if (li < n) {
-            var t = 0.0;
+        if (li < n4) {
+            var t = vec4<f32>(0.0);
             for (var q = 0u; q < g; q++) {
-                t += hp[q * n + li];
+                t += hp[q * n4 + li];
             }
-            hs[li] = t;
+            hs[4u * li] = t.x;
+            hs[4u * li + 1u] = t.y;
+            hs[4u * li + 2u] = t.z;
+            hs[4u * li + 3u] = t.w;
         }
     } else {
-        for (var i = li; i < n; i += 256u) {
-            let base = p.lora_h + (t0 + i / r) * p.lora_parts * r + i % r;
+        for (var i = li; i < 4u * n4; i += 256u) {
+            let base = p.lora_h + (t0 + i / p.lora_rank) * p.lora_parts * p.lora_rank + i % p.lora_rank;
             var s = 0.0;
             for (var hh = 0u; hh < p.lora_parts; hh++) {
-                let o = base + hh * r;
+                let o = base + hh * p.lora_rank;
                 s += act[o >> 2u][o & 3u];
             }
             hs[i] = s;
@@ -426,7 +444,11 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
                 if set.is_none() {
                     src.push_str("const LORA_A: u32 = 0u;\n");
                 }
-                src.push_str("fn lora_parts(t: u32, h: u32, li: u32) {}\n");
+                src.push_str(
+                    "fn lora_prefetch(h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {}
+fn lora_parts(t: u32, h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {}
+",
+                );
             }
         }
     }

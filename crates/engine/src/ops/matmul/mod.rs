@@ -91,7 +91,7 @@ pub struct MatmulArgs {
 /// variant needs it a multiple of 32, `h_off` and `h_stride` of 4 and `b_off` of 8.
 /// With `parts` = H > 0 (the matrix × vector kernel only), `h` is the sum of H per-head
 /// parts `[T, H, rank]` at `h_off` (`wkv_fused`'s [`crate::ops::wkv_fused::OutputLora`]),
-/// `rank` ≤ 256; `h_stride` is unused.
+/// `rank` ≤ 256 and `rank`, `h_off` multiples of 4; `h_stride` is unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraArgs {
     pub h_off: usize,
@@ -403,8 +403,13 @@ fn build<'a>(
     if let Some(b) = lora_buf {
         mk.spec.push(("LORA", 1));
         if a.lora.is_some_and(|l| l.parts > 0) {
-            if a.lora.is_some_and(|l| l.rank > 256) {
-                return Err(op_err(op, format!("{}: LoRA parts of rank > 256", m.name)));
+            if a.lora
+                .is_some_and(|l| l.rank > 256 || l.rank % 4 != 0 || l.h_off % 4 != 0)
+            {
+                return Err(op_err(
+                    op,
+                    format!("{}: LoRA parts of rank > 256 or not vec4-aligned", m.name),
+                ));
             }
             mk.spec.push(("LORA_PARTS", 1));
         }
