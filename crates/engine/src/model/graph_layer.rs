@@ -246,8 +246,12 @@ impl<'a> Blocks<'a> {
     }
 
     /// The attention output's LoRA first product for `wkv_fused` at block `l`: with one
-    /// adapter there (of width ≤ 256).
+    /// adapter there (of width ≤ 256). `RWKV_LORA_PARTS=0` turns it off (A/B runs: the
+    /// decode step then runs that product as a dispatch of its own).
     fn output_lora(&self, l: usize) -> Option<OutputLora<'a>> {
+        if std::env::var("RWKV_LORA_PARTS").is_ok_and(|v| v == "0") {
+            return None;
+        }
         let loras = self.loras?;
         let site = loras.site(l, LoraTarget::Output)?;
         match loras.firsts(l, LoraTarget::Output).as_slice() {
