@@ -23,8 +23,8 @@ struct Params {
     lora_rank: u32,   // R: columns of h and of B (0: no LoRA term)
     lora_h: u32,      // act offset of h [T, R] (row stride lora_stride)
     lora_stride: u32,
-    lora_b: u32,      // offset of B [N, R] in `lora` (halves)
-    lora_parts: u32,  // H > 0: h is the sum of H per-head parts [T, H, R] at lora_h
+    lora_b: u32,      // offset of B [N, R] in `lora`
+    _p0: u32,
     _p1: u32,
     _p2: u32,
 }

@@ -6,11 +6,7 @@
 //   o = (GroupNorm_H(y) (ln_x) + (Σ_j r_j k'_j r_k[j]) v') * g
 // i.e. `wkv_prep` → `wkv` → `wkv_out`, without their dispatches between. Threads as in
 // `wkv` (TPR per row of S, the row's NV vec4 columns in registers); the GroupNorm over
-// the head's 64 rows goes through workgroup memory. With LORA_A = 1 (an adapter on the
-// attention output), the head's o also goes through workgroup memory and the workgroup
-// writes parts[t, head, j] = lora_scale · Σ_{c in head} A[j, c] o[t, c] for j < lora_width
-// (A [lora_rows, C] f16 at binding 6; 0 past its rows), which the output product's
-// matrix × vector kernel sums over the heads.
+// the head's 64 rows goes through workgroup memory.
 
 struct Params {
     c: u32,
@@ -31,10 +27,6 @@ struct Params {
     state_off: u32,   // offset of this layer's S [H, N, N] inside a slot
     slot_len: u32,
     eps: f32,
-    lora_rows: u32,
-    lora_width: u32,
-    parts_off: u32,    // act offset of the parts [T, H, lora_width]
-    lora_scale: f32,
     _p0: u32,
     _p1: u32,
 }
@@ -50,7 +42,6 @@ const NV: u32 = 16u / TPR;
 const WG: u32 = 64u * TPR;
 
 var<workgroup> ys: array<f32, 64>;
-var<workgroup> os: array<f32, 64>;
 
 fn act1(i: u32) -> f32 {
     return act[i >> 2u][i & 3u];
@@ -77,8 +68,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var j = 0u; j < NV; j++) {
         s[j] = state[sb + j];
     }
-    var ar: array<vec4<u32>, 8>;
-    lora_prefetch(h, li, &ar);
     let col = h * 16u + q * NV;   // vec4 column of this thread's keys
     let ch = h * 64u + i;         // channel of this thread's row
     for (var n = 0u; n < len; n++) {
@@ -147,13 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             + vec1(p.lnx_off + p.c + ch);
         if (q == 0u) {
             let o = p.o_off + vi;
-            let ov = (gn + bonus * v) * act1(p.g_off + vi);
-            act[o >> 2u][o & 3u] = ov;
-            os[i] = ov;
-        }
-        if (LORA_A == 1u) {
-            workgroupBarrier();
-            lora_parts(t, h, li, &ar);
+            act[o >> 2u][o & 3u] = (gn + bonus * v) * act1(p.g_off + vi);
         }
         workgroupBarrier();
     }

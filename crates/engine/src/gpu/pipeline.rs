@@ -62,108 +62,6 @@ fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
 }
 ";
 
-/// `wkv_fused` with the attention output's LoRA first product (`LORA_A = 1`): head h's
-/// parts of `lora_scale · A o` for token t from its o in `os`, one row of A a thread.
-const WKV_LORA_A_ON: &str = "
-@group(0) @binding(6) var<storage, read> la: array<vec4<u32>>; // A [rows, C] f16
-// Row j's 64 columns of head h (8 × 8 halves).
-fn lora_row(j: u32, h: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
-    let base = (j * p.c + h * 64u) >> 3u;
-    for (var u = 0u; u < 8u; u++) {
-        (*ar)[u] = la[base + u];
-    }
-}
-// Before the token loop: the row of A this thread takes first (its loads overlap the scan).
-fn lora_prefetch(h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
-    if (li < p.lora_rows) {
-        lora_row(li, h, ar);
-    }
-}
-fn lora_parts(t: u32, h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
-    for (var j = li; j < p.lora_width; j += WG) {
-        var acc = 0.0;
-        if (j < p.lora_rows) {
-            var row = *ar;
-            if (j != li) {
-                lora_row(j, h, &row);
-            }
-            for (var u = 0u; u < 8u; u++) {
-                let q = row[u];
-                let e = 8u * u;
-                acc += dot(vec4<f32>(unpack2x16float(q.x), unpack2x16float(q.y)),
-                           vec4<f32>(os[e], os[e + 1u], os[e + 2u], os[e + 3u]))
-                     + dot(vec4<f32>(unpack2x16float(q.z), unpack2x16float(q.w)),
-                           vec4<f32>(os[e + 4u], os[e + 5u], os[e + 6u], os[e + 7u]));
-            }
-        }
-        let o = p.parts_off + (t * (p.c / 64u) + h) * p.lora_width + j;
-        act[o >> 2u][o & 3u] = acc * p.lora_scale;
-    }
-}
-";
-
-/// The `matvec` LoRA term with `h` as per-head parts (`LORA_PARTS = 1`, the attention
-/// output after `wkv_fused`): `lora_prologue` sums the `lora_parts` heads' parts
-/// `[T, H, R]` at `lora_h` of the workgroup's (≤ 4) tokens into workgroup memory, where
-/// `lora_sum` (f16 `B` pairs as in `LORA_ON`) reads them.
-const LORA_PARTS_ON: &str = "
-@group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
-var<workgroup> hs: array<f32, 1024>; // [4 tokens][R ≤ 256]
-var<workgroup> hp: array<vec4<f32>, 256>; // partial sums over a share of the heads
-fn lora_prologue(t0: u32, nt: u32, li: u32) {
-    let r4 = p.lora_rank / 4u;
-    let n4 = nt * r4; // vec4s of h for these tokens
-    if (n4 == 0u) {
-        return;
-    }
-    if (n4 <= 256u) {
-        // 256 / n4 threads a vec4, each summing every g-th head (a few loads each).
-        let g = 256u / n4;
-        var s = vec4<f32>(0.0);
-        if (li < g * n4) {
-            let e = li % n4;
-            let base = (p.lora_h >> 2u) + (t0 + e / r4) * p.lora_parts * r4 + e % r4;
-            for (var hh = li / n4; hh < p.lora_parts; hh += g) {
-                s += act[base + hh * r4];
-            }
-        }
-        hp[li] = s;
-        workgroupBarrier();
-        if (li < n4) {
-            var t = vec4<f32>(0.0);
-            for (var q = 0u; q < g; q++) {
-                t += hp[q * n4 + li];
-            }
-            hs[4u * li] = t.x;
-            hs[4u * li + 1u] = t.y;
-            hs[4u * li + 2u] = t.z;
-            hs[4u * li + 3u] = t.w;
-        }
-    } else {
-        for (var i = li; i < 4u * n4; i += 256u) {
-            let base = p.lora_h + (t0 + i / p.lora_rank) * p.lora_parts * p.lora_rank + i % p.lora_rank;
-            var s = 0.0;
-            for (var hh = 0u; hh < p.lora_parts; hh++) {
-                let o = base + hh * p.lora_rank;
-                s += act[o >> 2u][o & 3u];
-            }
-            hs[i] = s;
-        }
-    }
-    workgroupBarrier();
-}
-fn lora_hrow(t0: u32, j: u32) -> u32 { return j * p.lora_rank; }
-fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
-    var s = 0.0;
-    let row = b + r * rank;
-    for (var j = 2u * j0; j < rank; j += 2u * dj) {
-        let bb = unpack2x16float(lora[(row + j) >> 1u]);
-        s += bb.x * hs[h + j] + bb.y * hs[h + j + 1u];
-    }
-    return s;
-}
-";
-
 /// `matmul_coop` with a LoRA term (`LORA = 1`): `B h` as extra k-steps of the tile loop,
 /// the f16 `B` blocks read 8 halves at a time.
 const COOP_LORA_ON: &str = "
@@ -437,21 +335,6 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     if matches!(key.op, "layer_norm" | "wkv_out") {
         src.push_str(WG_SUM1);
     }
-    if key.op == "wkv_fused" {
-        match spec(key, "LORA_A") {
-            Some(1) => src.push_str(WKV_LORA_A_ON),
-            set => {
-                if set.is_none() {
-                    src.push_str("const LORA_A: u32 = 0u;\n");
-                }
-                src.push_str(
-                    "fn lora_prefetch(h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {}
-fn lora_parts(t: u32, h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {}
-",
-                );
-            }
-        }
-    }
     if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
             TPR_SUM_SG
@@ -513,19 +396,11 @@ fn lora_parts(t: u32, h: u32, li: u32, ar: ptr<function, array<vec4<u32>, 8>>) {
         }
     }
     if matches!(key.op, "matvec" | "matvec_group") {
-        src.push_str(match (spec(key, "LORA"), spec(key, "LORA_PARTS")) {
-            (Some(1), Some(1)) => LORA_PARTS_ON,
-            (Some(1), _) => LORA_ON,
-            _ => LORA_OFF,
+        src.push_str(if spec(key, "LORA") == Some(1) {
+            LORA_ON
+        } else {
+            LORA_OFF
         });
-    }
-    if key.op == "matvec" && spec(key, "LORA_PARTS") != Some(1) {
-        // h rows in the activations; nothing to gather first.
-        src.push_str(
-            "fn lora_prologue(t0: u32, nt: u32, li: u32) {}
-fn lora_hrow(t0: u32, j: u32) -> u32 { return p.lora_h + (t0 + j) * p.lora_stride; }
-",
-        );
     }
     if matches!(
         key.op,
@@ -651,13 +526,11 @@ mod tests {
                     spec: vec![("TPR", tpr), ("RB", rb)],
                 });
             }
-            for lora_a in [0, 1] {
-                keys.push(PipelineKey {
-                    op: "wkv_fused",
-                    dtype: None,
-                    spec: vec![("TPR", tpr), ("LORA_A", lora_a)],
-                });
-            }
+            keys.push(PipelineKey {
+                op: "wkv_fused",
+                dtype: None,
+                spec: vec![("TPR", tpr)],
+            });
         }
         for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
             keys.push(PipelineKey {
@@ -685,14 +558,8 @@ mod tests {
                 matches!(k.op, "matvec" | "matvec_group" | "matmul_coop")
                     && spec(k, "OUT_SEP") != Some(1)
             })
-            .flat_map(|k| {
-                // The matrix × vector kernel also with h as per-head parts.
-                let mut parts = k.clone();
-                parts.spec.push(("LORA_PARTS", 1));
-                let both = k.op == "matvec";
-                std::iter::once(k.clone()).chain(both.then_some(parts))
-            })
-            .map(|mut k| {
+            .map(|k| {
+                let mut k = k.clone();
                 k.spec.push(("LORA", 1));
                 k
             })

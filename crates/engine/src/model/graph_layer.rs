@@ -14,24 +14,10 @@ use crate::ops::matmul::{
     coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
-use crate::ops::wkv_fused::{OutputLora, WkvFusedArgs};
+use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
-
-/// `node` dispatching nothing in a decode step (another dispatch does its work there);
-/// its matrix × vector variant still serves the larger passes it served.
-fn skip_decode(node: &mut Node) {
-    let skip = Small {
-        count: Count::Tokens,
-        max: SMALL_T,
-        node: Box::new(node.skip()),
-    };
-    match node.small.as_mut() {
-        Some(mv) => mv.node.small = Some(skip),
-        None => node.small = Some(skip),
-    }
-}
 
 /// The row stride of a LoRA term's `h` (its width).
 fn loras_width(term: Option<LoraArgs>) -> usize {
@@ -243,26 +229,6 @@ impl<'a> Blocks<'a> {
         let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
         let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
         Ok((node, reduce, second))
-    }
-
-    /// The attention output's LoRA first product for `wkv_fused` at block `l`: with one
-    /// adapter there (of width ≤ 256). `RWKV_LORA_PARTS=0` turns it off (A/B runs: the
-    /// decode step then runs that product as a dispatch of its own).
-    fn output_lora(&self, l: usize) -> Option<OutputLora<'a>> {
-        if std::env::var("RWKV_LORA_PARTS").is_ok_and(|v| v == "0") {
-            return None;
-        }
-        let loras = self.loras?;
-        let site = loras.site(l, LoraTarget::Output)?;
-        match loras.firsts(l, LoraTarget::Output).as_slice() {
-            [(a, scale, 0)] if site.width <= 256 => Some(OutputLora {
-                a,
-                scale: *scale,
-                width: site.width,
-                parts_off: self.rg.adapter_parts,
-            }),
-            _ => None,
-        }
     }
 
     /// `node` with the matrix × vector variant of `dec` (the same product with the LoRA
@@ -484,21 +450,11 @@ impl<'a> Blocks<'a> {
             state_off: (base + c) as u32,
             slot_len: slot_len as u32,
             eps: GN_EPS,
-            ..Default::default()
+            _p: [0; 2],
         };
-        // A decode step takes the attention output's LoRA first product inside
-        // `wkv_fused` (per-head parts) when one adapter adapts it.
-        let out_lora = self.output_lora(l);
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
         wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx,
-            lid,
-            &fused,
-            self.meta,
-            self.state,
-            act,
-            v,
-            out_lora.as_ref(),
+            cx, lid, &fused, self.meta, self.state, act, v,
         )?));
         body.push(wkv_node);
         let out = WkvOutArgs {
@@ -520,36 +476,10 @@ impl<'a> Blocks<'a> {
         body.push(out_node);
         // 12: x += Wo o
         let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
-        let (terms, mut firsts) =
-            self.lora_first_nodes(l, &[(LoraTarget::Output, 0, rg.o, c)], v)?;
-        let term = terms[0];
-        if out_lora.is_some() {
-            // wkv_fused did the decode step's first product.
-            for (node, ..) in &mut firsts {
-                skip_decode(node);
-            }
-        }
-        push_grouped(cx, "lora.a", lid, firsts, v, act, body)?;
+        let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
         let t = LoraTarget::Output;
-        let (mut node, reduce, second) =
+        let (node, reduce, second) =
             self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
-        if let (Some(ol), Some(term)) = (&out_lora, term) {
-            let parts = LoraArgs {
-                h_off: ol.parts_off,
-                parts: h,
-                ..term
-            };
-            let dec = MatmulArgs {
-                lora: Some(parts),
-                ..args
-            };
-            let mv = ops::matmul::matvec(cx, "att.output", lid, &ly.output, v, act, &dec)?;
-            // Below the node's matrix × vector variant, which may serve larger passes too.
-            match node.small.as_mut() {
-                Some(plain) => plain.node.small = Some(few(mv)),
-                None => node.small = Some(few(mv)),
-            }
-        }
         body.push(node);
         body.push(reduce);
         body.extend(second);

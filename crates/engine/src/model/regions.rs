@@ -27,9 +27,6 @@ pub struct Regions {
     pub adapter_h: usize,
     /// `R` of [`Regions::adapter_h`] (0: no adapter active).
     pub adapter_rank: usize,
-    /// A decode step's per-head parts of the attention output's `h`
-    /// `[SMALL_T, H, R]` (`wkv_fused` writes them; empty without adapters).
-    pub adapter_parts: usize,
     pub ffn: usize,
     /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
     pub head_in: usize,
@@ -62,8 +59,6 @@ impl Regions {
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
         let adapter_h = take(3 * t_cap * adapter_rank);
-        let small = crate::ops::matmul::SMALL_T as usize;
-        let adapter_parts = take(small * cfg.n_head * adapter_rank);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
@@ -84,7 +79,6 @@ impl Regions {
             lora,
             adapter_h,
             adapter_rank,
-            adapter_parts,
             ffn,
             head_in,
             head_norm,

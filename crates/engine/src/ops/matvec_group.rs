@@ -120,12 +120,7 @@ pub fn matvec_group(
     for (i, (m, a)) in segs.iter().enumerate() {
         let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
         lora_buf = lora_buf.or(buf);
-        if a.accumulate
-            || a.add_before_act
-            || a.rows != Count::Tokens
-            || m.row0 != 0
-            || a.lora.is_some_and(|l| l.parts > 0)
-        {
+        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
             return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
         }
         if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {

@@ -1,26 +1,9 @@
 //! `wkv_prep` → `wkv` → `wkv_out` in one dispatch (`shaders/wkv_fused.wgsl`), for passes
 //! of few tokens (decode), where the time mix is bound by dispatches, not arithmetic.
-//! With an adapter on the attention output it also takes that LoRA's first product
-//! `h = s · A o` in per-head parts ([`OutputLora`]), which the output product's matrix ×
-//! vector kernel sums (`LoraArgs::parts`): one dispatch a block fewer in a decode step.
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node};
-use crate::DType;
-
-/// The attention output's LoRA first product inside `wkv_fused`: each head's workgroup
-/// writes `parts[t, head, j] = s · Σ_{c in head} A[j, c] o[t, c]` for `j < width` (0 past
-/// A's rows), so that `h[t, j] = Σ_head parts[t, head, j]`.
-pub struct OutputLora<'a> {
-    /// `A` `[rank, C]` F16.
-    pub a: &'a GpuMatrix,
-    pub scale: f32,
-    /// Columns of a token's parts per head (`R₃₂` of the site, ≥ rank).
-    pub width: usize,
-    /// `act` offset of the parts `[T, H, width]`.
-    pub parts_off: usize,
-}
+use crate::ops::{op_err, Ctx, Grid, Node};
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -49,21 +32,13 @@ pub struct WkvFusedArgs {
     pub slot_len: u32,
     /// GroupNorm eps (64e-5, RWKV_x070 `ln_x`).
     pub eps: f32,
-    /// Set by [`wkv_fused`] from its [`OutputLora`] (0 without).
-    pub lora_rows: u32,
-    pub lora_width: u32,
-    pub parts_off: u32,
-    pub lora_scale: f32,
     pub _p: [u32; 2],
 }
 
 /// The time mix from the WKV inputs to `o` for every sequence of the pass, token by
-/// token; S read from and written back to each sequence's slot; with `lora`, that
-/// adapter's per-head parts of `s · A o`.
+/// token; S read from and written back to each sequence's slot.
 ///
-/// Errors: C not a multiple of the head size 64, offsets not multiples of 4, an `A` that
-/// is not F16 `[rank ≤ width, C]`.
-#[allow(clippy::too_many_arguments)]
+/// Errors: C not a multiple of the head size 64, offsets not multiples of 4.
 pub fn wkv_fused(
     cx: &Ctx,
     layer: Option<usize>,
@@ -72,21 +47,7 @@ pub fn wkv_fused(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
     vecs: &wgpu::Buffer,
-    lora: Option<&OutputLora>,
 ) -> Result<Node> {
-    let mut a = *a;
-    if let Some(l) = lora {
-        if l.a.dtype != DType::F16 || l.a.n_in != a.c as usize || l.a.n_out > l.width {
-            return Err(op_err(
-                "wkv_fused",
-                format!("{}: not an F16 [rank ≤ {}, {}] A", l.a.name, l.width, a.c),
-            ));
-        }
-        a.lora_rows = l.a.n_out as u32;
-        a.lora_width = l.width as u32;
-        a.parts_off = l.parts_off as u32;
-        a.lora_scale = l.scale;
-    }
     if a.c % 64 != 0 {
         return Err(op_err(
             "wkv_fused",
@@ -116,27 +77,17 @@ pub fn wkv_fused(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let mut key = PipelineKey {
+    let key = PipelineKey {
         op: "wkv_fused",
         dtype: None,
         spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx))],
     };
-    let mut res = vec![
-        (2, meta.as_entire_binding()),
-        (3, state.as_entire_binding()),
-        (4, act.as_entire_binding()),
-        (5, vecs.as_entire_binding()),
-    ];
-    if let Some(l) = lora {
-        key.spec.push(("LORA_A", 1));
-        res.push((6, l.a.binding()));
-    }
-    cx.node_at(
+    cx.node(
         "wkv_fused",
         layer,
         &key,
-        &a,
-        res,
+        a,
+        &[meta, state, act, vecs],
         Grid::Tiles {
             x: a.c / 64,
             count: crate::ops::Count::Seqs,
@@ -153,26 +104,21 @@ mod tests {
     use crate::ops::wkv_out::{wkv_out, WkvOutArgs};
     use crate::ops::wkv_prep::{wkv_prep, WkvPrepArgs};
     use crate::ops::Dims;
-    use crate::DType;
 
     /// Same outputs, states and v_first as the three-op chain, in layer 0 and a later
-    /// layer, for two sequences (2 and 1 tokens), with and without subgroups; with an
-    /// output LoRA (rank 20 in parts of width 32), the same again plus its per-head parts
-    /// of `s · A o`.
+    /// layer, for two sequences (2 and 1 tokens), with and without subgroups.
     #[test]
     fn matches_prep_wkv_out_chain() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for layer0 in [1, 0] {
-                for lora in [false, true] {
-                    check(g.clone(), layer0, lora);
-                }
+                check(g.clone(), layer0);
             }
         }
     }
 
-    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, layer0: u32, lora: bool) {
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, layer0: u32) {
         let (c, t) = (128usize, 3usize);
         let n = (t * c) as u32;
         // seqs: (start, len, slot, 0); per-token seq/pos for the per-token ops.
@@ -277,68 +223,10 @@ mod tests {
             state_off: 16,
             slot_len: slot_len as u32,
             eps: 64e-5,
-            ..Default::default()
+            _p: [0; 2],
         };
-        // The output LoRA: A [20, C] f16, parts [T, 2 heads, 32] after the regions.
-        let (rank, width, parts_off) = (20usize, 32usize, 12 * n as usize);
-        let a16: Vec<half::f16> = rand_vec(82, rank * c, 0.5)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let a_mat = GpuMatrix::upload(
-            &h.gpu,
-            "A".into(),
-            DType::F16,
-            bytemuck::cast_slice(&a16),
-            rank,
-            c,
-        )
-        .unwrap();
-        let out_lora = OutputLora {
-            a: &a_mat,
-            scale: 0.75,
-            width,
-            parts_off,
-        };
-        let mut act_parts = act.clone();
-        act_parts.extend(vec![f32::NAN; t * 2 * width]);
-        let act_b = if lora { h.f32_buf(&act_parts) } else { act_b };
-        let node = wkv_fused(
-            &cx,
-            None,
-            &fused,
-            &meta,
-            &state_b,
-            &act_b,
-            &vecs_buf,
-            lora.then_some(&out_lora),
-        )
-        .unwrap();
+        let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf).unwrap();
         h.run(&[node]);
-        if lora {
-            let o = h.read(&act_b, 11 * n as usize, n as usize);
-            let parts = h.read(&act_b, parts_off, t * 2 * width);
-            for ti in 0..t {
-                for hd in 0..2 {
-                    for j in 0..width {
-                        let want: f32 = if j < rank {
-                            0.75 * (0..64)
-                                .map(|i| {
-                                    a16[j * c + hd * 64 + i].to_f32() * o[ti * c + hd * 64 + i]
-                                })
-                                .sum::<f32>()
-                        } else {
-                            0.0
-                        };
-                        let got = parts[(ti * 2 + hd) * width + j];
-                        assert!(
-                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                            "layer0={layer0}: part [{ti}, {hd}, {j}] {got} vs {want}"
-                        );
-                    }
-                }
-            }
-        }
 
         let n = n as usize;
         let o_a = h.read(&act_a, 10 * n, n);

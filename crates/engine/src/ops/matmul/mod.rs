@@ -50,8 +50,7 @@ struct Params {
     lora_h: u32,
     lora_stride: u32,
     lora_b: u32,
-    lora_parts: u32,
-    _p: [u32; 2],
+    _p: [u32; 3],
 }
 
 /// Where a product reads and writes (offsets in f32 elements).
@@ -89,16 +88,12 @@ pub struct MatmulArgs {
 /// (f32 elements, row stride `h_stride`), `B` `[N, rank]` f16 (row-major) in the graph's
 /// LoRA buffer ([`Ctx::lora`]) at `b_off` halves. `rank` is even; the tensor-core
 /// variant needs it a multiple of 32, `h_off` and `h_stride` of 4 and `b_off` of 8.
-/// With `parts` = H > 0 (the matrix × vector kernel only), `h` is the sum of H per-head
-/// parts `[T, H, rank]` at `h_off` (`wkv_fused`'s [`crate::ops::wkv_fused::OutputLora`]),
-/// `rank` ≤ 256 and `rank`, `h_off` multiples of 4; `h_stride` is unused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraArgs {
     pub h_off: usize,
     pub h_stride: usize,
     pub rank: usize,
     pub b_off: usize,
-    pub parts: usize,
 }
 
 impl MatmulArgs {
@@ -140,23 +135,7 @@ pub fn matmul(
     out: Option<&wgpu::Buffer>,
     a: &MatmulArgs,
 ) -> Result<Node> {
-    Ok(build(cx, op, layer, m, vecs, act, out, a, None, true)?.0)
-}
-
-/// The matrix × vector variant of [`matmul`] alone (for a decode step's own form of a
-/// product, such as the LoRA term read as per-head parts).
-///
-/// Errors: as [`matmul`].
-pub fn matvec(
-    cx: &Ctx,
-    op: &'static str,
-    layer: Option<usize>,
-    m: &GpuMatrix,
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-    a: &MatmulArgs,
-) -> Result<Node> {
-    Ok(build(cx, op, layer, m, vecs, act, None, a, None, false)?.0)
+    Ok(build(cx, op, layer, m, vecs, act, out, a, None)?.0)
 }
 
 /// [`matmul`] with k split into `ksplit` slices on the tensor-core kernel (more
@@ -188,7 +167,6 @@ pub fn matmul_split(
         None,
         a,
         Some((scratch, ksplit)),
-        true,
     )?;
     let reduce = match reduce {
         Some(r) => r,
@@ -208,7 +186,6 @@ fn build<'a>(
     out: Option<&'a wgpu::Buffer>,
     a: &MatmulArgs,
     split: Option<(&'a wgpu::Buffer, u32)>,
-    tiled: bool,
 ) -> Result<(Node, Option<Node>)> {
     if m.n_in % 32 != 0 {
         return Err(op_err(
@@ -245,8 +222,7 @@ fn build<'a>(
         lora_h: lf[1],
         lora_stride: lf[2],
         lora_b: lf[3],
-        lora_parts: a.lora.map_or(0, |l| l.parts as u32),
-        _p: [0; 2],
+        _p: [0; 3],
     };
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
@@ -283,98 +259,95 @@ fn build<'a>(
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
     let mut reduce = None;
     let mut lora_res = None;
-    let make_tiled = || -> Result<Node> {
-        Ok(if cx.gpu.features.coopmat {
-            // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
-            let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
-            let ks = split.map_or(1, |s| s.1);
-            let mut k = key("matmul_coop");
-            let w16 = u32::from(m.dtype == crate::DType::F16);
-            k.spec.extend([
-                ("BM", bm),
-                ("BN", bn),
-                ("WM", wm),
-                ("KSPLIT", ks),
-                ("W16", w16),
-            ]);
-            // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
-            let mut res = vec![
-                m.binding(),
-                vecs.as_entire_binding(),
-                act.as_entire_binding(),
-                m.binding(),
-            ];
-            if let Some(o) = out {
-                res.push(o.as_entire_binding());
+    let mut node = if cx.gpu.features.coopmat {
+        // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
+        let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
+        let ks = split.map_or(1, |s| s.1);
+        let mut k = key("matmul_coop");
+        let w16 = u32::from(m.dtype == crate::DType::F16);
+        k.spec.extend([
+            ("BM", bm),
+            ("BN", bn),
+            ("WM", wm),
+            ("KSPLIT", ks),
+            ("W16", w16),
+        ]);
+        // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
+        let mut res = vec![
+            m.binding(),
+            vecs.as_entire_binding(),
+            act.as_entire_binding(),
+            m.binding(),
+        ];
+        if let Some(o) = out {
+            res.push(o.as_entire_binding());
+        }
+        if let (Some(b), Some(l)) = (lora_buf, a.lora) {
+            // `B h` as extra k-steps: h rows and B blocks in whole 16-byte loads.
+            if l.rank % 32 != 0 || l.h_off % 4 != 0 || l.h_stride % 4 != 0 || l.b_off % 8 != 0 {
+                return Err(op_err(
+                    op,
+                    format!(
+                        "{}: LoRA term not aligned for the tensor-core tiles",
+                        m.name
+                    ),
+                ));
             }
-            if let (Some(b), Some(l)) = (lora_buf, a.lora) {
-                // `B h` as extra k-steps: h rows and B blocks in whole 16-byte loads.
-                if l.rank % 32 != 0 || l.h_off % 4 != 0 || l.h_stride % 4 != 0 || l.b_off % 8 != 0 {
-                    return Err(op_err(
-                        op,
-                        format!(
-                            "{}: LoRA term not aligned for the tensor-core tiles",
-                            m.name
-                        ),
-                    ));
-                }
-                k.spec.push(("LORA", 1));
-                lora_res = Some((7, b.as_entire_binding()));
-            }
-            if let Some((scratch, ks)) = split {
-                res.push(scratch.as_entire_binding());
-                let rk = PipelineKey {
-                    op: "matmul_reduce",
-                    dtype: None,
-                    spec: vec![("KSPLIT", ks)],
-                };
-                reduce = Some(cx.node_at(
-                    "matmul_reduce",
-                    layer,
-                    &rk,
-                    &p,
-                    numbered(vec![
-                        scratch.as_entire_binding(),
-                        vecs.as_entire_binding(),
-                        act.as_entire_binding(),
-                    ]),
-                    Grid::Linear {
-                        count: a.rows,
-                        per: n_out,
-                        wg_size: 256,
-                    },
-                )?);
-            }
-            let mut res = numbered(res);
-            res.extend(lora_res);
-            cx.node_at(
-                op,
+            k.spec.push(("LORA", 1));
+            lora_res = Some((7, b.as_entire_binding()));
+        }
+        if let Some((scratch, ks)) = split {
+            res.push(scratch.as_entire_binding());
+            let rk = PipelineKey {
+                op: "matmul_reduce",
+                dtype: None,
+                spec: vec![("KSPLIT", ks)],
+            };
+            reduce = Some(cx.node_at(
+                "matmul_reduce",
                 layer,
-                &k,
+                &rk,
                 &p,
-                res,
-                Grid::Tiles {
-                    x: n_out.div_ceil(bn) * ks,
+                numbered(vec![
+                    scratch.as_entire_binding(),
+                    vecs.as_entire_binding(),
+                    act.as_entire_binding(),
+                ]),
+                Grid::Linear {
                     count: a.rows,
-                    per_y: bm,
+                    per: n_out,
+                    wg_size: 256,
                 },
-            )?
-        } else {
-            cx.node_at(
-                op,
-                layer,
-                &key("matmul"),
-                &p,
-                numbered(bind(false)),
-                Grid::Tiles {
-                    x: n_out.div_ceil(64),
-                    count: a.rows,
-                    per_y: 64,
-                },
-            )?
-        })
+            )?);
+        }
+        let mut res = numbered(res);
+        res.extend(lora_res);
+        cx.node_at(
+            op,
+            layer,
+            &k,
+            &p,
+            res,
+            Grid::Tiles {
+                x: n_out.div_ceil(bn) * ks,
+                count: a.rows,
+                per_y: bm,
+            },
+        )?
+    } else {
+        cx.node_at(
+            op,
+            layer,
+            &key("matmul"),
+            &p,
+            numbered(bind(false)),
+            Grid::Tiles {
+                x: n_out.div_ceil(64),
+                count: a.rows,
+                per_y: 64,
+            },
+        )?
     };
-    let node = if tiled { Some(make_tiled()?) } else { None };
     // matvec: LANES lanes per row, each taking steps of `matvec_step(dtype)` weights.
     if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
         return Err(op_err(
@@ -402,17 +375,6 @@ fn build<'a>(
     let mut mv_res = numbered(bind(true));
     if let Some(b) = lora_buf {
         mk.spec.push(("LORA", 1));
-        if a.lora.is_some_and(|l| l.parts > 0) {
-            if a.lora
-                .is_some_and(|l| l.rank > 256 || l.rank % 4 != 0 || l.h_off % 4 != 0)
-            {
-                return Err(op_err(
-                    op,
-                    format!("{}: LoRA parts of rank > 256 or not vec4-aligned", m.name),
-                ));
-            }
-            mk.spec.push(("LORA_PARTS", 1));
-        }
         mv_res.push((7, b.as_entire_binding()));
     }
     let small = cx.node_at(
@@ -437,9 +399,6 @@ fn build<'a>(
         u32::MAX
     } else {
         SMALL_T
-    };
-    let Some(mut node) = node else {
-        return Ok((small, None));
     };
     node.small = Some(Small {
         count: a.rows,

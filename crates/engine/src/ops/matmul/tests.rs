@@ -400,7 +400,6 @@ fn lora_term_scale_and_add_before_act() {
             h_stride: hs,
             rank: r,
             b_off: 8,
-            parts: 0,
         });
         let bias_buf = h.f32_buf(&bias);
         let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
@@ -438,67 +437,5 @@ fn lora_term_scale_and_add_before_act() {
             }
         }
         compare(&h, DType::F16, &wd, &x, &got, &want, n, k, t, act_fn, tiled);
-    }
-}
-
-/// The matrix × vector kernel's LoRA term with `h` as per-head parts (`LoraArgs::parts`,
-/// what `wkv_fused` leaves for the attention output): `y = y0 + W x + B Σ_head parts`, for
-/// T = 1, 3 and 8 (two groups of 4 tokens) at rank 32 (the heads shared among threads)
-/// and T = 8 at rank 96 (more elements than threads).
-#[test]
-fn lora_term_from_head_parts() {
-    let (n, k, heads) = (200, 256, 3);
-    let w = rand_vec(71, n * k, 0.3);
-    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
-    let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
-    for (t, r) in [(1usize, 32usize), (3, 32), (8, 32), (8, 96)] {
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            ..Default::default()
-        });
-        let x = rand_vec(72, t * k, 1.0);
-        let y0 = rand_vec(73, t * n, 1.0);
-        let parts = rand_vec(74, t * heads * r, 1.0);
-        let b16: Vec<half::f16> = rand_vec(75, n * r, 0.5)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let act_buf = h.f32_buf(&[x.clone(), y0.clone(), parts.clone()].concat());
-        let lora_buf = buffer::storage_init(&h.gpu, "lora", bytemuck::cast_slice(&b16)).unwrap();
-        let cx = Ctx {
-            lora: Some(&lora_buf),
-            ..h.ctx()
-        };
-        let m = test_matrix(&h, DType::F16, bytemuck::cast_slice(&w16), n, k);
-        let mut args = test_args(n, k, t, Act::None, true);
-        args.lora = Some(LoraArgs {
-            h_off: t * k + t * n,
-            h_stride: 0,
-            rank: r,
-            b_off: 0,
-            parts: heads,
-        });
-        let bias_buf = h.f32_buf(&[0.0]);
-        let node = matvec(&cx, "parts", None, &m, &bias_buf, &act_buf, &args).unwrap();
-        h.run(&[node]);
-        let got = h.read(&act_buf, t * k, t * n);
-        for ti in 0..t {
-            for o in 0..n {
-                let wx: f64 = (0..k)
-                    .map(|i| wd[o * k + i] as f64 * x[ti * k + i] as f64)
-                    .sum();
-                let bh: f64 = (0..r)
-                    .map(|j| {
-                        let hj: f64 = (0..heads)
-                            .map(|hd| parts[(ti * heads + hd) * r + j] as f64)
-                            .sum();
-                        b16[o * r + j].to_f32() as f64 * hj
-                    })
-                    .sum();
-                let want = (wx + bh) as f32 + y0[ti * n + o];
-                let e = (got[ti * n + o] - want).abs();
-                assert!(e < 2e-3, "T={t} [{ti},{o}]: {} vs {want}", got[ti * n + o]);
-            }
-        }
     }
 }
