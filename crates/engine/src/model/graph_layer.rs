@@ -11,7 +11,8 @@ use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{
-    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, matmul_split_into, Act, LoraArgs, MatmulArgs,
+    SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
@@ -94,27 +95,48 @@ impl<'a> Blocks<'a> {
         };
         let mut terms = Vec::new();
         let mut firsts = Vec::new();
+        let tiles = lora_in_tiles(self.cx.gpu);
         for &(t, slot, x_off, k) in sites {
             let h = self.rg.adapter_slot(slot, self.t_cap);
-            let term = loras.term(l, t, h);
+            let stride = self.rg.adapter_slice(self.t_cap);
+            // Few rows, long k: on tensor cores k is split and each slice written into its
+            // own slice of h (no reduce step); the base product's tiles add the slices.
+            let ks = match tiles {
+                true => coop_ksplit(1, k).min(Regions::H_SLICES as u32),
+                false => 1,
+            };
+            let term = loras.term(l, t, h, ks as usize, stride);
             if term.is_some() {
                 for (a, scale, j0) in loras.firsts(l, t) {
                     let mut args = mm(x_off, k, h + j0, loras_width(term), Act::None, false, None);
                     args.scale = scale;
-                    // Few rows, long k: k split on tensor cores, as the model's own
-                    // first low-rank products.
-                    let ks = self.ks(a.n_out, a.n_in);
-                    let (node, reduce) = matmul_split(
-                        self.cx,
-                        "lora.a",
-                        Some(l),
-                        a,
-                        vecs,
-                        self.act,
-                        &args,
-                        self.split,
-                        ks,
-                    )?;
+                    let (node, reduce) = if ks > 1 {
+                        let node = matmul_split_into(
+                            self.cx,
+                            "lora.a",
+                            Some(l),
+                            a,
+                            vecs,
+                            self.act,
+                            &args,
+                            ks,
+                            stride,
+                        )?;
+                        let skip = node.skip();
+                        (node, skip)
+                    } else {
+                        matmul_split(
+                            self.cx,
+                            "lora.a",
+                            Some(l),
+                            a,
+                            vecs,
+                            self.act,
+                            &args,
+                            self.split,
+                            1,
+                        )?
+                    };
                     firsts.push((node, reduce, a, args));
                 }
             }
