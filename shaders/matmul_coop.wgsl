@@ -12,11 +12,9 @@
 // through a per-subgroup f32 tile. With KSPLIT > 1, workgroup x = tile · KSPLIT + part:
 // each of KSPLIT workgroups sums one slice of k and writes its raw tile to `part`
 // ([KSPLIT][T][N]); the `matmul_reduce` dispatch adds the slices and applies the
-// epilogue; with PART_Y = 1 (the LoRA first products) each slice writes its sums × scale
-// into y at y_off + slice · part_stride instead, and the consumer adds the slices. With a
-// LoRA term (COOP_LORA), the last k slice then runs lora_rank / 32 more steps (a loop of
-// their own, so the main loop is the plain kernel's) with h ([T, R] in `act` at lora_h,
-// stride lora_stride; the sum of lora_ks slices lora_kstride apart) in place of x and the f16 `B` block ([N, R] at
+// epilogue. With a LoRA term (COOP_LORA), the last k slice then runs lora_rank / 32 more
+// steps (a loop of their own, so the main loop is the plain kernel's) with h ([T, R] in
+// `act` at lora_h, stride lora_stride) in place of x and the f16 `B` block ([N, R] at
 // lora_b halves, `lora_w8`) in place of W: the raw sum is W x + B h before the epilogue.
 // Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs subgroups of
 // exactly 32.
@@ -52,14 +50,6 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
         let e = lane * 8u + u;
         let t = tm + e / 16u;
         let n = tn + e % 16u;
-        if (KSPLIT > 1u && PART_Y == 1u) {
-            // Slice ks of a few-row first product, scaled, into y (no reduce step).
-            if (t < t_count && n < p.n) {
-                y_store(p.y_off + ks * p.part_stride + t * p.y_stride + p.row0 + n,
-                        sc[sg * 256u + e] * p.scale);
-            }
-            continue;
-        }
         if (KSPLIT > 1u) {
             if (t < t_count && n < p.n) {
                 y_part((ks * t_count + t) * p.n + n, sc[sg * 256u + e]);
@@ -169,10 +159,7 @@ fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
     for (var u = 0u; u < XV; u++) {
         var v = vec4<f32>(0.0);
         if (t < t_count) {
-            // h: the sum of the first product's k slices.
-            for (var s = 0u; s < p.lora_ks; s++) {
-                v += act[xo + ((s * p.lora_kstride) >> 2u) + u];
-            }
+            v = act[xo + u];
         }
         let ao = ar * LD + ak + 4u * u;
         sa[ao] = f16(v.x);

@@ -24,9 +24,9 @@ struct Params {
     lora_h: u32,      // act offset of h [T, R] (row stride lora_stride)
     lora_stride: u32,
     lora_b: u32,      // offset of B [N, R] in `lora`
-    part_stride: u32, // PART_Y: k slice s's raw sums (× scale) go to y_off + s · part_stride
-    lora_ks: u32,     // the tiles' LoRA steps read h as the sum of lora_ks slices (≥ 1)…
-    lora_kstride: u32,// …lora_kstride apart (a k-split first product left them there)
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
 }
 
 fn finish(v: f32, r: u32) -> f32 {

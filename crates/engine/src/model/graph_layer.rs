@@ -11,8 +11,7 @@ use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{
-    coop_ksplit, lora_in_tiles, matmul, matmul_split, matmul_split_into, Act, LoraArgs, MatmulArgs,
-    SMALL_T,
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
@@ -95,48 +94,27 @@ impl<'a> Blocks<'a> {
         };
         let mut terms = Vec::new();
         let mut firsts = Vec::new();
-        let tiles = lora_in_tiles(self.cx.gpu);
         for &(t, slot, x_off, k) in sites {
             let h = self.rg.adapter_slot(slot, self.t_cap);
-            let stride = self.rg.adapter_slice(self.t_cap);
-            // Few rows, long k: on tensor cores k is split and each slice written into its
-            // own slice of h (no reduce step); the base product's tiles add the slices.
-            let ks = match tiles {
-                true => coop_ksplit(1, k).min(Regions::H_SLICES as u32),
-                false => 1,
-            };
-            let term = loras.term(l, t, h, ks as usize, stride);
+            let term = loras.term(l, t, h);
             if term.is_some() {
                 for (a, scale, j0) in loras.firsts(l, t) {
                     let mut args = mm(x_off, k, h + j0, loras_width(term), Act::None, false, None);
                     args.scale = scale;
-                    let (node, reduce) = if ks > 1 {
-                        let node = matmul_split_into(
-                            self.cx,
-                            "lora.a",
-                            Some(l),
-                            a,
-                            vecs,
-                            self.act,
-                            &args,
-                            ks,
-                            stride,
-                        )?;
-                        let skip = node.skip();
-                        (node, skip)
-                    } else {
-                        matmul_split(
-                            self.cx,
-                            "lora.a",
-                            Some(l),
-                            a,
-                            vecs,
-                            self.act,
-                            &args,
-                            self.split,
-                            1,
-                        )?
-                    };
+                    // Few rows, long k: k split on tensor cores, as the model's own
+                    // first low-rank products.
+                    let ks = self.ks(a.n_out, a.n_in);
+                    let (node, reduce) = matmul_split(
+                        self.cx,
+                        "lora.a",
+                        Some(l),
+                        a,
+                        vecs,
+                        self.act,
+                        &args,
+                        self.split,
+                        ks,
+                    )?;
                     firsts.push((node, reduce, a, args));
                 }
             }

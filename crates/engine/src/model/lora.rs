@@ -337,23 +337,13 @@ impl ActiveLoras {
             .collect()
     }
 
-    /// The LoRA term of the base product at (layer, target) reading `h` at `h_off`, as the
-    /// sum of `ks` slices `k_stride` apart for the tensor-core variant.
-    pub fn term(
-        &self,
-        layer: usize,
-        t: LoraTarget,
-        h_off: usize,
-        ks: usize,
-        k_stride: usize,
-    ) -> Option<LoraArgs> {
+    /// The LoRA term of the base product at (layer, target) reading `h` at `h_off`.
+    pub fn term(&self, layer: usize, t: LoraTarget, h_off: usize) -> Option<LoraArgs> {
         self.site(layer, t).map(|s| LoraArgs {
             h_off,
             h_stride: s.width,
             rank: s.width,
             b_off: (s.b_at / 2) as usize,
-            ks,
-            k_stride,
         })
     }
 

@@ -22,10 +22,8 @@ pub struct Regions {
     pub o: usize,
     /// LoRA hidden `[t_cap, d_max]` (four of them: w, a, g, v).
     pub lora: usize,
-    /// Hidden `h` of the active adapters, three slots (r, k, v at once; output and the
-    /// channel mix reuse the first) of [`Regions::H_SLICES`] `[t_cap, R]` slices each (the
-    /// k slices of a tensor-core first product; decode writes slice 0), `R` the largest
-    /// stacked rank.
+    /// Hidden `h` of the active adapters, three `[t_cap, R]` slots (r, k, v at once;
+    /// output and the channel mix reuse the first), `R` the largest stacked rank.
     pub adapter_h: usize,
     /// `R` of [`Regions::adapter_h`] (0: no adapter active).
     pub adapter_rank: usize,
@@ -60,7 +58,7 @@ impl Regions {
         let y = take(tc);
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
-        let adapter_h = take(3 * Regions::H_SLICES * t_cap * adapter_rank);
+        let adapter_h = take(3 * t_cap * adapter_rank);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
@@ -97,17 +95,9 @@ impl Regions {
             .max(cfg.lora.gate_g)
     }
 
-    /// k slices an adapter's `h` slot holds (`ops::matmul::coop_ksplit`'s most).
-    pub const H_SLICES: usize = 16;
-
-    /// Distance between the k slices of an `h` slot.
-    pub fn adapter_slice(&self, t_cap: usize) -> usize {
-        t_cap * self.adapter_rank
-    }
-
     /// Slot `i` (0–2) of the adapters' `h`.
     pub fn adapter_slot(&self, i: usize, t_cap: usize) -> usize {
-        self.adapter_h + i * Regions::H_SLICES * t_cap * self.adapter_rank
+        self.adapter_h + i * t_cap * self.adapter_rank
     }
 
     /// f32 elements of activations per token of capacity (for sizing `t_cap`), without

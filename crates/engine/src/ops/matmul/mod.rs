@@ -50,9 +50,7 @@ struct Params {
     lora_h: u32,
     lora_stride: u32,
     lora_b: u32,
-    part_stride: u32,
-    lora_ks: u32,
-    lora_kstride: u32,
+    _p: [u32; 3],
 }
 
 /// Where a product reads and writes (offsets in f32 elements).
@@ -96,11 +94,6 @@ pub struct LoraArgs {
     pub h_stride: usize,
     pub rank: usize,
     pub b_off: usize,
-    /// For the tensor-core variant: `h` is the sum of `ks` slices `k_stride` apart (what a
-    /// first product run by [`matmul_split_into`] leaves); 1 for an `h` written whole.
-    /// The matrix × vector variant reads slice 0 (decode writes `h` whole there).
-    pub ks: usize,
-    pub k_stride: usize,
 }
 
 impl MatmulArgs {
@@ -142,7 +135,7 @@ pub fn matmul(
     out: Option<&wgpu::Buffer>,
     a: &MatmulArgs,
 ) -> Result<Node> {
-    Ok(build(cx, op, layer, m, vecs, act, out, a, None, None)?.0)
+    Ok(build(cx, op, layer, m, vecs, act, out, a, None)?.0)
 }
 
 /// [`matmul`] with k split into `ksplit` slices on the tensor-core kernel (more
@@ -174,54 +167,12 @@ pub fn matmul_split(
         None,
         a,
         Some((scratch, ksplit)),
-        None,
     )?;
     let reduce = match reduce {
         Some(r) => r,
         None => node.skip(),
     };
     Ok((node, reduce))
-}
-
-/// A few-row product (the LoRA first products `h = s · A x`) with k split into `ksplit`
-/// slices on the tensor cores and no reduce step: slice s writes its raw sums × scale to
-/// `y_off + s · slice_stride` (`[ksplit][rows, N]` in `act`, no bias, no activation) and
-/// the consumer sums the slices ([`LoraArgs::ks`]). Its matrix × vector variant (and,
-/// without tensor cores, every variant) writes the whole product to slice 0.
-///
-/// Errors: as [`matmul`]; a bias, an activation, a residual add or a LoRA term.
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_split_into(
-    cx: &Ctx,
-    op: &'static str,
-    layer: Option<usize>,
-    m: &GpuMatrix,
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-    a: &MatmulArgs,
-    ksplit: u32,
-    slice_stride: usize,
-) -> Result<Node> {
-    if a.bias_off.is_some() || a.act != Act::None || a.accumulate || a.lora.is_some() {
-        return Err(op_err(
-            op,
-            format!("{}: k slices into y take a plain product", m.name),
-        ));
-    }
-    let split = Some((act, ksplit));
-    Ok(build(
-        cx,
-        op,
-        layer,
-        m,
-        vecs,
-        act,
-        None,
-        a,
-        split,
-        Some(slice_stride),
-    )?
-    .0)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -235,7 +186,6 @@ fn build<'a>(
     out: Option<&'a wgpu::Buffer>,
     a: &MatmulArgs,
     split: Option<(&'a wgpu::Buffer, u32)>,
-    part_y: Option<usize>,
 ) -> Result<(Node, Option<Node>)> {
     if m.n_in % 32 != 0 {
         return Err(op_err(
@@ -272,9 +222,7 @@ fn build<'a>(
         lora_h: lf[1],
         lora_stride: lf[2],
         lora_b: lf[3],
-        part_stride: part_y.unwrap_or(0) as u32,
-        lora_ks: a.lora.map_or(1, |l| l.ks.max(1)) as u32,
-        lora_kstride: a.lora.map_or(0, |l| l.k_stride) as u32,
+        _p: [0; 3],
     };
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
@@ -309,8 +257,6 @@ fn build<'a>(
     };
     let n_out = m.n_out as u32;
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
-    // Slices into y only where the tiles split k; otherwise the product lands in slice 0.
-    let part_y = part_y.filter(|_| split.is_some());
     let mut reduce = None;
     let mut lora_res = None;
     let mut node = if cx.gpu.features.coopmat {
@@ -318,9 +264,6 @@ fn build<'a>(
         let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
         let ks = split.map_or(1, |s| s.1);
         let mut k = key("matmul_coop");
-        if part_y.is_some() {
-            k.spec.push(("PART_Y", 1));
-        }
         let w16 = u32::from(m.dtype == crate::DType::F16);
         k.spec.extend([
             ("BM", bm),
@@ -353,7 +296,7 @@ fn build<'a>(
             k.spec.push(("LORA", 1));
             lora_res = Some((7, b.as_entire_binding()));
         }
-        if let (Some((scratch, ks)), None) = (split, part_y) {
+        if let Some((scratch, ks)) = split {
             res.push(scratch.as_entire_binding());
             let rk = PipelineKey {
                 op: "matmul_reduce",

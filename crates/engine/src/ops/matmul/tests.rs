@@ -342,8 +342,7 @@ fn k_split_matches_reference() {
 
 /// The LoRA term `Σ_j B[n, j] h[t, j]` (f16 `B`) of the matrix × vector kernel (T = 1, 3,
 /// 8) and — on tensor cores — of the tiles as extra k-steps (T = 70, with and without k
-/// slices; h as the sum of three k slices), the scale of the raw sum, and the
-/// add-before-activation mode
+/// slices), the scale of the raw sum, and the add-before-activation mode
 /// (`y = act(y + raw)`, the portable path's `B h` product) in every kernel — matrix ×
 /// vector, tiled or tensor-core (T = 70), k-split with its reduce step — against
 /// `act(s · (W x + B h [+ y0]) + bias) [+ y0]`, with ReLU² (the channel-mix key, whose
@@ -377,20 +376,14 @@ fn lora_term_scale_and_add_before_act() {
         }
         let x = rand_vec(62, t * k, 1.0);
         let y0 = rand_vec(63, t * n, 1.0);
-        // h as three k slices (the tiles add them; the matrix × vector kernel reads
-        // slice 0, as decode leaves h whole there).
-        let slices = if t > SMALL_T as usize { 3 } else { 1 };
-        let hid_slices = rand_vec(64, slices * t * hs, 1.0);
-        let hid: Vec<f32> = (0..t * hs)
-            .map(|i| (0..slices).map(|s| hid_slices[s * t * hs + i]).sum())
-            .collect();
+        let hid = rand_vec(64, t * hs, 1.0);
         let b16: Vec<half::f16> = rand_vec(65, n * r, 0.5)
             .iter()
             .map(|&v| half::f16::from_f32(v))
             .collect();
         let b: Vec<f32> = b16.iter().map(|v| v.to_f32()).collect();
         let bias = rand_vec(66, n, 0.5);
-        let act_buf = h.f32_buf(&[x.clone(), y0.clone(), hid_slices.clone()].concat());
+        let act_buf = h.f32_buf(&[x.clone(), y0.clone(), hid.clone()].concat());
         let lora_halves = [vec![half::f16::ZERO; 8], b16].concat();
         let lora_buf =
             buffer::storage_init(&h.gpu, "lora", bytemuck::cast_slice(&lora_halves)).unwrap();
@@ -407,8 +400,6 @@ fn lora_term_scale_and_add_before_act() {
             h_stride: hs,
             rank: r,
             b_off: 8,
-            ks: slices,
-            k_stride: t * hs,
         });
         let bias_buf = h.f32_buf(&bias);
         let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
@@ -446,59 +437,5 @@ fn lora_term_scale_and_add_before_act() {
             }
         }
         compare(&h, DType::F16, &wd, &x, &got, &want, n, k, t, act_fn, tiled);
-    }
-}
-
-/// A few-row product with k split into slices written into y (`matmul_split_into`, the
-/// LoRA first products): the slices add up to `s · W x` (T = 70; on tensor cores each
-/// slice holds part of the sum, elsewhere slice 0 holds it all), and decode (T = 3)
-/// writes the whole product to slice 0.
-#[test]
-fn k_slices_into_y_add_up() {
-    let (n, k, ks) = (64, 2560, 10usize);
-    let w = rand_vec(81, n * k, 0.05);
-    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
-    let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
-    for t in [3usize, 70] {
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            ..Default::default()
-        });
-        let x = rand_vec(82, t * k, 1.0);
-        let stride = t * n + 4;
-        let act_buf = h.f32_buf(&[x.clone(), vec![0.0; ks * stride]].concat());
-        let m = test_matrix(&h, DType::F16, bytemuck::cast_slice(&w16), n, k);
-        let mut args = test_args(n, k, t, Act::None, false);
-        args.scale = 0.5;
-        args.bias_off = None;
-        let node = matmul_split_into(
-            &h.ctx(),
-            "slices",
-            None,
-            &m,
-            &h.f32_buf(&[0.0]),
-            &act_buf,
-            &args,
-            ks as u32,
-            stride,
-        )
-        .unwrap();
-        h.run(&[node]);
-        let all = h.read(&act_buf, t * k, ks * stride);
-        let want = reference(&wd, n, k, &x, None, Act::None);
-        let tiles = h.gpu.features.coopmat && t > SMALL_T as usize;
-        for ti in 0..t {
-            for o in 0..n {
-                let i = ti * n + o;
-                let got: f32 = (0..ks).map(|s| all[s * stride + i]).sum();
-                let w = 0.5 * want[i];
-                let mag: f32 = (0..k).map(|c| (wd[o * k + c] * x[ti * k + c]).abs()).sum();
-                let tol = if tiles { 1e-4 + 2e-3 * mag } else { 2e-3 };
-                assert!((got - w).abs() <= tol, "T={t} [{ti},{o}]: {got} vs {w}");
-                if !tiles {
-                    assert_eq!(got, all[i], "T={t}: not all in slice 0");
-                }
-            }
-        }
     }
 }
