@@ -257,3 +257,63 @@ fn a_model_too_large_for_the_device_is_a_clear_error() {
         .unwrap();
     assert!(out.logits[0].iter().all(|v| v.is_finite()));
 }
+
+/// GPU memory follows use: a model starts with a batch's worth of output rows and two
+/// state slots; all-row logits grow the rows (once, the same logits as passes split by
+/// the old rows would give) and more states grow the slots, every state kept.
+#[test]
+fn output_rows_and_state_slots_grow_on_demand() {
+    let r = Reference::load("tiny");
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let start = eng.info().gpu_total_bytes;
+    // Two states exist from the start; a third makes the slots grow.
+    let a = eng.new_state().unwrap();
+    let out_a = eng
+        .forward(
+            &[SeqInput {
+                state: a,
+                tokens: &r.tokens[..5],
+                rows: Rows::Last,
+            }],
+            BOTH,
+            None,
+        )
+        .unwrap();
+    assert_eq!(eng.info().gpu_total_bytes, start, "a chat needs no growth");
+    let b = eng.new_state().unwrap();
+    let c = eng.new_state().unwrap();
+    let grown = eng.info().gpu_total_bytes;
+    assert!(grown > start, "three states fit in two slots?");
+    // State a survived the growth: continuing it equals running all tokens at once.
+    let cont = eng
+        .forward(
+            &[SeqInput {
+                state: a,
+                tokens: &r.tokens[5..9],
+                rows: Rows::Last,
+            }],
+            BOTH,
+            None,
+        )
+        .unwrap();
+    let (_, whole) = forward_new(&mut eng, &r.tokens[..9], Rows::Last);
+    assert!(max_abs(&cont.logits[0], &whole.logits[0]) < TOL);
+    assert!(!out_a.logits[0].is_empty());
+    // All-row logits of more tokens than a batch's rows: the rows grow.
+    let before = eng.info().gpu_total_bytes;
+    let all = eng.logits_all(&r.tokens, None).unwrap();
+    assert!(
+        eng.info().gpu_total_bytes > before,
+        "the output rows did not grow"
+    );
+    let vocab = eng.config().vocab_size;
+    assert_eq!(all.len(), r.tokens.len() * vocab);
+    // The same logits as a model whose rows were already large (chunked identically).
+    let mut big = engine("rwkv7-tiny-Q8_0.gguf");
+    big.logits_all(&r.tokens, None).unwrap();
+    let again = big.logits_all(&r.tokens, None).unwrap();
+    assert!(max_abs(&all, &again) < TOL);
+    for s in [b, c] {
+        eng.free_state(s).unwrap();
+    }
+}

@@ -98,6 +98,16 @@ impl Engine {
             embeddings: vec![Vec::new(); seqs.len()],
         };
         let mut cursor = vec![0usize; seqs.len()];
+        // Rows a pass would take: every token of a `Rows::All` sequence, one for the others.
+        let rows: usize = seqs
+            .iter()
+            .map(|s| match s.rows {
+                Rows::All => s.tokens.len(),
+                Rows::Last => 1,
+                Rows::None => 0,
+            })
+            .sum();
+        self.want_rows(rows);
         let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
         loop {
             if cancel.is_some_and(|c| c.is_cancelled()) {

@@ -18,6 +18,9 @@ use crate::model::graph::{Graph, Regions};
 use crate::model::weights::Rwkv7Weights;
 use crate::tokenizer::Tokenizer;
 
+/// State slots a model starts with (doubled when a new state needs one more).
+const INITIAL_SLOTS: usize = 2;
+
 /// How to load a model.
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
@@ -188,9 +191,11 @@ impl Engine {
         // Token capacity: the prefill chunk, bounded by the activation binding.
         let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
         let t_cap = opts.max_chunk.clamp(1, (max / per_tok).max(1));
-        let r_cap = t_cap.min((max / (cfg.vocab_size * 4)).max(1));
+        // Output rows and state slots start at what a batch of chats needs and grow on
+        // demand (`want_rows`, `grow_slots`): GPU memory close to the file's size.
         let b_cap = opts.max_batch.clamp(1, t_cap);
-        let n_slots = 8usize.min((max / (cfg.state_len() * 4)).max(1));
+        let r_cap = b_cap.min((max / (cfg.vocab_size * 4)).max(1));
+        let n_slots = INITIAL_SLOTS.min((max / (cfg.state_len() * 4)).max(1));
         let pipelines = PipelineCache::default();
         let (graph, t_graph, t_stream) = std::thread::scope(|s| {
             let building = std::thread::Builder::new()
@@ -260,8 +265,7 @@ impl Engine {
             t_graph.as_secs_f64() * 1e3,
             t_wait.elapsed().as_secs_f64() * 1e3,
         );
-        let graph_bytes =
-            (graph.regions.len + graph.slot_len * n_slots + r_cap * cfg.vocab_size) as u64 * 4;
+        let graph_bytes = graph.bytes();
         let info = ModelInfo {
             path: file.path().display().to_string(),
             format: file.format().name().to_string(),

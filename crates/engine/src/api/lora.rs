@@ -118,8 +118,8 @@ impl Engine {
             )?)
         };
         let old = std::mem::replace(&mut self.adapters.gpu, new);
-        let slots = self.graph.n_slots;
-        if let Err(e) = self.rebuild_graph(slots) {
+        let (slots, rows) = (self.graph.n_slots, self.graph.r_cap);
+        if let Err(e) = self.rebuild_graph(slots, rows) {
             self.adapters.gpu = old;
             return Err(e);
         }

@@ -25,17 +25,17 @@ impl Engine {
                 ),
             });
         }
-        self.rebuild_graph(new)?;
+        self.rebuild_graph(new, self.graph.r_cap)?;
         self.used.resize(new, false);
         self.free.extend((old as u32..new as u32).rev());
-        self.info.gpu_total_bytes += (old * self.graph.slot_len * 4) as u64;
         Ok(())
     }
 
-    /// Builds the graph anew with `n_slots` state slots (≥ the current ones) and the
-    /// active adapters, carrying every state over (a copy on the GPU). An allocation the
-    /// driver refuses is [`EngineError::TooLarge`] and changes nothing.
-    pub(super) fn rebuild_graph(&mut self, n_slots: usize) -> Result<()> {
+    /// Builds the graph anew with `n_slots` state slots (≥ the current ones), `r_cap`
+    /// output rows and the active adapters, carrying every state over (a copy on the
+    /// GPU). An allocation the driver refuses is [`EngineError::TooLarge`] and changes
+    /// nothing.
+    pub(super) fn rebuild_graph(&mut self, n_slots: usize, r_cap: usize) -> Result<()> {
         let g = &self.graph;
         let (graph, oom) = super::load::oom_scope(&self.gpu, || {
             Graph::new(
@@ -43,7 +43,7 @@ impl Engine {
                 &self.pipelines,
                 &self.weights,
                 g.t_cap,
-                g.r_cap,
+                r_cap,
                 g.b_cap,
                 n_slots,
                 self.adapters.active_gpu(),
@@ -69,8 +69,26 @@ impl Engine {
             (self.graph.n_slots.min(n_slots) * self.graph.slot_len * 4) as u64,
         );
         self.gpu.queue.submit([enc.finish()]);
+        let (old, new) = (self.graph.bytes(), graph.bytes());
+        self.info.gpu_total_bytes = (self.info.gpu_total_bytes + new).saturating_sub(old);
         self.graph = graph;
         self.gpu.check_lost()
+    }
+
+    /// Makes room for `rows` output rows a pass (logits / embeddings of every token of a
+    /// `Rows::All` sequence), up to the token capacity: the graph starts with a batch's
+    /// worth and grows the first time more are asked (a power of two). Where the device
+    /// refuses the memory, passes keep the rows they have (more, smaller passes).
+    pub(super) fn want_rows(&mut self, rows: usize) {
+        let g = &self.graph;
+        let max = self.gpu.max_binding() as usize / (self.weights.config.vocab_size * 4);
+        let new = rows.next_power_of_two().min(g.t_cap).min(max.max(1));
+        if new <= g.r_cap {
+            return;
+        }
+        if let Err(e) = self.rebuild_graph(g.n_slots, new) {
+            log::warn!("output rows stay at {}: {e}", self.graph.r_cap);
+        }
     }
 
     /// A new zero state (the state before any token).

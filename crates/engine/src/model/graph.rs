@@ -64,6 +64,11 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// GPU bytes of its buffers that scale with the model: activations, states, logits.
+    pub fn bytes(&self) -> u64 {
+        self.act.size() + self.state.size() + self.logits.size()
+    }
+
     /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
     /// pass and `n_slots` states, and builds every node.
     #[allow(clippy::too_many_arguments)]
