@@ -181,6 +181,10 @@ pub fn run(
         None => Engine::load(path, &opts.load)?,
     };
     figures.insert("load_ms".into(), Figure::of(&loads));
+    // GPU memory of the model ready to chat (`gpu_mem_mib` is after the whole run, its
+    // output rows and states grown by what the run asked).
+    let ready_mib = eng.info().gpu_total_bytes as f64 / 1048576.0;
+    figures.insert("gpu_mem_ready_mib".into(), Figure::of(&[ready_mib]));
     let (lora_names, init, lora_ms) = apply_adapters(&mut eng, opts)?;
     if !opts.loras.is_empty() {
         figures.insert("lora_load_ms".into(), Figure::of(&[lora_ms]));

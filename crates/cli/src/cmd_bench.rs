@@ -253,7 +253,15 @@ fn print_report(r: &BenchReport) {
     println!("doc state {:.1} ms{}", r.doc_state_ms, f("doc_state_ms"));
     println!("fields    {:.1} ms{}", r.fields_ms, f("fields_ms"));
     println!("tokenize  {:.1} µs", r.tokenize_us);
-    println!("GPU mem   {:.1} MiB", r.gpu_mem_mib);
+    match r.figures.get("gpu_mem_ready_mib") {
+        Some(ready) => println!(
+            "GPU mem   {:.1} MiB ready, {:.1} MiB after the run (file {:.1} MiB)",
+            ready.median,
+            r.gpu_mem_mib,
+            r.model.file_bytes as f64 / 1048576.0
+        ),
+        None => println!("GPU mem   {:.1} MiB", r.gpu_mem_mib),
+    }
     match &r.quality {
         Some(q) => println!(
             "quality   {} (top-1 {}, max |Δ| {:.2e}, greedy {})",

@@ -54,11 +54,13 @@ fn every_variant_validates() {
                 }
             }
             for (lanes, sg) in [(4, 1), (32, 1), (32, 0), (256, 0), (128, 2), (256, 2)] {
-                keys.push(PipelineKey {
-                    op: "matvec",
-                    dtype: Some(d),
-                    spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg)],
-                });
+                for nt1 in [0, 1] {
+                    keys.push(PipelineKey {
+                        op: "matvec",
+                        dtype: Some(d),
+                        spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg), ("NT1", nt1)],
+                    });
+                }
                 if sep == 0 {
                     for dt2 in [0, 1] {
                         if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {
