@@ -72,7 +72,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let lane = li % LANES;
     let r = (wid.x - sg.wg0) * ROWS + li / LANES;
     let t0 = wid.y * 4u;
-    let nt = min(t_count - min(t0, t_count), 4u);
+    // NT1 = 1: passes of one token only (the count folds to a constant).
+    let nt = select(min(t_count - min(t0, t_count), 4u), 1u, NT1 == 1u);
     let xb = mv_xb(sg.x_off, sg.x_stride, t0);
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {

@@ -342,7 +342,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             TPR_SUM_ONE
         });
     }
-    if key.op == "matvec" && spec(key, "NT1").is_none() {
+    if matches!(key.op, "matvec" | "matvec_group") && spec(key, "NT1").is_none() {
         src.push_str("const NT1: u32 = 0u;\n");
     }
     if matches!(key.op, "matvec" | "matvec_group") {

@@ -66,7 +66,7 @@ fn every_variant_validates() {
                         if dt2 == 1 && !matches!(d, DType::F16 | DType::F32) {
                             continue;
                         }
-                        for src2 in [0, 1] {
+                        for (src2, nt1) in [(0, 0), (1, 0), (1, 1)] {
                             keys.push(PipelineKey {
                                 op: "matvec_group",
                                 dtype: Some(d),
@@ -75,6 +75,7 @@ fn every_variant_validates() {
                                     ("SG", sg),
                                     ("DT2", dt2),
                                     ("SRC2", src2),
+                                    ("NT1", nt1),
                                 ],
                             });
                         }

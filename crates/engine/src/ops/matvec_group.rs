@@ -195,18 +195,20 @@ pub fn matvec_group(
         key.spec.push(("LORA", 1));
         res.push((7, b.as_entire_binding()));
     }
-    cx.node_at(
-        op,
-        layer,
-        &key,
-        &p,
-        res,
-        Grid::Tiles {
-            x: wg,
-            count: Count::Tokens,
-            per_y: 4,
-        },
-    )
+    let grid = Grid::Tiles {
+        x: wg,
+        count: Count::Tokens,
+        per_y: 4,
+    };
+    let mut node = cx.node_at(op, layer, &key, &p, res.clone(), grid)?;
+    // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
+    key.spec.push(("NT1", 1));
+    node.small = Some(crate::ops::Small {
+        count: Count::Tokens,
+        max: 1,
+        node: Box::new(cx.node_at(op, layer, &key, &p, res, grid)?),
+    });
+    Ok(node)
 }
 
 #[cfg(test)]
