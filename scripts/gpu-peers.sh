@@ -106,8 +106,10 @@ for s in sys.argv[2:]:
         ratio = "" if not (ours and theirs) else f"{(theirs/ours if lower else ours/theirs):.2f}x"
         print(f"{s:<14} {name:<14} {ours or 0:>10.1f} {theirs or 0:>10.1f} {ratio:>7}")
     q = r.get("quality") or {}
-    print(f"{s:<14} first-run load {r.get('load_first_run_ms') or 0:>10.1f} ms; GPU {r.get('gpu_mem_mib', 0):.0f} MiB "
-          f"for a {r['model']['file_bytes'] / 2**20:.0f} MiB file; quality {'PASS' if q.get('pass') else 'FAIL'}")
+    ready = (r.get("figures", {}).get("gpu_mem_ready_mib") or {}).get("median", 0)
+    print(f"{s:<14} first-run load {r.get('load_first_run_ms') or 0:>10.1f} ms; GPU {ready:.0f} MiB ready, "
+          f"{r.get('gpu_mem_mib', 0):.0f} after the run, for a {r['model']['file_bytes'] / 2**20:.0f} MiB file; "
+          f"quality {'PASS' if q.get('pass') else 'FAIL'}")
 PY
 
 tar -C "$R" -czf "$OUT/results.tgz" .
