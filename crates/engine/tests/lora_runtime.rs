@@ -282,3 +282,25 @@ fn an_initial_state_is_the_state_it_holds() {
         Err(rwkv_engine::EngineError::Adapter { .. })
     ));
 }
+
+/// The GPU keeps adapters in f16: a value outside its range is refused, naming the
+/// tensor, and nothing is uploaded (the engine still runs the base).
+#[test]
+fn a_value_beyond_f16_is_refused_naming_the_tensor() {
+    let tokens = Reference::load("tiny").tokens;
+    let mut eng = engine("rwkv7-tiny.safetensors");
+    let plain = prefill(&mut eng, &tokens);
+    let mut a = adapter(3, 8);
+    let m = a
+        .matrices
+        .iter_mut()
+        .find(|m| m.layer == 1 && m.target == LoraTarget::FfnValue)
+        .unwrap();
+    m.b[5] = 1e6;
+    let e = eng.load_lora(&a).unwrap_err().to_string();
+    assert!(
+        e.contains("block 1") && e.contains("lora_B") && e.contains("f16"),
+        "{e}"
+    );
+    assert_eq!(prefill(&mut eng, &tokens), plain);
+}
