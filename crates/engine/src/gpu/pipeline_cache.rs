@@ -5,8 +5,11 @@
 //! bind groups at once while the driver compiles the shaders on up to
 //! `RWKV_COMPILE_THREADS` (default: the CPU count, at most 8) worker threads. Compiling
 //! dominates a first run (NVIDIA's shader cache empty: ≈ 2.9 s for a 2.9B model's variants
-//! on one thread); the graph waits for every compile ([`PipelineCache::finish`]) before
-//! the model counts as ready.
+//! on one thread); the graph waits for every compile it needs ([`PipelineCache::finish`])
+//! before the model counts as ready. Variants only some passes use (the matrix × vector
+//! kernels for 2–8 tokens, beside the one-token ones a chat's decode takes) are *late*
+//! ([`PipelineCache::get_late`]): compiled after the others, not waited for at load; a
+//! pass that needs one first waits for its compile.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +23,8 @@ use crate::gpu::GpuContext;
 pub struct Pipeline {
     layout: wgpu::BindGroupLayout,
     label: String,
+    /// Waited for by [`PipelineCache::finish`] (every pipeline asked by `get`).
+    required: std::sync::atomic::AtomicBool,
     state: Mutex<Option<std::result::Result<wgpu::ComputePipeline, String>>>,
     done: Condvar,
 }
@@ -28,6 +33,12 @@ impl Pipeline {
     /// The bind group layout (group 0), available before the compile ends.
     pub fn bind_group_layout(&self) -> &wgpu::BindGroupLayout {
         &self.layout
+    }
+
+    /// Whether the load did not wait for it ([`PipelineCache::get_late`]): a pass checks
+    /// its compile before taking it.
+    pub fn late(&self) -> bool {
+        !self.required.load(Ordering::SeqCst)
     }
 
     /// Waits for the compile; the pipeline, or the compiler's message.
@@ -67,7 +78,8 @@ struct Job {
 #[derive(Default)]
 pub struct PipelineCache {
     map: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
-    jobs: Arc<Mutex<VecDeque<Job>>>,
+    /// Compiles to do: `.0` first, then the late ones, `.1`.
+    jobs: Arc<Mutex<(VecDeque<Job>, VecDeque<Job>)>>,
     workers: Arc<AtomicUsize>,
 }
 
@@ -122,8 +134,24 @@ impl PipelineCache {
     ///
     /// Errors: [`EngineError::Op`] for a key without a shader.
     pub fn get(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<Pipeline>> {
+        self.get_as(ctx, key, false)
+    }
+
+    /// [`PipelineCache::get`] for a variant the load need not wait for: compiled after
+    /// every other queued one, outside [`PipelineCache::finish`] (unless `get` asks for the
+    /// same key too).
+    ///
+    /// Errors: as [`PipelineCache::get`].
+    pub fn get_late(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<Pipeline>> {
+        self.get_as(ctx, key, true)
+    }
+
+    fn get_as(&self, ctx: &GpuContext, key: &PipelineKey, late: bool) -> Result<Arc<Pipeline>> {
         if let Ok(map) = self.map.lock() {
             if let Some(p) = map.get(key) {
+                if !late {
+                    p.required.store(true, Ordering::SeqCst);
+                }
                 return Ok(p.clone());
             }
         }
@@ -165,12 +193,16 @@ impl PipelineCache {
         let p = Arc::new(Pipeline {
             layout,
             label,
+            required: std::sync::atomic::AtomicBool::new(!late),
             state: Mutex::new(None),
             done: Condvar::new(),
         });
         if let Ok(mut map) = self.map.lock() {
             // Another thread may have queued the same key meanwhile: keep the first.
             if let Some(existing) = map.get(key) {
+                if !late {
+                    existing.required.store(true, Ordering::SeqCst);
+                }
                 return Ok(existing.clone());
             }
             map.insert(key.clone(), p.clone());
@@ -183,7 +215,11 @@ impl PipelineCache {
             unchecked: crate::gpu::pipeline::unchecked_ok(ctx),
         };
         if let Ok(mut q) = self.jobs.lock() {
-            q.push_back(job);
+            if late {
+                q.1.push_back(job);
+            } else {
+                q.0.push_back(job);
+            }
         }
         self.spawn_worker();
         Ok(p)
@@ -207,7 +243,7 @@ impl PipelineCache {
             .name("rwkv-compile".into())
             .spawn(move || loop {
                 let job = match jobs.lock() {
-                    Ok(mut q) => match q.pop_front() {
+                    Ok(mut q) => match q.0.pop_front().or_else(|| q.1.pop_front()) {
                         Some(j) => j,
                         None => {
                             // Decided under the queue lock, so a job queued after this
@@ -227,7 +263,11 @@ impl PipelineCache {
         if spawned.is_err() {
             // No thread: compile here, in order.
             self.workers.fetch_sub(1, Ordering::SeqCst);
-            let job = self.jobs.lock().ok().and_then(|mut q| q.pop_front());
+            let job = self
+                .jobs
+                .lock()
+                .ok()
+                .and_then(|mut q| q.0.pop_front().or_else(|| q.1.pop_front()));
             if let Some(job) = job {
                 let r = compile(&job);
                 job.pipeline.set(r);
@@ -235,12 +275,16 @@ impl PipelineCache {
         }
     }
 
-    /// Waits for every queued compile.
+    /// Waits for every queued compile but the late ones.
     ///
     /// Errors: [`EngineError::Op`] with the first shader compiler message.
     pub fn finish(&self) -> Result<()> {
         let all: Vec<Arc<Pipeline>> = match self.map.lock() {
-            Ok(m) => m.values().cloned().collect(),
+            Ok(m) => m
+                .values()
+                .filter(|p| p.required.load(Ordering::SeqCst))
+                .cloned()
+                .collect(),
             Err(_) => return Err(EngineError::gpu("pipeline cache poisoned")),
         };
         for p in all {

@@ -68,6 +68,17 @@ impl Graph {
         run_head: bool,
     ) -> Result<Dims> {
         let dims = self.write_meta(gpu, seqs, rows)?;
+        // The late-compiled variants this pass takes (2–8 tokens): an error, not a pass
+        // that skips a dispatch, if one failed (the load checked all the others).
+        for n in self.body.iter().chain(&self.head) {
+            let n = n.pick(&dims);
+            if n.pipeline.late() {
+                n.pipeline.wait().map_err(|what| crate::EngineError::Op {
+                    op: "pipeline",
+                    what,
+                })?;
+            }
+        }
         self.record(enc, &dims, run_head);
         Ok(dims)
     }

@@ -200,7 +200,8 @@ pub fn matvec_group(
         count: Count::Tokens,
         per_y: 4,
     };
-    let mut node = cx.node_at(op, layer, &key, &p, res.clone(), grid)?;
+    // Groups serve decode passes only: the 2–8-token variant compiles late.
+    let mut node = cx.node_at_late(op, layer, &key, &p, res.clone(), grid)?;
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
     key.spec.push(("NT1", 1));
     node.small = Some(crate::ops::Small {

@@ -183,6 +183,33 @@ impl Ctx<'_> {
         grid: Grid,
     ) -> Result<Node> {
         let pipeline = self.pipelines.get(self.gpu, key)?;
+        self.node_with(op, layer, pipeline, params, resources, grid)
+    }
+
+    /// [`Ctx::node_at`] for a variant only some passes take: its pipeline compiles late
+    /// ([`PipelineCache::get_late`]), and the first pass that takes it waits for it.
+    pub fn node_at_late<P: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        layer: Option<usize>,
+        key: &PipelineKey,
+        params: &P,
+        resources: Vec<(u32, wgpu::BindingResource<'_>)>,
+        grid: Grid,
+    ) -> Result<Node> {
+        let pipeline = self.pipelines.get_late(self.gpu, key)?;
+        self.node_with(op, layer, pipeline, params, resources, grid)
+    }
+
+    fn node_with<P: bytemuck::Pod>(
+        &self,
+        op: &'static str,
+        layer: Option<usize>,
+        pipeline: Arc<crate::gpu::pipeline::Pipeline>,
+        params: &P,
+        resources: Vec<(u32, wgpu::BindingResource<'_>)>,
+        grid: Grid,
+    ) -> Result<Node> {
         let pbuf = buffer::uniform(self.gpu, op, params);
         let mut entries = vec![
             wgpu::BindGroupEntry {

@@ -382,16 +382,6 @@ fn build<'a>(
         count: a.rows,
         per_y: 4,
     };
-    let mut small = cx.node_at(op, layer, &mk, &p, mv_res.clone(), grid)?;
-    // A pass of one token (a single chat's decode step): the kernel compiled for exactly
-    // one, without the registers of the other three.
-    mk.spec.push(("NT1", 1));
-    let one = cx.node_at(op, layer, &mk, &p, mv_res, grid)?;
-    small.small = Some(Small {
-        count: a.rows,
-        max: 1,
-        node: Box::new(one),
-    });
     // The matrix × vector kernel reads W once per 4 tokens: for the first products of
     // the low-rank chains (few rows, in cache) that beats the tiles at every T (H100:
     // ranks 64 and 96 faster; rank 320 and the C-row second products slower).
@@ -403,6 +393,21 @@ fn build<'a>(
     } else {
         SMALL_T
     };
+    // The variant for 2–8 tokens compiles late where only such passes take it.
+    let mut small = if max_t == SMALL_T {
+        cx.node_at_late(op, layer, &mk, &p, mv_res.clone(), grid)?
+    } else {
+        cx.node_at(op, layer, &mk, &p, mv_res.clone(), grid)?
+    };
+    // A pass of one token (a single chat's decode step): the kernel compiled for exactly
+    // one, without the registers of the other three.
+    mk.spec.push(("NT1", 1));
+    let one = cx.node_at(op, layer, &mk, &p, mv_res, grid)?;
+    small.small = Some(Small {
+        count: a.rows,
+        max: 1,
+        node: Box::new(one),
+    });
     node.small = Some(Small {
         count: a.rows,
         max: max_t,
