@@ -19,11 +19,6 @@ use crate::ops::wkv_out::WkvOutArgs;
 use crate::ops::wkv_prep::WkvPrepArgs;
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
 
-/// The row stride of a LoRA term's `h` (its width).
-fn loras_width(term: Option<LoraArgs>) -> usize {
-    term.map_or(0, |t| t.h_stride)
-}
-
 /// `y (+)= act(W x + bias)` at these offsets (tokens; scale 1; no LoRA term).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn mm(
@@ -97,9 +92,9 @@ impl<'a> Blocks<'a> {
         for &(t, slot, x_off, k) in sites {
             let h = self.rg.adapter_slot(slot, self.t_cap);
             let term = loras.term(l, t, h);
-            if term.is_some() {
+            if let Some(tm) = term {
                 for (a, scale, j0) in loras.firsts(l, t) {
-                    let mut args = mm(x_off, k, h + j0, loras_width(term), Act::None, false, None);
+                    let mut args = mm(x_off, k, h + j0, tm.h_stride, Act::None, false, None);
                     args.scale = scale;
                     // Few rows, long k: k split on tensor cores, as the model's own
                     // first low-rank products.
