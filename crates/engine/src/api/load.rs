@@ -90,9 +90,18 @@ pub struct ModelInfo {
 /// Runs `f` inside an out-of-memory error scope on this thread; returns its result and the
 /// first allocation the driver refused meanwhile.
 pub(super) fn oom_scope<T>(gpu: &GpuContext, f: impl FnOnce() -> T) -> (T, Option<wgpu::Error>) {
-    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let oom = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    // The validation errors a refused buffer causes (bind groups naming the invalid
+    // buffer) belong to that refusal: caught here too, not left to mark the device
+    // unusable. One without a refusal is a real fault and marks it as before.
+    let validation = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let out = f();
-    (out, pollster::block_on(scope.pop()))
+    let invalid = pollster::block_on(validation.pop());
+    let refused = pollster::block_on(oom.pop());
+    if let (None, Some(e)) = (&refused, invalid) {
+        gpu.mark_unusable(format!("GPU error: {e}"));
+    }
+    (out, refused)
 }
 
 fn mib(bytes: u64) -> String {

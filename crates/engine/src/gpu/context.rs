@@ -295,6 +295,15 @@ impl GpuContext {
         self.out_of_memory.load(Ordering::Relaxed)
     }
 
+    /// Marks the device unusable with `msg` (an error an error scope caught that the
+    /// uncaptured-error handler would have recorded).
+    pub fn mark_unusable(&self, msg: String) {
+        log::error!("wgpu: {msg}");
+        if let Ok(mut l) = self.lost.lock() {
+            l.get_or_insert(msg);
+        }
+    }
+
     /// Errors ([`EngineError::Gpu`] "device unusable: …") if the device has been lost, a
     /// validation error was raised, or the driver refused an allocation.
     pub fn check_lost(&self) -> Result<()> {
