@@ -439,5 +439,4 @@ pub(crate) fn unchecked_ok(ctx: &GpuContext) -> bool {
 pub use crate::gpu::pipeline_cache::{Pipeline, PipelineCache};
 
 #[cfg(test)]
-#[path = "pipeline_tests.rs"]
 mod tests;

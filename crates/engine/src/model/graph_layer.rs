@@ -248,22 +248,25 @@ impl<'a> Blocks<'a> {
         let lid = Some(l);
         let v = &ly.vecs;
         let base = l * per_layer;
-        // 1–3: ln1, lerps, shift state (one dispatch)
-        let shift = LnShiftArgs {
-            c,
-            n_mix: 6,
-            mix_off: LayerVecs::MIX * c,
-            ln_off: LayerVecs::LN1 * c,
-            x_off: rg.x,
-            out_off: rg.mix,
-            out_stride: tc,
-            state_off: base,
-            slot_len,
-            eps: LN_EPS,
+        // LayerNorm + token shift of the residual into the mix region (one dispatch):
+        // `n_mix` lerps at `mix_off`, the LayerNorm at `ln_off`, the shift state at `state_off`.
+        let ln_shift = |n_mix: usize, mix_off: usize, ln_off: usize, state_off: usize| {
+            let args = LnShiftArgs {
+                c,
+                n_mix,
+                mix_off,
+                ln_off,
+                x_off: rg.x,
+                out_off: rg.mix,
+                out_stride: tc,
+                state_off,
+                slot_len,
+                eps: LN_EPS,
+            };
+            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act)
         };
-        body.push(ops::ln_shift::ln_shift(
-            cx, lid, &shift, v, self.meta, self.state, act,
-        )?);
+        // 1–3: ln1, lerps, shift state
+        body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base)?);
         let mix = |i: usize| rg.mix + i * tc;
         // The variant of a node for passes of at most SMALL_T tokens (decode).
         let few = |node: Node| Small {
@@ -480,23 +483,15 @@ impl<'a> Blocks<'a> {
         body.extend(second);
         // 13–17: channel mix
         let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
-        let shift = LnShiftArgs {
-            c,
-            n_mix: 1,
-            mix_off: LayerVecs::FFN_X_K * c,
-            ln_off: LayerVecs::LN2 * c,
-            x_off: rg.x,
-            out_off: rg.mix,
-            out_stride: tc,
-            state_off: ffn_state,
-            slot_len,
-            eps: LN_EPS,
-        };
-        body.push(ops::ln_shift::ln_shift(
-            cx, lid, &shift, v, self.meta, self.state, act,
+        body.push(ln_shift(
+            1,
+            LayerVecs::FFN_X_K * c,
+            LayerVecs::LN2 * c,
+            ffn_state,
         )?);
         let f = cfg.ffn_dim;
-        // Channel-mix key: with adapters, larger passes leave relu² to `B h`'s product.
+        // Channel-mix key: with adapters and no tensor cores, larger passes leave relu² to
+        // `B h`'s product.
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
