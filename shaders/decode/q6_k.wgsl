@@ -26,9 +26,7 @@ fn decode32(rb: u32, c: u32) {
 }
 
 fn q6x4(ql: u32, qh: u32) -> vec4<f32> {
-    let lo = vec4<u32>(ql & 0xfu, (ql >> 8u) & 0xfu, (ql >> 16u) & 0xfu, (ql >> 24u) & 0xfu);
-    let hi = vec4<u32>(qh & 3u, (qh >> 8u) & 3u, (qh >> 16u) & 3u, (qh >> 24u) & 3u);
-    return vec4<f32>(lo | (hi << vec4<u32>(4u))) - 32.0;
+    return u2f4(bytes4((ql & 0x0f0f0f0fu) | ((qh & 0x03030303u) << 4u), 0xffu), 32.0);
 }
 
 fn dec8(rb: u32, k: u32) -> W8 {

@@ -5,7 +5,7 @@
 const MV_STEP: u32 = 64u;
 
 fn u8x4(q: u32) -> vec4<f32> {
-    return vec4<f32>(f32(q & 0xffu), f32((q >> 8u) & 0xffu), f32((q >> 16u) & 0xffu), f32(q >> 24u));
+    return u2f4(bytes4(q, 0xffu), 0.0);
 }
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {

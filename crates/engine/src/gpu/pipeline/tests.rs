@@ -92,11 +92,13 @@ fn every_variant_validates() {
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });
         }
-        keys.push(PipelineKey {
-            op: "wkv_fused",
-            dtype: None,
-            spec: vec![("TPR", tpr)],
-        });
+        for fold in [0, 1] {
+            keys.push(PipelineKey {
+                op: "wkv_fused",
+                dtype: None,
+                spec: vec![("TPR", tpr), ("LORA_FOLD", fold)],
+            });
+        }
     }
     for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
         keys.push(PipelineKey {
@@ -111,11 +113,13 @@ fn every_variant_validates() {
         spec: vec![("KSPLIT", 4)],
     });
     for sg in [0, 1] {
-        keys.push(PipelineKey {
-            op: "ln_shift",
-            dtype: None,
-            spec: vec![("SG", sg)],
-        });
+        for fold in [0, 1] {
+            keys.push(PipelineKey {
+                op: "ln_shift",
+                dtype: None,
+                spec: vec![("SG", sg), ("LORA_FOLD", fold)],
+            });
+        }
     }
     // Every product kernel also with the LoRA term (never on the logits).
     let with_lora: Vec<PipelineKey> = keys
