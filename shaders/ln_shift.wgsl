@@ -8,8 +8,6 @@
 // from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
 // (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
-// With LORA_FOLD = 1 (decode, channel slices) the LoRA first product of mix 0 is folded
-// in (shaders/lora/fold.wgsl): the channel-mix key's `h = s · A xk`.
 
 struct Params {
     c: u32,
@@ -24,7 +22,6 @@ struct Params {
     eps: f32,
     slices: u32,      // workgroups per token: 1, or ceil(C / WG) (each its channel slice)
     _p0: u32,
-    lf: Fold,         // LORA_FOLD = 1: the LoRA first product of mix 0 (shaders/lora/fold.wgsl)
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -82,16 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let dx = prev - xn;
         for (var m = 0u; m < p.n_mix; m++) {
-            let y = xn + dx * vecs[p.mix_off + m * p.c + i];
-            act[p.out_off + m * p.out_stride + t * p.c + i] = y;
-            if (m == 0u) {
-                lf_keep(i - c0, y);
-            }
+            act[p.out_off + m * p.out_stride + t * p.c + i] = xn + dx * vecs[p.mix_off + m * p.c + i];
         }
-    }
-    if (LORA_FOLD == 1u) {
-        workgroupBarrier();
-        lf_parts_write(li, t, c0, (c1 - c0) / 64u);
-        lf_finish(li, d.n_tokens * p.slices);
     }
 }

@@ -6,9 +6,7 @@
 //   o = (GroupNorm_H(y) (ln_x) + (Σ_j r_j k'_j r_k[j]) v') * g
 // i.e. `wkv_prep` → `wkv` → `wkv_out`, without their dispatches between. Threads as in
 // `wkv` (TPR per row of S, the row's NV vec4 columns in registers); the GroupNorm over
-// the head's 64 rows goes through workgroup memory. With LORA_FOLD = 1 the attention
-// output's LoRA first product `h = s · A o` is folded in (shaders/lora/fold.wgsl): each
-// head's workgroup writes its parts of every token's `A o` and the last one sums them.
+// the head's 64 rows goes through workgroup memory.
 
 struct Params {
     c: u32,
@@ -31,7 +29,6 @@ struct Params {
     eps: f32,
     _p0: u32,
     _p1: u32,
-    lf: Fold,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -139,19 +136,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             + vec1(p.lnx_off + p.c + ch);
         if (q == 0u) {
             let o = p.o_off + vi;
-            let ov = (gn + bonus * v) * act1(p.g_off + vi);
-            act[o >> 2u][o & 3u] = ov;
-            lf_keep(i, ov);
+            act[o >> 2u][o & 3u] = (gn + bonus * v) * act1(p.g_off + vi);
         }
         workgroupBarrier();
-        if (LORA_FOLD == 1u) {
-            lf_parts_write(li, t, h * 64u, 1u);
-        }
     }
     for (var j = 0u; j < NV; j++) {
         state[sb + j] = s[j];
-    }
-    if (LORA_FOLD == 1u) {
-        lf_finish(li, d.n_seqs * (p.c / 64u));
     }
 }

@@ -28,14 +28,6 @@ const KSCALES: &str = include_str!("../../../../shaders/decode/kscales.wgsl");
 const WG_SUM1: &str = include_str!("../../../../shaders/wg_sum.wgsl");
 /// `matvec` / `matvec_group`: x rows and one lane's steps over a row.
 const MV_ROW: &str = include_str!("../../../../shaders/matvec/row.wgsl");
-/// `ln_shift` / `wkv_fused`: a LoRA first product folded into them (`LORA_FOLD = 1`).
-const FOLD_PARAMS: &str = include_str!("../../../../shaders/lora/fold_params.wgsl");
-const FOLD: &str = include_str!("../../../../shaders/lora/fold.wgsl");
-const FOLD_OFF: &str = "
-fn lf_keep(i: u32, v: f32) {}
-fn lf_parts_write(li: u32, t: u32, c0: u32, nq: u32) {}
-fn lf_finish(li: u32, total: u32) {}
-";
 
 /// Matrix products write into the activations…
 const OUT_ACT: &str = "
@@ -342,25 +334,6 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     }
     if matches!(key.op, "layer_norm" | "wkv_out") {
         src.push_str(WG_SUM1);
-    }
-    if matches!(key.op, "ln_shift" | "wkv_fused") {
-        src.push_str(FOLD_PARAMS);
-        match spec(key, "LORA_FOLD") {
-            Some(1) => {
-                src.push_str(if key.op == "ln_shift" {
-                    "fn lf_store(i: u32, v: f32) { act[i] = v; }\n"
-                } else {
-                    "fn lf_store(i: u32, v: f32) { act[i >> 2u][i & 3u] = v; }\n"
-                });
-                src.push_str(FOLD);
-            }
-            set => {
-                if set.is_none() {
-                    src.push_str("const LORA_FOLD: u32 = 0u;\n");
-                }
-                src.push_str(FOLD_OFF);
-            }
-        }
     }
     if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {

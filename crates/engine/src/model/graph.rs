@@ -29,8 +29,7 @@ use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
 use crate::model::graph_layer::Blocks;
 use crate::model::lora::ActiveLoras;
-use crate::ops::lora_fold::FoldScratch;
-use crate::ops::matmul::{coop_ksplit, matmul, Act, MatmulArgs, SMALL_T};
+use crate::ops::matmul::{coop_ksplit, matmul, Act, MatmulArgs};
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
 pub use crate::model::regions::Regions;
@@ -157,10 +156,6 @@ impl Graph {
             LN_EPS,
         )?);
 
-        // Two folded LoRA first products a block (output, channel-mix key).
-        let fold = loras.map(|_| {
-            FoldScratch::new(gpu, 2 * cfg.n_layer, SMALL_T as usize, cfg.n_embd)
-        });
         let blocks = Blocks {
             cx: &cx,
             cfg,
@@ -173,7 +168,6 @@ impl Graph {
             split: &split,
             split_ok,
             loras,
-            fold: fold.as_ref(),
         };
         for (l, ly) in wts.layers.iter().enumerate() {
             blocks.layer(l, ly, &mut body)?;

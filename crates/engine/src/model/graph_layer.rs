@@ -10,7 +10,6 @@ use crate::model::graph_group::{group_decode, push_grouped};
 use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::lora_fold::{Fold, FoldParams, FoldScratch};
 use crate::ops::matmul::{
     coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
 };
@@ -60,18 +59,6 @@ pub(super) struct Blocks<'a> {
     pub split: &'a wgpu::Buffer,
     pub split_ok: bool,
     pub loras: Option<&'a ActiveLoras>,
-    /// Scratch of the LoRA first products folded into their inputs' producers (decode).
-    pub fold: Option<&'a FoldScratch>,
-}
-
-/// `node` dispatching nothing in passes of at most SMALL_T tokens (a fused node does its
-/// work there).
-fn skip_decode(node: &mut Node) {
-    node.small = Some(Small {
-        count: Count::Tokens,
-        max: SMALL_T,
-        node: Box::new(node.skip()),
-    });
 }
 
 impl<'a> Blocks<'a> {
@@ -131,63 +118,16 @@ impl<'a> Blocks<'a> {
         Ok((terms, firsts))
     }
 
-    /// The first product of the adapter at (l, t), h in adapter slot `slot`, to fold into
-    /// the dispatch that produces its `k`-channel input in a decode step
-    /// (`ops::lora_fold`, counter `count`): when one adapter adapts (l, t) with a rank
-    /// the fold takes. `RWKV_LORA_FOLD=0` turns folding off (A/B measurements).
-    fn fold(
-        &self,
-        l: usize,
-        t: LoraTarget,
-        slot: usize,
-        k: usize,
-        count: usize,
-    ) -> Option<Fold<'a>> {
-        let (loras, scratch) = (self.loras?, self.fold?);
-        if std::env::var_os("RWKV_LORA_FOLD").is_some_and(|v| v == "0") {
-            return None;
-        }
-        let firsts = loras.firsts(l, t);
-        let [(a, scale, j0)] = firsts.as_slice() else {
-            return None;
-        };
-        if !Fold::fits(a.n_out, k) {
-            return None;
-        }
-        let term = loras.term(l, t, self.rg.adapter_slot(slot, self.t_cap))?;
-        Some(Fold {
-            a,
-            scratch,
-            params: FoldParams {
-                rank: a.n_out as u32,
-                k: k as u32,
-                h_off: (term.h_off + j0) as u32,
-                h_stride: term.h_stride as u32,
-                scale: *scale,
-                count: count as u32,
-                _p: [0; 2],
-            },
-        })
-    }
-
     /// [`Blocks::lora_first_nodes`] onto `body`: a decode step runs them in as few
-    /// `matvec_group` dispatches as their buffers allow, or none when `folded` (their
-    /// input's producer computes them). The base products' LoRA terms.
+    /// `matvec_group` dispatches as their buffers allow. The base products' LoRA terms.
     fn lora_firsts(
         &self,
         l: usize,
         sites: &[(LoraTarget, usize, usize, usize)],
         vecs: &wgpu::Buffer,
         body: &mut Vec<Node>,
-        folded: bool,
     ) -> Result<Vec<Option<LoraArgs>>> {
-        let (terms, mut firsts) = self.lora_first_nodes(l, sites, vecs)?;
-        if folded {
-            for (node, reduce, _, _) in &mut firsts {
-                skip_decode(node);
-                skip_decode(reduce);
-            }
-        }
+        let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
         push_grouped(self.cx, "lora.a", Some(l), firsts, vecs, self.act, body)?;
         Ok(terms)
     }
@@ -310,11 +250,7 @@ impl<'a> Blocks<'a> {
         let base = l * per_layer;
         // LayerNorm + token shift of the residual into the mix region (one dispatch):
         // `n_mix` lerps at `mix_off`, the LayerNorm at `ln_off`, the shift state at `state_off`.
-        let ln_shift = |n_mix: usize,
-                        mix_off: usize,
-                        ln_off: usize,
-                        state_off: usize,
-                        fold: Option<&Fold>| {
+        let ln_shift = |n_mix: usize, mix_off: usize, ln_off: usize, state_off: usize| {
             let args = LnShiftArgs {
                 c,
                 n_mix,
@@ -327,10 +263,10 @@ impl<'a> Blocks<'a> {
                 slot_len,
                 eps: LN_EPS,
             };
-            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act, fold)
+            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act)
         };
         // 1–3: ln1, lerps, shift state
-        body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base, None)?);
+        body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base)?);
         let mix = |i: usize| rg.mix + i * tc;
         // The variant of a node for passes of at most SMALL_T tokens (decode).
         let few = |node: Node| Small {
@@ -514,18 +450,9 @@ impl<'a> Blocks<'a> {
             eps: GN_EPS,
             _p: [0; 2],
         };
-        // A decode step's `wkv_fused` also computes the output's LoRA first product.
-        let out_fold = self.fold(l, LoraTarget::Output, 0, c, 2 * l);
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
         wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx,
-            lid,
-            &fused,
-            self.meta,
-            self.state,
-            act,
-            v,
-            out_fold.as_ref(),
+            cx, lid, &fused, self.meta, self.state, act, v,
         )?));
         body.push(wkv_node);
         let out = WkvOutArgs {
@@ -547,8 +474,7 @@ impl<'a> Blocks<'a> {
         body.push(out_node);
         // 12: x += Wo o
         let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
-        let site = [(LoraTarget::Output, 0, rg.o, c)];
-        let term = self.lora_firsts(l, &site, v, body, out_fold.is_some())?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
         let t = LoraTarget::Output;
         let (node, reduce, second) =
             self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
@@ -556,22 +482,18 @@ impl<'a> Blocks<'a> {
         body.push(reduce);
         body.extend(second);
         // 13–17: channel mix
-        // A decode step's `ln_shift` also computes the channel-mix key's LoRA first product.
-        let key_fold = self.fold(l, LoraTarget::FfnKey, 0, c, 2 * l + 1);
         let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
         body.push(ln_shift(
             1,
             LayerVecs::FFN_X_K * c,
             LayerVecs::LN2 * c,
             ffn_state,
-            key_fold.as_ref(),
         )?);
         let f = cfg.ffn_dim;
         // Channel-mix key: with adapters and no tensor cores, larger passes leave relu² to
         // `B h`'s product.
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
-        let site = [(LoraTarget::FfnKey, 0, rg.mix, c)];
-        let term = self.lora_firsts(l, &site, v, body, key_fold.is_some())?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
         let node = match term {
             None => matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &args)?,
@@ -599,8 +521,7 @@ impl<'a> Blocks<'a> {
         body.push(node);
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-        let site = [(LoraTarget::FfnValue, 0, rg.ffn, f)];
-        let term = self.lora_firsts(l, &site, v, body, false)?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
         let (node, reduce, second) =
             self.adapted_big(l, v, "ffn.value", &ly.ffn_value, &args, t, term)?;

@@ -6,7 +6,6 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::lora_fold::{Fold, FoldParams};
 use crate::ops::{op_err, Count, Ctx, Grid, Node, Small};
 
 #[repr(C)]
@@ -24,7 +23,6 @@ struct Params {
     eps: f32,
     slices: u32,
     _p: u32,
-    lf: FoldParams,
 }
 
 /// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).
@@ -50,10 +48,9 @@ pub struct LnShiftArgs {
 
 /// `xn = LayerNorm(x[t])`, `out_m[t] = xn + (prev(t) − xn)·mix_m` with `prev` the
 /// previous token's `xn` (the state's shift vector for a sequence's first token), and
-/// each sequence's last `xn` saved as its new shift vector. With `fold`, passes of few
-/// tokens also compute the LoRA first product of `out_0` (`ops::lora_fold`).
+/// each sequence's last `xn` saved as its new shift vector.
 ///
-/// Errors: no mixes or more than six; a `fold` that does not fit (`Fold::check`).
+/// Errors: no mixes or more than six.
 #[allow(clippy::too_many_arguments)]
 pub fn ln_shift(
     cx: &Ctx,
@@ -63,7 +60,6 @@ pub fn ln_shift(
     meta: &wgpu::Buffer,
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
-    fold: Option<&Fold>,
 ) -> Result<Node> {
     if a.n_mix == 0 || a.n_mix > 6 {
         return Err(op_err(
@@ -84,7 +80,6 @@ pub fn ln_shift(
         eps: a.eps,
         slices: 1,
         _p: 0,
-        lf: FoldParams::default(),
     };
     let sg = cx.gpu.features.subgroup;
     let key = PipelineKey {
@@ -107,32 +102,18 @@ pub fn ln_shift(
             wg_size: 1,
         },
     )?;
-    let grid = Grid::Linear {
-        count: Count::Tokens,
-        per: slices,
-        wg_size: 1,
-    };
-    let small = match fold {
-        None => cx.node("ln_shift", layer, &key, &Params { slices, ..p }, &[vecs, meta, state, act], grid)?,
-        Some(f) => {
-            f.check("ln_shift", a.c)?;
-            let mut key = key.clone();
-            key.spec.push(("LORA_FOLD", 1));
-            let mut res = vec![
-                (2, vecs.as_entire_binding()),
-                (3, meta.as_entire_binding()),
-                (4, state.as_entire_binding()),
-                (5, act.as_entire_binding()),
-            ];
-            res.extend(f.resources());
-            let p = Params {
-                slices,
-                lf: f.params,
-                ..p
-            };
-            cx.node_at("ln_shift", layer, &key, &p, res, grid)?
-        }
-    };
+    let small = cx.node(
+        "ln_shift",
+        layer,
+        &key,
+        &Params { slices, ..p },
+        &[vecs, meta, state, act],
+        Grid::Linear {
+            count: Count::Tokens,
+            per: slices,
+            wg_size: 1,
+        },
+    )?;
     node.small = Some(Small {
         count: Count::Tokens,
         max: crate::ops::matmul::SMALL_T,
@@ -157,28 +138,13 @@ mod tests {
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for n_mix in [6, 1] {
                 // 6 tokens: the decode variant (channel slices); 12: one workgroup a token.
-                check(g.clone(), n_mix, &[3, 1, 2], None);
-                check(g.clone(), n_mix, &[9, 1, 2], None);
+                check(g.clone(), n_mix, &[3, 1, 2]);
+                check(g.clone(), n_mix, &[9, 1, 2]);
             }
         }
     }
 
-    /// The decode variant with a LoRA first product folded in (ranks 24 and 128, one and
-    /// six mixes): h = s · A out_0 for every token, twice in a row (the counter is set
-    /// back to 0 by the first dispatch's last workgroup, or the second writes no h).
-    #[test]
-    fn folds_the_lora_first_product_of_mix_0() {
-        for (n_mix, rank) in [(1, 24), (6, 128)] {
-            check(gpu(), n_mix, &[3, 1, 2], Some(rank));
-        }
-    }
-
-    fn check(
-        gpu: std::sync::Arc<crate::gpu::GpuContext>,
-        n_mix: usize,
-        lens: &[usize],
-        fold: Option<usize>,
-    ) {
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize, lens: &[usize]) {
         let c = 320; // not a multiple of the workgroup size
         let slots = [1usize, 2, 0];
         let t: usize = lens.iter().sum();
@@ -217,9 +183,6 @@ mod tests {
         let state_buf = h.f32_buf(&state0);
         let mut act = x.clone();
         act.extend(vec![0.0; n_mix * t * c]);
-        // h [T, 128] after the mixes (the folded product's output).
-        let h_off = act.len();
-        act.extend(vec![f32::NAN; t * 128]);
         let act_buf = h.f32_buf(&act);
         let args = LnShiftArgs {
             c,
@@ -233,34 +196,6 @@ mod tests {
             slot_len,
             eps: 1e-5,
         };
-        let rank = fold.unwrap_or(1);
-        let a16: Vec<half::f16> = rand_vec(12, rank * c, 1.0)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let a = crate::ops::GpuMatrix::upload(
-            &h.gpu,
-            "A".into(),
-            crate::DType::F16,
-            bytemuck::cast_slice(&a16),
-            rank,
-            c,
-        )
-        .unwrap();
-        let scratch = crate::ops::lora_fold::FoldScratch::new(&h.gpu, 3, 8, c);
-        let folded = fold.map(|rank| Fold {
-            a: &a,
-            scratch: &scratch,
-            params: FoldParams {
-                rank: rank as u32,
-                k: c as u32,
-                h_off: h_off as u32,
-                h_stride: 128,
-                scale: 0.75,
-                count: 2,
-                _p: [0; 2],
-            },
-        });
         let node = ln_shift(
             &h.ctx(),
             None,
@@ -269,30 +204,8 @@ mod tests {
             &h.u32_buf(&meta),
             &state_buf,
             &act_buf,
-            folded.as_ref(),
         )
         .unwrap();
-        if fold.is_some() {
-            // Twice: the second reads the shift state the first wrote.
-            h.run(std::slice::from_ref(&node));
-            h.run(std::slice::from_ref(&node));
-            let out0 = h.read(&act_buf, t * c, t * c);
-            let got = h.read(&act_buf, h_off, t * 128);
-            for tok in 0..t {
-                for j in 0..rank {
-                    let want: f32 = 0.75
-                        * (0..c)
-                            .map(|i| a16[j * c + i].to_f32() * out0[tok * c + i])
-                            .sum::<f32>();
-                    let g = got[tok * 128 + j];
-                    assert!(
-                        (g - want).abs() < 1e-3 * (1.0 + want.abs()),
-                        "h token {tok} rank {j}: {g} vs {want}"
-                    );
-                }
-            }
-            return;
-        }
         h.run(&[node]);
         let got = h.read(&act_buf, t * c, n_mix * t * c);
         let st = h.read(&state_buf, 0, 3 * slot_len);

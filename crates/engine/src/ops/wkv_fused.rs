@@ -3,7 +3,6 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::lora_fold::{Fold, FoldParams};
 use crate::ops::{op_err, Ctx, Grid, Node};
 
 #[repr(C)]
@@ -36,21 +35,10 @@ pub struct WkvFusedArgs {
     pub _p: [u32; 2],
 }
 
-/// `shaders/wkv_fused.wgsl`'s Params: the arguments and the folded LoRA product.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    args: WkvFusedArgs,
-    lf: FoldParams,
-}
-
 /// The time mix from the WKV inputs to `o` for every sequence of the pass, token by
-/// token; S read from and written back to each sequence's slot. With `fold`, also the
-/// attention output's LoRA first product `h = s · A o` (`ops::lora_fold`).
+/// token; S read from and written back to each sequence's slot.
 ///
-/// Errors: C not a multiple of the head size 64, offsets not multiples of 4, a `fold`
-/// that does not fit (`Fold::check`).
-#[allow(clippy::too_many_arguments)]
+/// Errors: C not a multiple of the head size 64, offsets not multiples of 4.
 pub fn wkv_fused(
     cx: &Ctx,
     layer: Option<usize>,
@@ -59,7 +47,6 @@ pub fn wkv_fused(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
     vecs: &wgpu::Buffer,
-    fold: Option<&Fold>,
 ) -> Result<Node> {
     if a.c % 64 != 0 {
         return Err(op_err(
@@ -90,33 +77,23 @@ pub fn wkv_fused(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let mut key = PipelineKey {
+    let key = PipelineKey {
         op: "wkv_fused",
         dtype: None,
         spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx))],
     };
-    let mut res = vec![
-        (2, meta.as_entire_binding()),
-        (3, state.as_entire_binding()),
-        (4, act.as_entire_binding()),
-        (5, vecs.as_entire_binding()),
-    ];
-    let mut p = Params {
-        args: *a,
-        lf: FoldParams::default(),
-    };
-    if let Some(f) = fold {
-        f.check("wkv_fused", a.c as usize)?;
-        key.spec.push(("LORA_FOLD", 1));
-        res.extend(f.resources());
-        p.lf = f.params;
-    }
-    let grid = Grid::Tiles {
-        x: a.c / 64,
-        count: crate::ops::Count::Seqs,
-        per_y: 1,
-    };
-    cx.node_at("wkv_fused", layer, &key, &p, res, grid)
+    cx.node(
+        "wkv_fused",
+        layer,
+        &key,
+        a,
+        &[meta, state, act, vecs],
+        Grid::Tiles {
+            x: a.c / 64,
+            count: crate::ops::Count::Seqs,
+            per_y: 1,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -165,7 +142,6 @@ mod tests {
             *v = 0.5 + 0.5 * *v; // σ(a), g in (0, 1)
         }
         act.extend(vec![0.0; 4 * t * c]);
-        act.extend(vec![f32::NAN; t * 64]); // h of the folded LoRA product (below)
         let vecs = rand_vec(80, 6 * c, 1.0); // k_k k_a r_k lnx_w lnx_b (+ spare)
         let slot_len = 2 * 64 * 64 + 16;
         let state0 = rand_vec(81, 2 * slot_len, 0.3);
@@ -249,7 +225,7 @@ mod tests {
             eps: 64e-5,
             _p: [0; 2],
         };
-        let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf, None).unwrap();
+        let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf).unwrap();
         h.run(&[node]);
 
         let n = n as usize;
@@ -268,60 +244,5 @@ mod tests {
         let err = max_abs(&s_a, &s_b);
         assert!(err < 1e-4, "layer0={layer0}: state differs by {err}");
         assert!(o_a.iter().any(|v| *v != 0.0), "the chain wrote no output");
-
-        // With the output's LoRA first product folded in (rank 40), twice in a row: the
-        // second dispatch finds its counter back at 0 and writes h from its own o.
-        let rank = 40;
-        let a16: Vec<half::f16> = rand_vec(82, rank * c, 1.0)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let a = crate::ops::GpuMatrix::upload(
-            &h.gpu,
-            "A".into(),
-            crate::DType::F16,
-            bytemuck::cast_slice(&a16),
-            rank,
-            c,
-        )
-        .unwrap();
-        let scratch = crate::ops::lora_fold::FoldScratch::new(&h.gpu, 1, 8, c);
-        let h_off = 12 * n; // [T, 64] in the spare region
-        let fold = Fold {
-            a: &a,
-            scratch: &scratch,
-            params: FoldParams {
-                rank: rank as u32,
-                k: c as u32,
-                h_off: h_off as u32,
-                h_stride: 64,
-                scale: -1.5,
-                count: 0,
-                _p: [0; 2],
-            },
-        };
-        let act_c = h.f32_buf(&act);
-        let state_c = h.f32_buf(&state0);
-        let node = wkv_fused(&cx, None, &fused, &meta, &state_c, &act_c, &vecs_buf, Some(&fold))
-            .unwrap();
-        h.run(std::slice::from_ref(&node));
-        let o_c = h.read(&act_c, 11 * n, n);
-        assert!(max_abs(&o_c, &o_b) < 1e-5, "layer0={layer0}: the fold changed o");
-        h.run(std::slice::from_ref(&node));
-        let o_c = h.read(&act_c, 11 * n, n);
-        let got = h.read(&act_c, h_off, t * 64);
-        for tok in 0..t {
-            for j in 0..rank {
-                let want: f32 = -1.5
-                    * (0..c)
-                        .map(|i| a16[j * c + i].to_f32() * o_c[tok * c + i])
-                        .sum::<f32>();
-                let g = got[tok * 64 + j];
-                assert!(
-                    (g - want).abs() < 1e-3 * (1.0 + want.abs()),
-                    "layer0={layer0}: h token {tok} rank {j}: {g} vs {want}"
-                );
-            }
-        }
     }
 }

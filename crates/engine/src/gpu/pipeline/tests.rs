@@ -92,13 +92,11 @@ fn every_variant_validates() {
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });
         }
-        for fold in [0, 1] {
-            keys.push(PipelineKey {
-                op: "wkv_fused",
-                dtype: None,
-                spec: vec![("TPR", tpr), ("LORA_FOLD", fold)],
-            });
-        }
+        keys.push(PipelineKey {
+            op: "wkv_fused",
+            dtype: None,
+            spec: vec![("TPR", tpr)],
+        });
     }
     for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
         keys.push(PipelineKey {
@@ -113,13 +111,11 @@ fn every_variant_validates() {
         spec: vec![("KSPLIT", 4)],
     });
     for sg in [0, 1] {
-        for fold in [0, 1] {
-            keys.push(PipelineKey {
-                op: "ln_shift",
-                dtype: None,
-                spec: vec![("SG", sg), ("LORA_FOLD", fold)],
-            });
-        }
+        keys.push(PipelineKey {
+            op: "ln_shift",
+            dtype: None,
+            spec: vec![("SG", sg)],
+        });
     }
     // Every product kernel also with the LoRA term (never on the logits).
     let with_lora: Vec<PipelineKey> = keys
