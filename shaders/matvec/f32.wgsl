@@ -1,22 +1,13 @@
-// F32 rows for `matvec`: a step is 32 weights, eight 16-byte loads (rows are 128-byte
-// multiples since K % 32 == 0).
-const MV_STEP: u32 = 32u;
+// F32 rows for `matvec`: a step is 4 weights, one 16-byte load (rows are 128-byte
+// multiples since K % 32 == 0), and one vec4 of x.
+const MV_STEP: u32 = 4u;
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let i = (rb >> 4u) + 8u * g;
-    var a: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        a[j] = bitcast<vec4<f32>>(w4[i + j]);
-    }
+    let a = bitcast<vec4<f32>>(w4[(rb >> 4u) + g]);
     var out = vec4<f32>(0.0);
     for (var t = 0u; t < 4u; t++) {
         if (t < nt) {
-            let x = xb[t] + 8u * g;
-            var s = 0.0;
-            for (var j = 0u; j < 8u; j++) {
-                s += dot(a[j], act[x + j]);
-            }
-            out[t] = s;
+            out[t] = dot(a, act[xb[t] + g]);
         }
     }
     return out;

@@ -1,6 +1,10 @@
 // Shared by `matvec` and `matvec_group`: the x rows of up to 4 tokens from t0 (vec4
 // units; offsets and strides are multiples of 4), and one lane's share of a row's dot
-// products: steps g = lane, lane + LANES, … of MV_STEP weights (`mv_step`).
+// products: steps g = lane, lane + LANES, … of MV_STEP weights (`mv_step`). The lanes of
+// a row take consecutive steps, so each load instruction of a subgroup reads one
+// contiguous run of the row and of x (a step is a few words of weights: 4–16 values);
+// two steps LANES apart per iteration keep two loads of each lane in flight together
+// (a step past the row repeats its last one and is not added).
 fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
     let xs = x_stride >> 2u;
     let x0 = (x_off >> 2u) + t0 * xs;
@@ -10,8 +14,12 @@ fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
 fn mv_row(rb: u32, k: u32, lane: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     var acc = vec4<f32>(0.0);
     let steps = k / MV_STEP;
-    for (var g = lane; g < steps; g += LANES) {
-        acc += mv_step(rb, g, xb, nt);
+    let last = steps - 1u;
+    let zero = vec4<f32>(0.0);
+    for (var g = lane; g < steps; g += 2u * LANES) {
+        let s0 = mv_step(rb, g, xb, nt);
+        let s1 = mv_step(rb, min(g + LANES, last), xb, nt);
+        acc += s0 + select(zero, s1, g + LANES < steps);
     }
     return acc;
 }
