@@ -118,9 +118,11 @@ pub fn matvec_group(
     let mut lora_buf = None;
     let mut dt2 = false;
     for (i, (m, a)) in segs.iter().enumerate() {
-        let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
+        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
         lora_buf = lora_buf.or(buf);
-        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
+        // h in parts is the `matvec` kernel's alone.
+        let parts = lf[4] != 0;
+        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 || parts {
             return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
         }
         if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
@@ -149,7 +151,7 @@ pub fn matvec_group(
             wg0: 0, // set below, once LANES is known
             src,
             scale,
-            lora,
+            lora: [lf[0], lf[1], lf[2], lf[3]],
             _p: [0; 3],
         };
     }

@@ -92,11 +92,13 @@ fn every_variant_validates() {
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });
         }
-        keys.push(PipelineKey {
-            op: "wkv_fused",
-            dtype: None,
-            spec: vec![("TPR", tpr)],
-        });
+        for parts in [0, 1] {
+            keys.push(PipelineKey {
+                op: "wkv_fused",
+                dtype: None,
+                spec: vec![("TPR", tpr), ("LORA_PARTS", parts)],
+            });
+        }
     }
     for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
         keys.push(PipelineKey {
@@ -111,11 +113,13 @@ fn every_variant_validates() {
         spec: vec![("KSPLIT", 4)],
     });
     for sg in [0, 1] {
-        keys.push(PipelineKey {
-            op: "ln_shift",
-            dtype: None,
-            spec: vec![("SG", sg)],
-        });
+        for parts in [0, 1] {
+            keys.push(PipelineKey {
+                op: "ln_shift",
+                dtype: None,
+                spec: vec![("SG", sg), ("LORA_PARTS", parts)],
+            });
+        }
     }
     // Every product kernel also with the LoRA term (never on the logits).
     let with_lora: Vec<PipelineKey> = keys
@@ -124,10 +128,14 @@ fn every_variant_validates() {
             matches!(k.op, "matvec" | "matvec_group" | "matmul_coop")
                 && spec(k, "OUT_SEP") != Some(1)
         })
-        .map(|k| {
+        .flat_map(|k| {
+            // The matrix × vector kernel also with h in parts.
             let mut k = k.clone();
             k.spec.push(("LORA", 1));
-            k
+            let mut parts = k.clone();
+            parts.spec.push(("LORA_PARTS", 1));
+            let both = k.op == "matvec";
+            std::iter::once(k).chain(both.then_some(parts))
         })
         .collect();
     assert!(with_lora.len() > 10);
