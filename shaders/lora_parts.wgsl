@@ -2,42 +2,46 @@
 // in a decode step the dispatch that produced x also computed h = s · A x, each of its
 // workgroups the part of its own channels (`wkv_fused` a head's, `ln_shift` a slice's),
 // h[t, j] = Σ_p parts[t, p, j] (P = p.lora_parts parts, part stride R = p.lora_rank,
-// token stride p.lora_stride, P · R ≤ 4096): `lp_load` starts the first token's loads
-// before the main loop (coalesced, ≤ 16 a thread), `lp_sum` adds them after it through
-// workgroup memory into `hs`, where `lora_sum` reads h. B as in LORA_ON (f16 pairs).
+// token stride p.lora_stride). A thread sums ≤ 16 parts of one column (256 / R threads a
+// column): `lp_load` starts the first token's loads before the main loop, `lp_sum` adds
+// them after it into `hs`, where `lora_sum` reads h. B as in LORA_ON (f16 pairs).
 
 @group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
-var<workgroup> hs: array<f32, 512>;      // h of ≤ 4 tokens, R ≤ 128 columns each
-var<workgroup> lp_all: array<f32, 4096>; // one token's parts, P · R ≤ 4096
+var<workgroup> hs: array<f32, 512>;     // h of ≤ 4 tokens, R ≤ 128 columns each
+var<workgroup> lp_red: array<f32, 256>;
 
-// Token t's parts [P, R], read as one contiguous run: element li + 256 i by thread li
-// (≤ 16 a thread; past the run, the last element again, not used).
+// This thread's ≤ 16 parts of token t: column j = li / Q, parts q, q + Q, … (Q = 256 / R).
 fn lp_load(t: u32, li: u32) -> array<f32, 16> {
     var v: array<f32, 16>;
-    let n = p.lora_parts * p.lora_rank;
-    let base = p.lora_h + t * p.lora_stride;
-    for (var i = 0u; i < 16u; i++) {
-        let idx = base + min(li + 256u * i, n - 1u);
-        v[i] = act[idx >> 2u][idx & 3u];
+    let r = p.lora_rank;
+    let qn = 256u / r;
+    let j = li / qn;
+    let np = p.lora_parts;
+    if (j < r) {
+        let base = p.lora_h + t * p.lora_stride + j;
+        for (var i = 0u; i < 16u; i++) {
+            let pp = li % qn + i * qn;
+            let idx = base + min(pp, np - 1u) * r;
+            v[i] = select(0.0, act[idx >> 2u][idx & 3u], pp < np);
+        }
     }
     return v;
 }
 
 // h of the workgroup's token `slot` from every thread's loaded parts.
 fn lp_reduce(v: array<f32, 16>, slot: u32, li: u32) {
-    let r = p.lora_rank;
-    let n = p.lora_parts * r;
+    var s = 0.0;
     for (var i = 0u; i < 16u; i++) {
-        let e = li + 256u * i;
-        if (e < n) {
-            lp_all[e] = v[i];
-        }
+        s += v[i];
     }
+    lp_red[li] = s;
     workgroupBarrier();
+    let r = p.lora_rank;
+    let qn = 256u / r;
     if (li < r) {
         var h = 0.0;
-        for (var q = 0u; q < p.lora_parts; q++) {
-            h += lp_all[q * r + li];
+        for (var q = 0u; q < qn; q++) {
+            h += lp_red[li * qn + q];
         }
         hs[128u * slot + li] = h;
     }

@@ -101,13 +101,13 @@ pub struct LoraArgs {
     pub parts: usize,
 }
 
-/// Most parts of a LoRA `h` the matrix × vector kernel sums for `rank` columns (rank ≤
-/// 128): 4096 values, 16 a thread.
+/// Most parts of a LoRA `h` the matrix × vector kernel sums for `rank` columns: 16 a
+/// thread, 256 / rank threads a column (rank ≤ 128).
 pub fn max_parts(rank: usize) -> usize {
     if rank == 0 || rank > 128 {
         0
     } else {
-        4096 / rank
+        16 * (256 / rank)
     }
 }
 
