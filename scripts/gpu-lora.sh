@@ -15,9 +15,6 @@ B="--commit $C --model $M/q4.gguf --chunk 512 --prefill 512 --gen 64 --repeat 5 
 for i in 1 2; do
   timeout 150 "$BIN/rwkv" bench $B --title base --json $OUT/base$i.json 2>&1 | grep -E "^(prefill|decode|quality)"
   timeout 150 "$BIN/rwkv" bench $B --title lora64 --lora $M/l64.safetensors --json $OUT/lora$i.json 2>&1 | grep -E "^(prefill|decode|quality)"
-  if [ "${AB:-0}" = 1 ]; then  # the first products in dispatches of their own (A/B)
-    RWKV_LORA_PARTS=0 timeout 150 "$BIN/rwkv" bench $B --title lora64-own --lora $M/l64.safetensors --json $OUT/own$i.json 2>&1 | grep -E "^(prefill|decode)"
-  fi
 done
 for L in "" "--lora $M/l64.safetensors"; do for T in 512 1; do
   echo "== T=$T $L"; timeout 100 "$BIN/rwkv" profile --model $M/q4.gguf --chunk 512 $L --tokens $T 2>&1 | sed -n '/^GPU profile/,/^$/p' | head -16

@@ -8,10 +8,6 @@
 // from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
 // (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
-// With LORA_PARTS = 1 (decode, channel slices) each workgroup also writes its slice's part
-// of the LoRA h = s · A out_0 of the product that reads out_0 (the channel-mix key;
-// shaders/lora_parts_producer.wgsl): four threads a row of A, 64 channels each, loaded
-// before the LayerNorm.
 
 struct Params {
     c: u32,
@@ -26,7 +22,6 @@ struct Params {
     eps: f32,
     slices: u32,      // workgroups per token: 1, or ceil(C / WG) (each its channel slice)
     _p0: u32,
-    lp: LoraParts,    // LORA_PARTS = 1: the parts of a LoRA h = s · A out_0
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -38,9 +33,6 @@ struct Params {
 
 const WG: u32 = 256u;
 
-var<workgroup> lp_v: array<f32, 256>;   // out_0 of the slice (LORA_PARTS)
-var<workgroup> lp_r: array<f32, 256>;
-
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32 /*SG_ARGS*/) {
@@ -51,17 +43,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let c0 = (wgi % p.slices) * WG; // first output channel of this workgroup
     let c1 = select(min(c0 + WG, p.c), p.c, p.slices == 1u);
-    // LORA_PARTS: thread (row j, quarter q) holds A[j, c0 + 64q ..][..64], loaded ahead.
-    let pj = li / 4u;
-    let pq = li % 4u;
-    let pin = LORA_PARTS == 1u && pj < p.lp.rank && c0 + 64u * pq < c1;
-    var pa: array<vec4<u32>, 8>;
-    if (pin) {
-        let ab = (pj * p.c + c0 + 64u * pq) >> 3u;
-        for (var u = 0u; u < 8u; u++) {
-            pa[u] = la8(ab + u);
-        }
-    }
     let b = tmeta[d.off_tok_seq + t];
     let pos = tmeta[d.off_tok_pos + t];
     let start = tmeta[d.off_seqs + 4u * b];
@@ -98,31 +79,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let dx = prev - xn;
         for (var m = 0u; m < p.n_mix; m++) {
-            let y = xn + dx * vecs[p.mix_off + m * p.c + i];
-            act[p.out_off + m * p.out_stride + t * p.c + i] = y;
-            if (LORA_PARTS == 1u && m == 0u) {
-                lp_v[i - c0] = y;
-            }
-        }
-    }
-    if (LORA_PARTS == 1u) {
-        workgroupBarrier();
-        var part = 0.0;
-        if (pin) {
-            for (var u = 0u; u < 8u; u++) {
-                let e = 64u * pq + 8u * u;
-                part += lp_dot8(pa[u], vec4<f32>(lp_v[e], lp_v[e + 1u], lp_v[e + 2u], lp_v[e + 3u]),
-                                vec4<f32>(lp_v[e + 4u], lp_v[e + 5u], lp_v[e + 6u], lp_v[e + 7u]));
-            }
-        }
-        lp_r[li] = part;
-        workgroupBarrier();
-        if (li < p.lp.width) {
-            var hp = 0.0;
-            if (li < p.lp.rank) {
-                hp = (lp_r[4u * li] + lp_r[4u * li + 1u]) + (lp_r[4u * li + 2u] + lp_r[4u * li + 3u]);
-            }
-            act[p.lp.off + (t * p.slices + wgi % p.slices) * p.lp.width + li] = hp * p.lp.scale;
+            act[p.out_off + m * p.out_stride + t * p.c + i] = xn + dx * vecs[p.mix_off + m * p.c + i];
         }
     }
 }

@@ -24,7 +24,7 @@ struct Params {
     lora_h: u32,      // act offset of h [T, R] (row stride lora_stride)
     lora_stride: u32,
     lora_b: u32,      // offset of B [N, R] in `lora`
-    lora_parts: u32,  // P > 0: h is the sum of P parts [T, P, R] (row stride lora_stride)
+    _p0: u32,
     _p1: u32,
     _p2: u32,
 }

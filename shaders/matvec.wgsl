@@ -29,18 +29,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // NT1 = 1: passes of one token only (the count folds to a constant).
     let nt = select(min(t_count - min(t0, t_count), 4u), 1u, NT1 == 1u);
     let xb = mv_xb(p.x_off, p.x_stride, t0);
-    // A LoRA h in parts (LORA_PARTS): the first token's loads start before the main
-    // loop and are summed after it (`lp_sum`, into workgroup memory).
-    let lp = lp_load(t0, li);
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
         acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
-    }
-    lp_sum(lp, t0, nt, li);
-    if (r < p.n) {
         // This lane's columns of the LoRA term (summed with the row below).
         for (var j = 0u; j < nt; j++) {
-            acc[j] += lora_sum(p.lora_b, lora_hrow(t0, j), p.lora_rank, r, lane, LANES);
+            let h = p.lora_h + (t0 + j) * p.lora_stride;
+            acc[j] += lora_sum(p.lora_b, h, p.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);

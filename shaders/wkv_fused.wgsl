@@ -6,10 +6,7 @@
 //   o = (GroupNorm_H(y) (ln_x) + (Σ_j r_j k'_j r_k[j]) v') * g
 // i.e. `wkv_prep` → `wkv` → `wkv_out`, without their dispatches between. Threads as in
 // `wkv` (TPR per row of S, the row's NV vec4 columns in registers); the GroupNorm over
-// the head's 64 rows goes through workgroup memory. With LORA_PARTS = 1 (an adapter on
-// the attention output) the workgroup also writes its head's part of that product's
-// h = s · A o for each token (shaders/lora_parts_producer.wgsl): A's rows of the head
-// are loaded before the recurrence, one row a thread.
+// the head's 64 rows goes through workgroup memory.
 
 struct Params {
     c: u32,
@@ -32,7 +29,6 @@ struct Params {
     eps: f32,
     _p0: u32,
     _p1: u32,
-    lp: LoraParts,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -46,7 +42,6 @@ const NV: u32 = 16u / TPR;
 const WG: u32 = 64u * TPR;
 
 var<workgroup> ys: array<f32, 64>;
-var<workgroup> os: array<f32, 64>;   // the head's o (LORA_PARTS)
 
 fn act1(i: u32) -> f32 {
     return act[i >> 2u][i & 3u];
@@ -72,14 +67,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var s: array<vec4<f32>, NV>;
     for (var j = 0u; j < NV; j++) {
         s[j] = state[sb + j];
-    }
-    // LORA_PARTS: row li of A over the head's 64 channels, loaded ahead.
-    var pa: array<vec4<u32>, 8>;
-    if (LORA_PARTS == 1u && li < p.lp.rank) {
-        let ab = (li * p.c + h * 64u) >> 3u;
-        for (var u = 0u; u < 8u; u++) {
-            pa[u] = la8(ab + u);
-        }
     }
     let col = h * 16u + q * NV;   // vec4 column of this thread's keys
     let ch = h * 64u + i;         // channel of this thread's row
@@ -149,23 +136,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             + vec1(p.lnx_off + p.c + ch);
         if (q == 0u) {
             let o = p.o_off + vi;
-            let ov = (gn + bonus * v) * act1(p.g_off + vi);
-            act[o >> 2u][o & 3u] = ov;
-            os[i] = ov;
+            act[o >> 2u][o & 3u] = (gn + bonus * v) * act1(p.g_off + vi);
         }
         workgroupBarrier();
-        if (LORA_PARTS == 1u && li < p.lp.width) {
-            var part = 0.0;
-            if (li < p.lp.rank) {
-                for (var u = 0u; u < 8u; u++) {
-                    let e = 8u * u;
-                    part += lp_dot8(pa[u], vec4<f32>(os[e], os[e + 1u], os[e + 2u], os[e + 3u]),
-                                    vec4<f32>(os[e + 4u], os[e + 5u], os[e + 6u], os[e + 7u]));
-                }
-            }
-            let o = p.lp.off + (t * (p.c / 64u) + h) * p.lp.width + li;
-            act[o >> 2u][o & 3u] = part * p.lp.scale;
-        }
     }
     for (var j = 0u; j < NV; j++) {
         state[sb + j] = s[j];

@@ -62,31 +62,6 @@ fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
 }
 ";
 
-/// `matvec`'s LoRA term with `h` in parts (`LORA_PARTS = 1`): shaders/lora_parts.wgsl.
-const LORA_PARTS_ON: &str = include_str!("../../../../shaders/lora_parts.wgsl");
-
-/// `ln_shift` / `wkv_fused` computing the parts of a LoRA `h` (`LORA_PARTS = 1`).
-const LP_PRODUCER: &str = include_str!("../../../../shaders/lora_parts_producer.wgsl");
-const LP_PRODUCER_OFF: &str = "
-struct LoraParts { rank: u32, width: u32, off: u32, scale: f32 }
-fn la8(i: u32) -> vec4<u32> { return vec4<u32>(0u); }
-";
-
-/// `Σ` over 8 halves of A (`w`) times 8 values of x.
-const LP_DOT8: &str = "
-fn lp_dot8(w: vec4<u32>, a: vec4<f32>, b: vec4<f32>) -> f32 {
-    return dot(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), a)
-        + dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), b);
-}
-";
-
-/// `matvec`'s LoRA term with `h` whole in the activations (or none).
-const LORA_PARTS_OFF: &str = "
-fn lp_load(t: u32, li: u32) -> array<f32, 16> { return array<f32, 16>(); }
-fn lp_sum(first: array<f32, 16>, t0: u32, nt: u32, li: u32) {}
-fn lora_hrow(t0: u32, j: u32) -> u32 { return p.lora_h + (t0 + j) * p.lora_stride; }
-";
-
 /// `matmul_coop` with a LoRA term (`LORA = 1`): `B h` as extra k-steps of the tile loop,
 /// the f16 `B` blocks read 8 halves at a time.
 const COOP_LORA_ON: &str = "
@@ -360,17 +335,6 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     if matches!(key.op, "layer_norm" | "wkv_out") {
         src.push_str(WG_SUM1);
     }
-    if matches!(key.op, "ln_shift" | "wkv_fused") {
-        if spec(key, "LORA_PARTS") == Some(1) {
-            src.push_str(LP_PRODUCER);
-        } else {
-            if spec(key, "LORA_PARTS").is_none() {
-                src.push_str("const LORA_PARTS: u32 = 0u;\n");
-            }
-            src.push_str(LP_PRODUCER_OFF);
-        }
-        src.push_str(LP_DOT8);
-    }
     if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
             TPR_SUM_SG
@@ -435,14 +399,11 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         }
     }
     if matches!(key.op, "matvec" | "matvec_group") {
-        src.push_str(match (spec(key, "LORA"), spec(key, "LORA_PARTS")) {
-            (Some(1), Some(1)) if key.op == "matvec" => LORA_PARTS_ON,
-            (Some(1), _) => LORA_ON,
-            _ => LORA_OFF,
+        src.push_str(if spec(key, "LORA") == Some(1) {
+            LORA_ON
+        } else {
+            LORA_OFF
         });
-    }
-    if key.op == "matvec" && spec(key, "LORA_PARTS") != Some(1) {
-        src.push_str(LORA_PARTS_OFF);
     }
     if matches!(
         key.op,

@@ -10,9 +10,8 @@ use crate::model::graph_group::{group_decode, push_grouped};
 use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::lora_parts::Parts;
 use crate::ops::matmul::{
-    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, MatmulArgs, SMALL_T,
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
@@ -65,12 +64,175 @@ pub(super) struct Blocks<'a> {
 impl<'a> Blocks<'a> {
     /// k slices for a tensor-core product of `n` rows and depth `k`: [`coop_ksplit`],
     /// bounded by what the scratch holds at `t_cap` tokens (1 without the split).
-    pub(super) fn ks(&self, n: usize, k: usize) -> u32 {
+    fn ks(&self, n: usize, k: usize) -> u32 {
         if !self.split_ok {
             return 1;
         }
         let fits = (self.split.size() / 4) as usize / (self.t_cap * n).max(1);
         coop_ksplit(n, k).min(fits.max(1) as u32)
+    }
+
+    /// The first products `h_i = s_i · A_i x` of the adapters at (l, t) into `h` slot
+    /// `slot` as (node, its reduce step, A, arguments), and the base products' LoRA terms.
+    #[allow(clippy::type_complexity)]
+    fn lora_first_nodes(
+        &self,
+        l: usize,
+        sites: &[(LoraTarget, usize, usize, usize)],
+        vecs: &wgpu::Buffer,
+    ) -> Result<(
+        Vec<Option<LoraArgs>>,
+        Vec<(Node, Node, &'a GpuMatrix, MatmulArgs)>,
+    )> {
+        let Some(loras) = self.loras else {
+            return Ok((vec![None; sites.len()], Vec::new()));
+        };
+        let mut terms = Vec::new();
+        let mut firsts = Vec::new();
+        for &(t, slot, x_off, k) in sites {
+            let h = self.rg.adapter_slot(slot, self.t_cap);
+            let term = loras.term(l, t, h);
+            if let Some(tm) = term {
+                for (a, scale, j0) in loras.firsts(l, t) {
+                    let mut args = mm(x_off, k, h + j0, tm.h_stride, Act::None, false, None);
+                    args.scale = scale;
+                    // Few rows, long k: k split on tensor cores, as the model's own
+                    // first low-rank products.
+                    let ks = self.ks(a.n_out, a.n_in);
+                    let (node, reduce) = matmul_split(
+                        self.cx,
+                        "lora.a",
+                        Some(l),
+                        a,
+                        vecs,
+                        self.act,
+                        &args,
+                        self.split,
+                        ks,
+                    )?;
+                    firsts.push((node, reduce, a, args));
+                }
+            }
+            terms.push(term);
+        }
+        Ok((terms, firsts))
+    }
+
+    /// [`Blocks::lora_first_nodes`] onto `body`: a decode step runs them in as few
+    /// `matvec_group` dispatches as their buffers allow. The base products' LoRA terms.
+    fn lora_firsts(
+        &self,
+        l: usize,
+        sites: &[(LoraTarget, usize, usize, usize)],
+        vecs: &wgpu::Buffer,
+        body: &mut Vec<Node>,
+    ) -> Result<Vec<Option<LoraArgs>>> {
+        let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
+        push_grouped(self.cx, "lora.a", Some(l), firsts, vecs, self.act, body)?;
+        Ok(terms)
+    }
+
+    /// The product `y (+)= B h` of the active adapters at (l, t) for passes larger than
+    /// `main`'s matrix × vector variant serves (which adds the term itself): into the
+    /// residual or the base product's output (`add_before_act` with `act` for a product
+    /// whose activation must see the sum). `None` without adapters there.
+    #[allow(clippy::too_many_arguments)]
+    fn lora_second(
+        &self,
+        l: usize,
+        t: LoraTarget,
+        term: Option<LoraArgs>,
+        main: &Node,
+        y_off: usize,
+        act_fn: Act,
+        before_act: bool,
+        vecs: &wgpu::Buffer,
+    ) -> Result<Option<Node>> {
+        let (Some(loras), Some(term)) = (self.loras, term) else {
+            return Ok(None);
+        };
+        let Some(b) = loras.b_matrix(l, t) else {
+            return Ok(None);
+        };
+        let mut args = mm(
+            term.h_off,
+            term.h_stride,
+            y_off,
+            b.n_out,
+            act_fn,
+            true,
+            None,
+        );
+        args.add_before_act = before_act;
+        let mut node = matmul(self.cx, "lora.b", Some(l), &b, vecs, self.act, None, &args)?;
+        let max = main.small.as_ref().map_or(0, |s| s.max);
+        node.small = Some(Small {
+            count: Count::Tokens,
+            max,
+            node: Box::new(node.skip()),
+        });
+        Ok(Some(node))
+    }
+
+    /// A C-row product (k split on tensor cores, `matmul_split`) of block `l`.
+    fn big(
+        &self,
+        l: usize,
+        v: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+    ) -> Result<(Node, Node)> {
+        let ks = self.ks(m.n_out, m.n_in);
+        matmul_split(self.cx, name, Some(l), m, v, self.act, args, self.split, ks)
+    }
+
+    /// [`Blocks::big`] with the adapters' `term` at (l, t), when there is one: the node
+    /// (its decode variant adds `B h`; on tensor cores every variant does), its reduce
+    /// step, and — without tensor cores — the larger passes' `B h` product (into
+    /// `args.y_off`, no activation) to run after both.
+    #[allow(clippy::too_many_arguments)]
+    fn adapted_big(
+        &self,
+        l: usize,
+        v: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+        t: LoraTarget,
+        term: Option<LoraArgs>,
+    ) -> Result<(Node, Node, Option<Node>)> {
+        if term.is_none() || lora_in_tiles(self.cx.gpu) {
+            // Tensor cores: every variant adds the term itself.
+            let (node, reduce) = self.big(
+                l,
+                v,
+                name,
+                m,
+                &MatmulArgs {
+                    lora: term,
+                    ..*args
+                },
+            )?;
+            return Ok((node, reduce, None));
+        }
+        let (node, reduce) = self.big(l, v, name, m, args)?;
+        let dec = MatmulArgs {
+            lora: term,
+            ..*args
+        };
+        let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
+        let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
+        Ok((node, reduce, second))
+    }
+
+    /// `node` with the matrix × vector variant of `dec` (the same product with the LoRA
+    /// term): decode adds `B h` in that kernel's epilogue.
+    fn decode_from(mut node: Node, dec: Node) -> Node {
+        if dec.small.is_some() {
+            node.small = dec.small;
+        }
+        node
     }
 
     /// The nodes of block `l` (steps 1–17) onto `body`.
@@ -88,11 +250,7 @@ impl<'a> Blocks<'a> {
         let base = l * per_layer;
         // LayerNorm + token shift of the residual into the mix region (one dispatch):
         // `n_mix` lerps at `mix_off`, the LayerNorm at `ln_off`, the shift state at `state_off`.
-        let ln_shift = |n_mix: usize,
-                        mix_off: usize,
-                        ln_off: usize,
-                        state_off: usize,
-                        parts: Option<&Parts>| {
+        let ln_shift = |n_mix: usize, mix_off: usize, ln_off: usize, state_off: usize| {
             let args = LnShiftArgs {
                 c,
                 n_mix,
@@ -105,16 +263,10 @@ impl<'a> Blocks<'a> {
                 slot_len,
                 eps: LN_EPS,
             };
-            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act, parts)
+            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act)
         };
         // 1–3: ln1, lerps, shift state
-        body.push(ln_shift(
-            6,
-            LayerVecs::MIX * c,
-            LayerVecs::LN1 * c,
-            base,
-            None,
-        )?);
+        body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base)?);
         let mix = |i: usize| rg.mix + i * tc;
         // The variant of a node for passes of at most SMALL_T tokens (decode).
         let few = |node: Node| Small {
@@ -298,18 +450,9 @@ impl<'a> Blocks<'a> {
             eps: GN_EPS,
             _p: [0; 2],
         };
-        // A decode step's `wkv_fused` also writes the parts of the output's LoRA `A o`.
-        let out_parts = self.parts_plan(l, LoraTarget::Output, c / 64, 64);
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
         wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx,
-            lid,
-            &fused,
-            self.meta,
-            self.state,
-            act,
-            v,
-            out_parts.as_ref().map(|(p, _)| p),
+            cx, lid, &fused, self.meta, self.state, act, v,
         )?));
         body.push(wkv_node);
         let out = WkvOutArgs {
@@ -331,38 +474,26 @@ impl<'a> Blocks<'a> {
         body.push(out_node);
         // 12: x += Wo o
         let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
-        let site = [(LoraTarget::Output, 0, rg.o, c)];
-        let term = self.lora_firsts(l, &site, v, body, out_parts.is_some())?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
         let t = LoraTarget::Output;
-        let (mut node, reduce, second) =
+        let (node, reduce, second) =
             self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
-        if let Some((_, dec)) = out_parts {
-            let with = MatmulArgs {
-                lora: Some(dec),
-                ..args
-            };
-            node = Self::decode_parts(node, self.big(l, v, "att.output", &ly.output, &with)?.0);
-        }
         body.push(node);
         body.push(reduce);
         body.extend(second);
         // 13–17: channel mix
-        // A decode step's `ln_shift` also writes the parts of the channel-mix key's `A xk`.
-        let key_parts = self.parts_plan(l, LoraTarget::FfnKey, c.div_ceil(256), 256);
         let ffn_state = base + c + h * cfg.head_size * cfg.head_size;
         body.push(ln_shift(
             1,
             LayerVecs::FFN_X_K * c,
             LayerVecs::LN2 * c,
             ffn_state,
-            key_parts.as_ref().map(|(p, _)| p),
         )?);
         let f = cfg.ffn_dim;
         // Channel-mix key: with adapters and no tensor cores, larger passes leave relu² to
         // `B h`'s product.
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
-        let site = [(LoraTarget::FfnKey, 0, rg.mix, c)];
-        let term = self.lora_firsts(l, &site, v, body, key_parts.is_some())?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
         let node = match term {
             None => matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &args)?,
@@ -382,17 +513,6 @@ impl<'a> Blocks<'a> {
                 )
             }
         };
-        let node = match key_parts {
-            Some((_, dec)) => {
-                let with = MatmulArgs {
-                    lora: Some(dec),
-                    ..args
-                };
-                let dec = matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &with)?;
-                Self::decode_parts(node, dec)
-            }
-            None => node,
-        };
         let t = LoraTarget::FfnKey;
         let second = match in_tiles {
             true => None,
@@ -401,8 +521,7 @@ impl<'a> Blocks<'a> {
         body.push(node);
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-        let site = [(LoraTarget::FfnValue, 0, rg.ffn, f)];
-        let term = self.lora_firsts(l, &site, v, body, false)?[0];
+        let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
         let (node, reduce, second) =
             self.adapted_big(l, v, "ffn.value", &ly.ffn_value, &args, t, term)?;

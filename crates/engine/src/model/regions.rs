@@ -27,9 +27,6 @@ pub struct Regions {
     pub adapter_h: usize,
     /// `R` of [`Regions::adapter_h`] (0: no adapter active).
     pub adapter_rank: usize,
-    /// Parts of a LoRA `h` written by the dispatch that produced x, for passes of at
-    /// most SMALL_T tokens (`ops::lora_parts`): `[SMALL_T, C / 64, R]`.
-    pub lora_parts: usize,
     pub ffn: usize,
     /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
     pub head_in: usize,
@@ -62,8 +59,6 @@ impl Regions {
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
         let adapter_h = take(3 * t_cap * adapter_rank);
-        let small = crate::ops::matmul::SMALL_T as usize;
-        let lora_parts = take(small * cfg.n_embd.div_ceil(64) * adapter_rank);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
@@ -84,7 +79,6 @@ impl Regions {
             lora,
             adapter_h,
             adapter_rank,
-            lora_parts,
             ffn,
             head_in,
             head_norm,

@@ -6,7 +6,6 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::lora_parts::{Parts, PartsArgs};
 use crate::ops::{op_err, Count, Ctx, Grid, Node, Small};
 
 #[repr(C)]
@@ -24,7 +23,6 @@ struct Params {
     eps: f32,
     slices: u32,
     _p: u32,
-    lp: PartsArgs,
 }
 
 /// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).
@@ -50,11 +48,9 @@ pub struct LnShiftArgs {
 
 /// `xn = LayerNorm(x[t])`, `out_m[t] = xn + (prev(t) − xn)·mix_m` with `prev` the
 /// previous token's `xn` (the state's shift vector for a sequence's first token), and
-/// each sequence's last `xn` saved as its new shift vector. With `parts`, passes of few
-/// tokens also write each channel slice's part of a LoRA `h = s · A out_0`
-/// (`ops::lora_parts`; one part a slice of 256 channels).
+/// each sequence's last `xn` saved as its new shift vector.
 ///
-/// Errors: no mixes or more than six; `parts` that do not fit (`Parts::check`).
+/// Errors: no mixes or more than six.
 #[allow(clippy::too_many_arguments)]
 pub fn ln_shift(
     cx: &Ctx,
@@ -64,7 +60,6 @@ pub fn ln_shift(
     meta: &wgpu::Buffer,
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
-    parts: Option<&Parts>,
 ) -> Result<Node> {
     if a.n_mix == 0 || a.n_mix > 6 {
         return Err(op_err(
@@ -85,7 +80,6 @@ pub fn ln_shift(
         eps: a.eps,
         slices: 1,
         _p: 0,
-        lp: PartsArgs::default(),
     };
     let sg = cx.gpu.features.subgroup;
     let key = PipelineKey {
@@ -108,26 +102,18 @@ pub fn ln_shift(
             wg_size: 1,
         },
     )?;
-    let grid = Grid::Linear {
-        count: Count::Tokens,
-        per: slices,
-        wg_size: 1,
-    };
-    let mut res = vec![
-        (2, vecs.as_entire_binding()),
-        (3, meta.as_entire_binding()),
-        (4, state.as_entire_binding()),
-        (5, act.as_entire_binding()),
-    ];
-    let mut sp = Params { slices, ..p };
-    let mut key = key.clone();
-    if let Some(pt) = parts {
-        pt.check("ln_shift", a.c, 256)?;
-        key.spec.push(("LORA_PARTS", 1));
-        res.push((6, pt.a.binding()));
-        sp.lp = pt.args;
-    }
-    let small = cx.node_at("ln_shift", layer, &key, &sp, res, grid)?;
+    let small = cx.node(
+        "ln_shift",
+        layer,
+        &key,
+        &Params { slices, ..p },
+        &[vecs, meta, state, act],
+        Grid::Linear {
+            count: Count::Tokens,
+            per: slices,
+            wg_size: 1,
+        },
+    )?;
     node.small = Some(Small {
         count: Count::Tokens,
         max: crate::ops::matmul::SMALL_T,
@@ -152,28 +138,13 @@ mod tests {
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for n_mix in [6, 1] {
                 // 6 tokens: the decode variant (channel slices); 12: one workgroup a token.
-                check(g.clone(), n_mix, &[3, 1, 2], None);
-                check(g.clone(), n_mix, &[9, 1, 2], None);
+                check(g.clone(), n_mix, &[3, 1, 2]);
+                check(g.clone(), n_mix, &[9, 1, 2]);
             }
         }
     }
 
-    /// The decode variant writing the parts of a LoRA h = s · A out_0 (ranks 24 and 64,
-    /// width 64, one and six mixes): each slice's part for every token, zeros past the
-    /// rank, and the mixes and states as without.
-    #[test]
-    fn writes_the_parts_of_a_lora_first_product() {
-        for (n_mix, rank) in [(1, 24), (6, 64)] {
-            check(gpu(), n_mix, &[3, 1, 2], Some(rank));
-        }
-    }
-
-    fn check(
-        gpu: std::sync::Arc<crate::gpu::GpuContext>,
-        n_mix: usize,
-        lens: &[usize],
-        lora: Option<usize>,
-    ) {
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize, lens: &[usize]) {
         let c = 320; // not a multiple of the workgroup size
         let slots = [1usize, 2, 0];
         let t: usize = lens.iter().sum();
@@ -212,33 +183,7 @@ mod tests {
         let state_buf = h.f32_buf(&state0);
         let mut act = x.clone();
         act.extend(vec![0.0; n_mix * t * c]);
-        // LoRA parts [T, slices (2), 64] after the mixes.
-        let parts_off = act.len();
-        act.extend(vec![f32::NAN; t * 2 * 64]);
         let act_buf = h.f32_buf(&act);
-        let rank = lora.unwrap_or(1);
-        let a16: Vec<half::f16> = rand_vec(12, rank * c, 1.0)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let a = crate::ops::GpuMatrix::upload(
-            &h.gpu,
-            "A".into(),
-            crate::DType::F16,
-            bytemuck::cast_slice(&a16),
-            rank,
-            c,
-        )
-        .unwrap();
-        let parts = lora.map(|rank| Parts {
-            a: &a,
-            args: PartsArgs {
-                rank: rank as u32,
-                width: 64,
-                off: parts_off as u32,
-                scale: 0.75,
-            },
-        });
         let args = LnShiftArgs {
             c,
             n_mix,
@@ -259,32 +204,10 @@ mod tests {
             &h.u32_buf(&meta),
             &state_buf,
             &act_buf,
-            parts.as_ref(),
         )
         .unwrap();
         h.run(&[node]);
         let got = h.read(&act_buf, t * c, n_mix * t * c);
-        if lora.is_some() {
-            let got_parts = h.read(&act_buf, parts_off, t * 2 * 64);
-            for tok in 0..t {
-                for (s, (c0, c1)) in [(0usize, 256usize), (256, c)].into_iter().enumerate() {
-                    for j in 0..64 {
-                        let want: f32 = if j < rank {
-                            0.75 * (c0..c1)
-                                .map(|i| a16[j * c + i].to_f32() * got[tok * c + i])
-                                .sum::<f32>()
-                        } else {
-                            0.0
-                        };
-                        let g = got_parts[(tok * 2 + s) * 64 + j];
-                        assert!(
-                            (g - want).abs() < 1e-3 * (1.0 + want.abs()),
-                            "part token {tok} slice {s} rank {j}: {g} vs {want}"
-                        );
-                    }
-                }
-            }
-        }
         let st = h.read(&state_buf, 0, 3 * slot_len);
         let xn: Vec<Vec<f32>> = (0..t)
             .map(|i| ln_ref(&x[i * c..(i + 1) * c], &ln_w, &ln_b, 1e-5))

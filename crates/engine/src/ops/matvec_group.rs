@@ -118,11 +118,9 @@ pub fn matvec_group(
     let mut lora_buf = None;
     let mut dt2 = false;
     for (i, (m, a)) in segs.iter().enumerate() {
-        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
+        let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
         lora_buf = lora_buf.or(buf);
-        // h in parts is the `matvec` kernel's alone.
-        let parts = lf[4] != 0;
-        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 || parts {
+        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
             return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
         }
         if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
@@ -151,7 +149,7 @@ pub fn matvec_group(
             wg0: 0, // set below, once LANES is known
             src,
             scale,
-            lora: [lf[0], lf[1], lf[2], lf[3]],
+            lora,
             _p: [0; 3],
         };
     }

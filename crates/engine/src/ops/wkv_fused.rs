@@ -3,7 +3,6 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
-use crate::ops::lora_parts::{Parts, PartsArgs};
 use crate::ops::{op_err, Ctx, Grid, Node};
 
 #[repr(C)]
@@ -36,21 +35,10 @@ pub struct WkvFusedArgs {
     pub _p: [u32; 2],
 }
 
-/// `shaders/wkv_fused.wgsl`'s Params: the arguments and the LoRA parts.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    args: WkvFusedArgs,
-    lp: PartsArgs,
-}
-
 /// The time mix from the WKV inputs to `o` for every sequence of the pass, token by
-/// token; S read from and written back to each sequence's slot. With `parts`, also each
-/// head's part of a LoRA `h = s · A o` (`ops::lora_parts`; one part a head).
+/// token; S read from and written back to each sequence's slot.
 ///
-/// Errors: C not a multiple of the head size 64, offsets not multiples of 4, `parts`
-/// that do not fit (`Parts::check`).
-#[allow(clippy::too_many_arguments)]
+/// Errors: C not a multiple of the head size 64, offsets not multiples of 4.
 pub fn wkv_fused(
     cx: &Ctx,
     layer: Option<usize>,
@@ -59,7 +47,6 @@ pub fn wkv_fused(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
     vecs: &wgpu::Buffer,
-    parts: Option<&Parts>,
 ) -> Result<Node> {
     if a.c % 64 != 0 {
         return Err(op_err(
@@ -90,34 +77,23 @@ pub fn wkv_fused(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let tpr = crate::ops::wkv::threads_per_row(cx);
-    let mut key = PipelineKey {
+    let key = PipelineKey {
         op: "wkv_fused",
         dtype: None,
-        spec: vec![("TPR", tpr)],
+        spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx))],
     };
-    let mut res = vec![
-        (2, meta.as_entire_binding()),
-        (3, state.as_entire_binding()),
-        (4, act.as_entire_binding()),
-        (5, vecs.as_entire_binding()),
-    ];
-    let mut p = Params {
-        args: *a,
-        lp: PartsArgs::default(),
-    };
-    if let Some(pt) = parts {
-        pt.check("wkv_fused", a.c as usize, 64 * tpr as usize)?;
-        key.spec.push(("LORA_PARTS", 1));
-        res.push((6, pt.a.binding()));
-        p.lp = pt.args;
-    }
-    let grid = Grid::Tiles {
-        x: a.c / 64,
-        count: crate::ops::Count::Seqs,
-        per_y: 1,
-    };
-    cx.node_at("wkv_fused", layer, &key, &p, res, grid)
+    cx.node(
+        "wkv_fused",
+        layer,
+        &key,
+        a,
+        &[meta, state, act, vecs],
+        Grid::Tiles {
+            x: a.c / 64,
+            count: crate::ops::Count::Seqs,
+            per_y: 1,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -166,7 +142,6 @@ mod tests {
             *v = 0.5 + 0.5 * *v; // σ(a), g in (0, 1)
         }
         act.extend(vec![0.0; 4 * t * c]);
-        act.extend(vec![f32::NAN; t * 2 * 64]); // LoRA parts [T, H, 64] (below)
         let vecs = rand_vec(80, 6 * c, 1.0); // k_k k_a r_k lnx_w lnx_b (+ spare)
         let slot_len = 2 * 64 * 64 + 16;
         let state0 = rand_vec(81, 2 * slot_len, 0.3);
@@ -250,7 +225,7 @@ mod tests {
             eps: 64e-5,
             _p: [0; 2],
         };
-        let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf, None).unwrap();
+        let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf).unwrap();
         h.run(&[node]);
 
         let n = n as usize;
@@ -269,71 +244,5 @@ mod tests {
         let err = max_abs(&s_a, &s_b);
         assert!(err < 1e-4, "layer0={layer0}: state differs by {err}");
         assert!(o_a.iter().any(|v| *v != 0.0), "the chain wrote no output");
-
-        // With the parts of a LoRA h = s · A o (rank 40, width 64): the same o, and each
-        // head's part of every token (zeros past the rank).
-        let rank = 40;
-        let a16: Vec<half::f16> = rand_vec(82, rank * c, 1.0)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let a = crate::ops::GpuMatrix::upload(
-            &h.gpu,
-            "A".into(),
-            crate::DType::F16,
-            bytemuck::cast_slice(&a16),
-            rank,
-            c,
-        )
-        .unwrap();
-        let parts = Parts {
-            a: &a,
-            args: PartsArgs {
-                rank: rank as u32,
-                width: 64,
-                off: (12 * n) as u32,
-                scale: -1.5,
-            },
-        };
-        let act_c = h.f32_buf(&act);
-        let state_c = h.f32_buf(&state0);
-        let node = wkv_fused(
-            &cx,
-            None,
-            &fused,
-            &meta,
-            &state_c,
-            &act_c,
-            &vecs_buf,
-            Some(&parts),
-        )
-        .unwrap();
-        h.run(&[node]);
-        let o_c = h.read(&act_c, 11 * n, n);
-        assert!(
-            max_abs(&o_c, &o_b) < 1e-6,
-            "layer0={layer0}: the parts changed o"
-        );
-        let got = h.read(&act_c, 12 * n, t * 2 * 64);
-        for tok in 0..t {
-            for head in 0..2 {
-                for j in 0..64 {
-                    let want: f32 = if j < rank {
-                        -1.5 * (0..64)
-                            .map(|i| {
-                                a16[j * c + head * 64 + i].to_f32() * o_c[tok * c + head * 64 + i]
-                            })
-                            .sum::<f32>()
-                    } else {
-                        0.0
-                    };
-                    let g = got[(tok * 2 + head) * 64 + j];
-                    assert!(
-                        (g - want).abs() < 1e-3 * (1.0 + want.abs()),
-                        "layer0={layer0}: part token {tok} head {head} rank {j}: {g} vs {want}"
-                    );
-                }
-            }
-        }
     }
 }

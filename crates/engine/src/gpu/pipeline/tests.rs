@@ -92,13 +92,11 @@ fn every_variant_validates() {
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });
         }
-        for parts in [0, 1] {
-            keys.push(PipelineKey {
-                op: "wkv_fused",
-                dtype: None,
-                spec: vec![("TPR", tpr), ("LORA_PARTS", parts)],
-            });
-        }
+        keys.push(PipelineKey {
+            op: "wkv_fused",
+            dtype: None,
+            spec: vec![("TPR", tpr)],
+        });
     }
     for op in ["layer_norm", "wkv_prep", "wkv_out", "gather_rows"] {
         keys.push(PipelineKey {
@@ -113,13 +111,11 @@ fn every_variant_validates() {
         spec: vec![("KSPLIT", 4)],
     });
     for sg in [0, 1] {
-        for parts in [0, 1] {
-            keys.push(PipelineKey {
-                op: "ln_shift",
-                dtype: None,
-                spec: vec![("SG", sg), ("LORA_PARTS", parts)],
-            });
-        }
+        keys.push(PipelineKey {
+            op: "ln_shift",
+            dtype: None,
+            spec: vec![("SG", sg)],
+        });
     }
     // Every product kernel also with the LoRA term (never on the logits).
     let with_lora: Vec<PipelineKey> = keys
@@ -128,14 +124,10 @@ fn every_variant_validates() {
             matches!(k.op, "matvec" | "matvec_group" | "matmul_coop")
                 && spec(k, "OUT_SEP") != Some(1)
         })
-        .flat_map(|k| {
-            // The matrix × vector kernel also with h in parts.
+        .map(|k| {
             let mut k = k.clone();
             k.spec.push(("LORA", 1));
-            let mut parts = k.clone();
-            parts.spec.push(("LORA_PARTS", 1));
-            let both = k.op == "matvec";
-            std::iter::once(k).chain(both.then_some(parts))
+            k
         })
         .collect();
     assert!(with_lora.len() > 10);

@@ -50,8 +50,7 @@ struct Params {
     lora_h: u32,
     lora_stride: u32,
     lora_b: u32,
-    lora_parts: u32,
-    _p: [u32; 2],
+    _p: [u32; 3],
 }
 
 /// Where a product reads and writes (offsets in f32 elements).
@@ -89,26 +88,12 @@ pub struct MatmulArgs {
 /// (f32 elements, row stride `h_stride`), `B` `[N, rank]` f16 (row-major) in the graph's
 /// LoRA buffer ([`Ctx::lora`]) at `b_off` halves. `rank` is even; the tensor-core
 /// variant needs it a multiple of 32, `h_off` and `h_stride` of 4 and `b_off` of 8.
-/// With `parts` P > 0 (decode: `h` computed by the dispatch that produced x, in parts),
-/// `h` is the sum of P parts `[rows, P, rank]` (row stride `h_stride`, part stride
-/// `rank`), which only the matrix × vector variant reads ([`MAX_PARTS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoraArgs {
     pub h_off: usize,
     pub h_stride: usize,
     pub rank: usize,
     pub b_off: usize,
-    pub parts: usize,
-}
-
-/// Most parts of a LoRA `h` the matrix × vector kernel sums for `rank` columns: 16 a
-/// thread, 256 / rank threads a column (rank ≤ 128).
-pub fn max_parts(rank: usize) -> usize {
-    if rank == 0 || rank > 128 {
-        0
-    } else {
-        16 * (256 / rank)
-    }
 }
 
 impl MatmulArgs {
@@ -118,9 +103,9 @@ impl MatmulArgs {
         cx: &Ctx<'c>,
         op: &'static str,
         m: &GpuMatrix,
-    ) -> Result<(f32, [u32; 5], Option<&'c wgpu::Buffer>)> {
+    ) -> Result<(f32, [u32; 4], Option<&'c wgpu::Buffer>)> {
         let Some(l) = self.lora else {
-            return Ok((self.scale, [0; 5], None));
+            return Ok((self.scale, [0; 4], None));
         };
         let Some(buf) = cx.lora else {
             return Err(op_err(
@@ -128,10 +113,10 @@ impl MatmulArgs {
                 format!("{}: a LoRA term without LoRA weights", m.name),
             ));
         };
-        if m.row0 != 0 || l.rank == 0 || l.parts > max_parts(l.rank) {
+        if m.row0 != 0 || l.rank == 0 {
             return Err(op_err(op, format!("{}: unsupported LoRA term", m.name)));
         }
-        let fields = [l.rank, l.h_off, l.h_stride, l.b_off, l.parts].map(|v| v as u32);
+        let fields = [l.rank, l.h_off, l.h_stride, l.b_off].map(|v| v as u32);
         Ok((self.scale, fields, Some(buf)))
     }
 }
@@ -237,8 +222,7 @@ fn build<'a>(
         lora_h: lf[1],
         lora_stride: lf[2],
         lora_b: lf[3],
-        lora_parts: lf[4],
-        _p: [0; 2],
+        _p: [0; 3],
     };
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
@@ -391,9 +375,6 @@ fn build<'a>(
     let mut mv_res = numbered(bind(true));
     if let Some(b) = lora_buf {
         mk.spec.push(("LORA", 1));
-        if a.lora.is_some_and(|l| l.parts > 0) {
-            mk.spec.push(("LORA_PARTS", 1));
-        }
         mv_res.push((7, b.as_entire_binding()));
     }
     let grid = Grid::Tiles {

@@ -400,7 +400,6 @@ fn lora_term_scale_and_add_before_act() {
             h_stride: hs,
             rank: r,
             b_off: 8,
-            parts: 0,
         });
         let bias_buf = h.f32_buf(&bias);
         let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
@@ -438,79 +437,5 @@ fn lora_term_scale_and_add_before_act() {
             }
         }
         compare(&h, DType::F16, &wd, &x, &got, &want, n, k, t, act_fn, tiled);
-    }
-}
-
-/// The matrix × vector kernel's LoRA term with `h` in parts (decode, `h` computed by the
-/// dispatch that produced x): `h = Σ_p parts[t, p]` for 10 and 40 parts (a slice's and a
-/// head's) of ranks 32 and 64, one and three tokens, against `W x + B h` with ReLU².
-#[test]
-fn lora_term_from_parts() {
-    let (n, k) = (200, 256);
-    let w = rand_vec(71, n * k, 0.3);
-    let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
-    let wd: Vec<f32> = w16.iter().map(|v| v.to_f32()).collect();
-    for (t, r, np) in [
-        (1usize, 64usize, 40usize),
-        (1, 32, 10),
-        (3, 64, 10),
-        (3, 32, 40),
-    ] {
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            ..Default::default()
-        });
-        let x = rand_vec(72, t * k, 1.0);
-        let parts = rand_vec(73, t * np * r, 0.3);
-        let b16: Vec<half::f16> = rand_vec(74, n * r, 0.5)
-            .iter()
-            .map(|&v| half::f16::from_f32(v))
-            .collect();
-        let b: Vec<f32> = b16.iter().map(|v| v.to_f32()).collect();
-        let act_buf = h.f32_buf(&[x.clone(), vec![0.0; t * n], parts.clone()].concat());
-        let lora_buf = buffer::storage_init(&h.gpu, "lora", bytemuck::cast_slice(&b16)).unwrap();
-        let cx = Ctx {
-            lora: Some(&lora_buf),
-            ..h.ctx()
-        };
-        let m = test_matrix(&h, DType::F16, bytemuck::cast_slice(&w16), n, k);
-        let mut args = test_args(n, k, t, Act::ReluSq, false);
-        args.lora = Some(LoraArgs {
-            h_off: t * k + t * n,
-            h_stride: np * r,
-            rank: r,
-            b_off: 0,
-            parts: np,
-        });
-        let node = matmul(
-            &cx,
-            "parts",
-            None,
-            &m,
-            &h.f32_buf(&vec![0.0; n]),
-            &act_buf,
-            None,
-            &args,
-        )
-        .unwrap();
-        h.run(&[node]);
-        let got = h.read(&act_buf, t * k, t * n);
-        let mut want = vec![0f32; t * n];
-        for ti in 0..t {
-            for o in 0..n {
-                let wx: f64 = (0..k)
-                    .map(|i| wd[o * k + i] as f64 * x[ti * k + i] as f64)
-                    .sum();
-                let bh: f64 = (0..r)
-                    .map(|j| {
-                        let hj: f64 = (0..np).map(|p| parts[(ti * np + p) * r + j] as f64).sum();
-                        b[o * r + j] as f64 * hj
-                    })
-                    .sum();
-                want[ti * n + o] = ((wx + bh) as f32).max(0.0).powi(2);
-            }
-        }
-        let err = max_abs(&got, &want);
-        assert!(err < 2e-3, "T={t} R={r} P={np}: max |Δ| {err}");
     }
 }
