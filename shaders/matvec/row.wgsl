@@ -2,9 +2,9 @@
 // units; offsets and strides are multiples of 4), and one lane's share of a row's dot
 // products: steps g = lane, lane + LANES, … of MV_STEP weights (`mv_step`). The lanes of
 // a row take consecutive steps, so each load instruction of a subgroup reads one
-// contiguous run of the row and of x (a step is a few words of weights: 4–16 values);
-// two steps LANES apart per iteration keep two loads of each lane in flight together
-// (a step past the row repeats its last one and is not added).
+// contiguous run of the row and of x (a step is a few words of weights: 4–16 values).
+// UNR > 1 (tuning) issues UNR steps LANES apart together (a step past the row repeats its
+// last one and is not added).
 fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
     let xs = x_stride >> 2u;
     let x0 = (x_off >> 2u) + t0 * xs;
@@ -16,10 +16,11 @@ fn mv_row(rb: u32, k: u32, lane: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     let steps = k / MV_STEP;
     let last = steps - 1u;
     let zero = vec4<f32>(0.0);
-    for (var g = lane; g < steps; g += 2u * LANES) {
-        let s0 = mv_step(rb, g, xb, nt);
-        let s1 = mv_step(rb, min(g + LANES, last), xb, nt);
-        acc += s0 + select(zero, s1, g + LANES < steps);
+    for (var g = lane; g < steps; g += UNR * LANES) {
+        for (var u = 0u; u < UNR; u++) {
+            let gu = g + u * LANES;
+            acc += select(zero, mv_step(rb, min(gu, last), xb, nt), gu < steps);
+        }
     }
     return acc;
 }
