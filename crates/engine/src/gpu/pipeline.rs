@@ -236,16 +236,18 @@ fn matvec_step(dtype: Option<DType>) -> &'static str {
     }
 }
 
-/// Steps a lane of the matrix × vector kernels issues together (`UNR`): 1, or
-/// `RWKV_MV_UNROLL` (1–8) for tuning runs. H100, 2.9B Q4_K decode: 1 → 255.9 tok/s,
-/// 2 → 250.7, 4 → 221.5 (the registers of more steps in flight cost more occupancy than
-/// they hide latency).
-fn mv_unroll() -> u32 {
+/// Steps a lane of the matrix × vector kernels issues together (`UNR`): 2 for float
+/// weights, 1 for block-quantized ones, or `RWKV_MV_UNROLL` (1–8) for tuning runs. H100,
+/// same machine, decode tok/s at 1 / 2: 2.9B F16 227.6 / 243.6, 0.1B F16 1,093 / 1,111;
+/// 2.9B Q4_K 255.9 / 250.7 (4: 221.5), 0.1B Q4_K 1,058 / 1,021 — a quantized step holds
+/// more registers, and more steps in flight cost it more occupancy than they hide.
+fn mv_unroll(dtype: Option<DType>) -> u32 {
+    let float = matches!(dtype, Some(DType::F16 | DType::F32 | DType::BF16));
     std::env::var("RWKV_MV_UNROLL")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|u| (1..=8).contains(u))
-        .unwrap_or(1)
+        .unwrap_or(if float { 2 } else { 1 })
 }
 
 fn spec(key: &PipelineKey, name: &str) -> Option<u32> {
@@ -358,7 +360,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         src.push_str("const NT1: u32 = 0u;\n");
     }
     if matches!(key.op, "matvec" | "matvec_group") && spec(key, "UNR").is_none() {
-        src.push_str(&format!("const UNR: u32 = {}u;\n", mv_unroll()));
+        src.push_str(&format!("const UNR: u32 = {}u;\n", mv_unroll(key.dtype)));
     }
     if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(if sep { MV_OUT_SEP } else { MV_OUT_ACT });
