@@ -1,9 +1,9 @@
 // Matrix × vector for few tokens (decode): y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k]
 // + bias). LANES lanes per row, 256 / LANES rows per workgroup, up to 4 tokens per
-// workgroup (grid y). Each lane takes steps of MV_STEP weights (`mv_row` of
-// shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet in shaders/matvec/:
-// 16-byte weight loads, x read as vec4s) and the lanes of a row are summed by `row_sum`
-// (subgroup shuffles, or workgroup memory).
+// workgroup (grid y). The lanes of a row take consecutive steps of MV_STEP weights (a few
+// words: `mv_row` of shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet
+// in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
+// the lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
 // Params and `finish` from matmul_params.wgsl; `act` is seen as vec4s, the weights also
 // as `w4`.
 

@@ -3,8 +3,8 @@
 // products: steps g = lane, lane + LANES, … of MV_STEP weights (`mv_step`). The lanes of
 // a row take consecutive steps, so each load instruction of a subgroup reads one
 // contiguous run of the row and of x (a step is a few words of weights: 4–16 values).
-// UNR > 1 (tuning) issues UNR steps LANES apart together (a step past the row repeats its
-// last one and is not added).
+// A lane issues UNR steps LANES apart together (2 for float weights, 1 for block-quantized:
+// `mv_unroll` in gpu/pipeline.rs; a step past the row repeats its last one, not added).
 fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
     let xs = x_stride >> 2u;
     let x0 = (x_off >> 2u) + t0 * xs;
