@@ -2,16 +2,9 @@
 
 use super::*;
 
-/// Every shader variant parses and validates (naga, with the capabilities its
-/// adapter would grant), including the cooperative-matrix kernel that lavapipe
-/// cannot run.
-#[test]
-fn every_variant_validates() {
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-    let caps = Capabilities::SHADER_FLOAT16
-        | Capabilities::SHADER_FLOAT16_IN_FLOAT32
-        | Capabilities::SUBGROUP
-        | Capabilities::COOPERATIVE_MATRIX;
+/// Every pipeline key the engine can ask for: each op with each encoding and
+/// specialisation, every product kernel also with the LoRA term.
+fn every_key() -> Vec<PipelineKey> {
     let dtypes = [
         DType::F32,
         DType::F16,
@@ -132,7 +125,20 @@ fn every_variant_validates() {
         .collect();
     assert!(with_lora.len() > 10);
     keys.extend(with_lora);
-    for key in keys {
+    keys
+}
+
+/// Every shader variant parses and validates (naga, with the capabilities its
+/// adapter would grant), including the cooperative-matrix kernel that lavapipe
+/// cannot run.
+#[test]
+fn every_variant_validates() {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let caps = Capabilities::SHADER_FLOAT16
+        | Capabilities::SHADER_FLOAT16_IN_FLOAT32
+        | Capabilities::SUBGROUP
+        | Capabilities::COOPERATIVE_MATRIX;
+    for key in every_key() {
         let src = shader_source(&key).unwrap();
         let module = naga::front::wgsl::parse_str(&src)
             .unwrap_or_else(|e| panic!("{key:?}: {}", e.emit_to_string(&src)));

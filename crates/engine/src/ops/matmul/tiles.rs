@@ -56,8 +56,7 @@ pub fn coop_ksplit(n: usize, k: usize) -> u32 {
 /// shaders/matvec/).
 pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
     match dtype {
-        crate::DType::Q6_K => 16,
-        crate::DType::Q4_K => 16,
+        crate::DType::Q4_K | crate::DType::Q6_K => 16,
         crate::DType::F32 => 4,
         _ => 8,
     }
