@@ -78,9 +78,14 @@ fn every_key() -> Vec<PipelineKey> {
         }
     }
     for tpr in [1, 4] {
+        keys.push(PipelineKey {
+            op: "wkv",
+            dtype: None,
+            spec: vec![("TPR", tpr)],
+        });
         for rb in [8, 16, 64] {
             keys.push(PipelineKey {
-                op: "wkv",
+                op: "wkv_seq",
                 dtype: None,
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });

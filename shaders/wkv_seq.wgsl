@@ -1,0 +1,108 @@
+// The WKV-7 recurrence, token by token for each (head, sequence):
+//   S = S * diag(w) + (S (-kk)) (kk * a)^T + v k^T,   y = S r
+// S[i][j] pairs value index i with key index j (RWKV_x070 RNN mode; fixtures' layout).
+// Rows of S are independent: one workgroup of RB × TPR threads per (block of RB rows of
+// a head, sequence), TPR threads per row i, each keeping NV = 16 / TPR vec4s of the row
+// in registers and summing its partial dot products with the row's other threads
+// through subgroup shuffles (TPR > 1). Tokens go in chunks of CH: the workgroup first
+// copies the chunk's r, w, k, kk, kk·a and v of its head into workgroup memory
+// (coalesced, one barrier), then steps through them reading only workgroup memory.
+// Every row reads all 64 columns of those vectors each token, so workgroup memory
+// bandwidth bounds a step: splitting a head's 64 rows over 64 / RB workgroups spreads
+// that traffic (and the sequential scan) over more SMs.
+
+struct Params {
+    c: u32,
+    r_off: u32,
+    w_off: u32,       // decay in (0, 1)
+    k_off: u32,       // k after the k_a mix
+    v_off: u32,       // v after the value residual
+    kk_off: u32,      // normalized kk
+    a_off: u32,       // a (in-context learning rate)
+    y_off: u32,       // out [T, C]
+    state_off: u32,   // offset of this layer's S [H, N, N] inside a slot
+    slot_len: u32,
+    _p0: u32,
+    _p1: u32,
+}
+
+@group(0) @binding(0) var<uniform> d: Dims;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> tmeta: array<u32>;              // sequences
+@group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
+@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
+
+const NV: u32 = 16u / TPR;
+const CH: u32 = 16u;
+const WG: u32 = RB * TPR;
+const BLOCKS: u32 = 64u / RB; // row blocks per head
+
+// The chunk's vectors of this head: [CH][16] vec4s each, v as [CH][64].
+var<workgroup> cr: array<vec4<f32>, 256>;
+var<workgroup> cw: array<vec4<f32>, 256>;
+var<workgroup> ck: array<vec4<f32>, 256>;
+var<workgroup> ckk: array<vec4<f32>, 256>;
+var<workgroup> cka: array<vec4<f32>, 256>;
+var<workgroup> cv: array<vec4<f32>, 256>;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let h = wid.x / BLOCKS;
+    let b = wid.y;
+    if (b >= d.n_seqs) {
+        return; // uniform per workgroup
+    }
+    let start = tmeta[d.off_seqs + 4u * b];
+    let len = tmeta[d.off_seqs + 4u * b + 1u];
+    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let i = (wid.x % BLOCKS) * RB + li / TPR; // row of S (value index) within the head
+    let q = li % TPR;       // which NV vec4s of the row
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
+    var s: array<vec4<f32>, NV>;
+    for (var j = 0u; j < NV; j++) {
+        s[j] = state[sb + j];
+    }
+    let c4 = p.c >> 2u;
+    for (var n0 = 0u; n0 < len; n0 += CH) {
+        let m = min(CH, len - n0);
+        // Copy the chunk: element e = (token, vec4 column) of the head's 16 columns.
+        for (var e = li; e < CH * 16u; e += WG) {
+            let tn = e / 16u;
+            if (tn < m) {
+                let g = (start + n0 + tn) * c4 + h * 16u + e % 16u;
+                cr[e] = act[(p.r_off >> 2u) + g];
+                cw[e] = act[(p.w_off >> 2u) + g];
+                ck[e] = act[(p.k_off >> 2u) + g];
+                let kk = act[(p.kk_off >> 2u) + g];
+                ckk[e] = kk;
+                cka[e] = kk * act[(p.a_off >> 2u) + g];
+                cv[e] = act[(p.v_off >> 2u) + g];
+            }
+        }
+        workgroupBarrier();
+        for (var tn = 0u; tn < m; tn++) {
+            let e0 = tn * 16u + q * NV;
+            let vi = tn * 64u + i;
+            let v = cv[vi >> 2u][vi & 3u];
+            var sa = 0.0;
+            for (var j = 0u; j < NV; j++) {
+                sa -= dot(s[j], ckk[e0 + j]);
+            }
+            sa = tpr_sum(sa);
+            var y = 0.0;
+            for (var j = 0u; j < NV; j++) {
+                s[j] = s[j] * cw[e0 + j] + sa * cka[e0 + j] + v * ck[e0 + j];
+                y += dot(s[j], cr[e0 + j]);
+            }
+            y = tpr_sum(y);
+            if (q == 0u) {
+                let yi = p.y_off + (start + n0 + tn) * p.c + h * 64u + i;
+                act[yi >> 2u][yi & 3u] = y;
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var j = 0u; j < NV; j++) {
+        state[sb + j] = s[j];
+    }
+}
