@@ -134,29 +134,29 @@ pub fn run(
     }
     for heads in [12usize, 40] {
         push(time_wkv(gpu, &pipelines, heads, opts)?, &mut out);
-        // Tuning variants: threads per row of S (env knob read when the node is built;
-        // single-threaded CLI), and the token-by-token kernel × rows per workgroup.
+        // Tuning variants: threads per row of S × rows per workgroup (env knobs read
+        // when the node is built; single-threaded CLI).
         for (tpr, rb) in [
-            ("1", None),
-            ("1", Some("16")),
-            ("4", Some("8")),
-            ("4", Some("16")),
-            ("4", Some("64")),
+            ("1", "8"),
+            ("1", "16"),
+            ("1", "32"),
+            ("4", "8"),
+            ("4", "16"),
+            ("4", "64"),
         ] {
             std::env::set_var("RWKV_WKV_TPR", tpr);
-            if let Some(rb) = rb {
-                std::env::set_var("RWKV_WKV", "seq");
-                std::env::set_var("RWKV_WKV_ROWS", rb);
-            }
+            std::env::set_var("RWKV_WKV_ROWS", rb);
             let r = time_wkv(gpu, &pipelines, heads, opts);
-            for var in ["RWKV_WKV_TPR", "RWKV_WKV", "RWKV_WKV_ROWS"] {
-                std::env::remove_var(var);
-            }
-            let name = match rb {
-                None => format!("wkv/T{tpr}"),
-                Some(rb) => format!("wkv_seq/T{tpr}R{rb}"),
-            };
-            push(KernelFigure { kernel: name, ..r? }, &mut out);
+            std::env::remove_var("RWKV_WKV_TPR");
+            std::env::remove_var("RWKV_WKV_ROWS");
+            let f = r?;
+            push(
+                KernelFigure {
+                    kernel: format!("wkv/T{tpr}R{rb}"),
+                    ..f
+                },
+                &mut out,
+            );
         }
     }
     Ok(out)

@@ -268,7 +268,6 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         "matvec_group" => include_str!("../../../../shaders/matvec_group.wgsl"),
         "wkv_prep" => include_str!("../../../../shaders/wkv_prep.wgsl"),
         "wkv" => include_str!("../../../../shaders/wkv.wgsl"),
-        "wkv_seq" => include_str!("../../../../shaders/wkv_seq.wgsl"),
         "wkv_fused" => include_str!("../../../../shaders/wkv_fused.wgsl"),
         "wkv_out" => include_str!("../../../../shaders/wkv_out.wgsl"),
         "gather_rows" => include_str!("../../../../shaders/gather_rows.wgsl"),
@@ -350,7 +349,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     if matches!(key.op, "layer_norm" | "wkv_out") {
         src.push_str(WG_SUM1);
     }
-    if matches!(key.op, "wkv" | "wkv_seq" | "wkv_fused") {
+    if matches!(key.op, "wkv" | "wkv_fused") {
         src.push_str(if spec(key, "TPR").unwrap_or(1) > 1 {
             TPR_SUM_SG
         } else {

@@ -1,7 +1,5 @@
-//! The WKV-7 recurrence of a prefill pass, state in f32: chunked (`shaders/wkv.wgsl`,
-//! 16 tokens a step of the scan, one workgroup per (head, sequence)) or token by token
-//! (`shaders/wkv_seq.wgsl`, a head's rows over several workgroups) where the device's
-//! workgroup memory is too small for the chunk's matrices or `RWKV_WKV=seq` asks for it.
+//! The WKV-7 recurrence (`shaders/wkv.wgsl`), sequential over each sequence's tokens,
+//! one workgroup per (head, sequence), state in f32.
 
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
@@ -56,11 +54,11 @@ pub fn threads_per_row(cx: &Ctx) -> u32 {
     }
 }
 
-/// Rows of S per workgroup of the token-by-token kernel: a head's 64 rows split over
-/// 64 / RB workgroups so that a pass of one sequence still spreads over many SMs. H100,
-/// 512 tokens (`rwkv kernels`): 16 rows beat 8 and 64 for both 12 and 40 heads (12 heads:
-/// 190 µs against 223 and 395; 40 heads: 279 against 605 and 404). `RWKV_WKV_ROWS` (8,
-/// 16, 32 or 64) overrides it for tuning runs.
+/// Rows of S per workgroup: a head's 64 rows split over 64 / RB workgroups so that a
+/// pass of one sequence still spreads over many SMs. H100, 512 tokens (`rwkv kernels`):
+/// 16 rows beat 8 and 64 for both 12 and 40 heads (12 heads: 190 µs against 223 and
+/// 395; 40 heads: 279 against 605 and 404). `RWKV_WKV_ROWS` (8, 16, 32 or 64) overrides
+/// it for tuning runs.
 pub fn rows_per_workgroup() -> u32 {
     let forced = std::env::var("RWKV_WKV_ROWS")
         .ok()
@@ -69,21 +67,8 @@ pub fn rows_per_workgroup() -> u32 {
     forced.unwrap_or(16)
 }
 
-/// Workgroup memory of the chunked kernel, bytes: six `[16, 64]` f32 vectors of the chunk
-/// and five 16×16 matrices.
-pub const CHUNKED_WG_BYTES: u32 = 6 * 16 * 64 * 4 + 5 * 16 * 16 * 4;
-
-/// Whether [`wkv`] runs the chunked kernel: the device holds its workgroup memory and
-/// `RWKV_WKV=seq` (tuning runs, A/B) does not ask for the token-by-token one.
-pub fn chunked(cx: &Ctx) -> bool {
-    let forced_seq = std::env::var("RWKV_WKV").is_ok_and(|v| v == "seq");
-    !forced_seq && cx.gpu.limits.max_compute_workgroup_storage_size >= CHUNKED_WG_BYTES
-}
-
 /// `S = S diag(w) + (S(-kk))(kk·a)^T + v k^T; y = S r` per head, over each sequence's
-/// tokens in order; S read from and written back to the sequence's state slot. `a`'s
-/// regions are `[T, C]` f32 (C a multiple of 64, offsets multiples of 4); w must be the
-/// RWKV-7 decay (in [0.545, 1]: the chunked form divides by its products over 16 tokens).
+/// tokens in order; S read from and written back to the sequence's state slot.
 pub fn wkv(
     cx: &Ctx,
     layer: Option<usize>,
@@ -92,24 +77,18 @@ pub fn wkv(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    let rb = if chunked(cx) {
-        None
-    } else {
-        Some(rows_per_workgroup())
-    };
-    wkv_with(cx, layer, a, meta, state, act, rb)
+    wkv_rows(cx, layer, a, meta, state, act, rows_per_workgroup())
 }
 
-/// [`wkv`] chunked (`rb = None`) or token by token with `rb` rows of S per workgroup
-/// (8, 16, 32 or 64).
-pub(crate) fn wkv_with(
+/// [`wkv`] with `rb` rows of S per workgroup (8, 16, 32 or 64).
+fn wkv_rows(
     cx: &Ctx,
     layer: Option<usize>,
     a: &WkvArgs,
     meta: &wgpu::Buffer,
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
-    rb: Option<u32>,
+    rb: u32,
 ) -> Result<Node> {
     if a.c % 64 != 0 {
         return Err(op_err(
@@ -135,23 +114,10 @@ pub(crate) fn wkv_with(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let (key, x) = match rb {
-        None => (
-            PipelineKey {
-                op: "wkv",
-                dtype: None,
-                spec: vec![("TPR", tpr)],
-            },
-            a.c / 64,
-        ),
-        Some(rb) => (
-            PipelineKey {
-                op: "wkv_seq",
-                dtype: None,
-                spec: vec![("TPR", tpr), ("RB", rb)],
-            },
-            a.c / 64 * (64 / rb),
-        ),
+    let key = PipelineKey {
+        op: "wkv",
+        dtype: None,
+        spec: vec![("TPR", tpr), ("RB", rb)],
     };
     cx.node(
         "wkv",
@@ -160,7 +126,7 @@ pub(crate) fn wkv_with(
         a,
         &[meta, state, act],
         Grid::Tiles {
-            x,
+            x: a.c / 64 * (64 / rb),
             count: crate::ops::Count::Seqs,
             per_y: 1,
         },
@@ -194,23 +160,23 @@ mod tests {
     use crate::ops::testing::*;
     use crate::ops::Dims;
 
-    /// Two sequences (lengths 37 and 2) in slots 1 and 0, two heads, random initial state;
-    /// with subgroups (4 threads per row of S) and without (1); chunked, and token by
-    /// token with a head's rows in one workgroup and split over four and eight.
+    /// Two sequences (lengths 19 and 2) in slots 1 and 0, two heads, random initial state;
+    /// with subgroups (4 threads per row of S) and without (1), a head's rows in one
+    /// workgroup and split over four and eight.
     #[test]
     fn matches_cpu_reference() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         let plain = std::sync::Arc::new(plain);
-        for rb in [None, Some(64), Some(16), Some(8)] {
+        for rb in [64, 16, 8] {
             check_on(gpu(), rb);
             check_on(plain.clone(), rb);
         }
     }
 
-    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>, rb: Option<u32>) {
-        // The first sequence spans three chunks (16 tokens), the last one partial.
-        let (l0, l1) = (37usize, 2usize);
+    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>, rb: u32) {
+        // The first sequence spans two chunks of the kernel (CH = 16 tokens).
+        let (l0, l1) = (19usize, 2usize);
         let (c, t) = (128usize, l0 + l1);
         let n = t * c;
         let meta = [0u32, l0 as u32, 1, 0, l0 as u32, l1 as u32, 0, 0];
@@ -255,7 +221,7 @@ mod tests {
         let state0 = rand_vec(66, 2 * slot_len, 0.3);
         let state_buf = h.f32_buf(&state0);
         let args = WkvArgs::consecutive(c, n, 16, slot_len);
-        let node = wkv_with(
+        let node = wkv_rows(
             &h.ctx(),
             None,
             &args,
@@ -281,7 +247,7 @@ mod tests {
                     // Recurrence in f32 on both sides, differing summation order only.
                     assert!(
                         max_abs(&y[o..o + 64], &want_y) < 1e-4,
-                        "token {ti} head {hd} rb {rb:?}"
+                        "token {ti} head {hd} rb {rb}"
                     );
                 }
             }

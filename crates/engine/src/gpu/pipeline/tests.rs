@@ -78,14 +78,9 @@ fn every_key() -> Vec<PipelineKey> {
         }
     }
     for tpr in [1, 4] {
-        keys.push(PipelineKey {
-            op: "wkv",
-            dtype: None,
-            spec: vec![("TPR", tpr)],
-        });
         for rb in [8, 16, 64] {
             keys.push(PipelineKey {
-                op: "wkv_seq",
+                op: "wkv",
                 dtype: None,
                 spec: vec![("TPR", tpr), ("RB", rb)],
             });
