@@ -133,7 +133,7 @@ pub async fn model_load(
             // One model at a time: free the old one before the new one takes GPU memory.
             w.set_engine(None);
             progress(LoadProgress::Device);
-            let gpu = Arc::new(GpuContext::new(&w.adapter)?);
+            let gpu = GpuContext::shared(&w.adapter)?;
             let opts = LoadOptions {
                 adapter: w.adapter.clone(),
                 ..Default::default()

@@ -158,10 +158,16 @@ pub fn run(
         });
     };
     let mut figures = BTreeMap::new();
-    // Load: warm (page cache) repeated, then one after dropping the pages.
+    // Load: warm (page cache, pipeline caches, the process's device open: what switching
+    // models in the app costs; one untimed load first fills the caches) repeated, then
+    // one after dropping the pages. Opening the device, once per process, is a figure of
+    // its own (`load_first_run_ms`, from a fresh process, has everything).
     say("load");
+    let t = Instant::now();
+    rwkv_engine::gpu::GpuContext::shared(&opts.load.adapter)?;
+    figures.insert("device_open_ms".into(), Figure::of(&[ms(t)]));
     let mut loads = Vec::new();
-    let mut engine = None;
+    let mut engine = Some(Engine::load(path, &opts.load)?);
     for _ in 0..opts.load_repeat.max(1) {
         drop(engine.take());
         let t = Instant::now();

@@ -25,7 +25,8 @@ pub struct BenchArgs {
     pub gen: usize,
     #[arg(long, default_value_t = 5)]
     pub repeat: usize,
-    /// Full loads timed (warm page cache), before one cold load.
+    /// Full loads timed onto the open device (after one untimed load: page cache and
+    /// pipeline caches warm), before one cold load (page cache dropped).
     #[arg(long, default_value_t = 3)]
     pub load_repeat: usize,
     /// Fields (≈16 tokens each) of the field-analysis figure.
@@ -227,12 +228,15 @@ fn print_report(r: &BenchReport) {
             .map_or(String::new(), |f| format!(" [{:.1} – {:.1}]", f.min, f.max))
     };
     println!(
-        "load      {:.1} ms{} (cold: {})",
+        "load      {:.1} ms{} onto the open device (cold page cache: {})",
         r.load_ms,
         f("load_ms"),
         r.load_cold_ms
             .map_or("n/a".into(), |v| format!("{v:.1} ms"))
     );
+    if let Some(d) = r.figures.get("device_open_ms") {
+        println!("device    {:.1} ms to open (once per process)", d.median);
+    }
     if let Some(v) = r.load_first_run_ms {
         println!("load      {v:.1} ms on a first run (fresh process, empty shader caches)");
     }

@@ -71,6 +71,8 @@ fn bench_reports_every_figure_and_catches_a_perturbed_weight() {
     ] {
         assert!(!r[key].is_null(), "report lacks `{key}`: {r}");
     }
+    // Opening the process's device is a figure of its own, beside the loads onto it.
+    assert!(r["figures"]["device_open_ms"]["median"].as_f64().unwrap() > 0.0);
     assert_eq!(r["model"]["n_layer"], 2);
     assert_eq!(r["model"]["n_embd"], 128);
     assert!(r["model"]["types"]

@@ -127,7 +127,8 @@ fn driver_oom(
 }
 
 impl Engine {
-    /// Loads `path` (GGUF, SafeTensors or `.pth`) onto the chosen GPU.
+    /// Loads `path` (GGUF, SafeTensors or `.pth`) onto the chosen GPU, through the
+    /// process's open device for it ([`GpuContext::shared`]).
     ///
     /// Errors: anything [`ModelFile::open`] and [`Rwkv7Weights::from_file`] report
     /// (naming file and tensor), [`EngineError::Gpu`], [`EngineError::TooLarge`] (over the
@@ -144,10 +145,41 @@ impl Engine {
     ) -> Result<Self> {
         let t0 = Instant::now();
         progress(LoadProgress::Open);
-        let file = ModelFile::open(path.as_ref())?;
-        let weights = Rwkv7Weights::from_file(&file)?;
+        // The process's device for the adapter ([`GpuContext::shared`]; opening one takes
+        // ≈ 0.15 s on a discrete GPU, the first time) while this thread maps and parses
+        // the file; a bad file is still reported first.
+        let choice = opts.adapter.clone();
+        let opening = std::thread::Builder::new()
+            .name("rwkv-device".into())
+            .spawn(move || {
+                let t = Instant::now();
+                (GpuContext::shared(&choice), t.elapsed())
+            })
+            .map_err(|e| EngineError::gpu(format!("cannot start the device thread: {e}")))?;
+        // On a bad file, the device thread is still joined (its device then dropped).
+        let give_up = |opening: std::thread::JoinHandle<_>, e: EngineError| {
+            let _ = opening.join();
+            Err(e)
+        };
+        let file = match ModelFile::open(path.as_ref()) {
+            Ok(f) => f,
+            Err(e) => return give_up(opening, e),
+        };
+        let weights = match Rwkv7Weights::from_file(&file) {
+            Ok(w) => w,
+            Err(e) => return give_up(opening, e),
+        };
+        let t_parse = t0.elapsed();
         progress(LoadProgress::Device);
-        let gpu = Arc::new(GpuContext::new(&opts.adapter)?);
+        let (gpu, t_device) = opening
+            .join()
+            .map_err(|_| EngineError::gpu("opening the device panicked"))?;
+        let gpu = gpu?;
+        log::debug!(
+            "load: open + parse {:.1} ms while the device opened (or was found open) in {:.1} ms",
+            t_parse.as_secs_f64() * 1e3,
+            t_device.as_secs_f64() * 1e3
+        );
         Self::from_weights(gpu, &file, &weights, opts, progress, t0)
     }
 
@@ -206,7 +238,17 @@ impl Engine {
         let r_cap = b_cap.min((max / (cfg.vocab_size * 4)).max(1));
         let n_slots = INITIAL_SLOTS.min((max / (cfg.state_len() * 4)).max(1));
         let pipelines = PipelineCache::default();
-        let (graph, t_graph, t_stream) = std::thread::scope(|s| {
+        let (graph, t_graph, t_stream, tokenizer) = std::thread::scope(|s| {
+            // The tokenizer (65 536 GGUF strings into its trie) builds beside both.
+            let tokenizing = std::thread::Builder::new()
+                .name("rwkv-tokenizer".into())
+                .spawn_scoped(s, || -> Result<Arc<Tokenizer>> {
+                    Ok(match Tokenizer::from_gguf(file)? {
+                        Some(t) => Arc::new(t),
+                        None => Arc::new(Tokenizer::world()?),
+                    })
+                })
+                .map_err(|e| EngineError::gpu(format!("cannot start the tokenizer thread: {e}")))?;
             let building = std::thread::Builder::new()
                 .name("rwkv-graph".into())
                 .spawn_scoped(s, || {
@@ -255,7 +297,10 @@ impl Engine {
                 ));
             }
             streamed?;
-            Ok::<_, EngineError>((graph, t_graph, t_stream))
+            let tokenizer = tokenizing
+                .join()
+                .map_err(|_| EngineError::gpu("building the tokenizer panicked"))??;
+            Ok::<_, EngineError>((graph, t_graph, t_stream, tokenizer))
         })?;
         let t_wait = Instant::now();
         // An allocation outside the scopes above (another thread's) that the driver refused.
@@ -291,10 +336,6 @@ impl Engine {
             features: gpu.features,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
             fingerprint: crate::analysis::model_fingerprint(file, &cfg),
-        };
-        let tokenizer = match Tokenizer::from_gguf(file)? {
-            Some(t) => Arc::new(t),
-            None => Arc::new(Tokenizer::world()?),
         };
         if tokenizer.vocab_size() > cfg.vocab_size {
             return Err(EngineError::Tokenizer {

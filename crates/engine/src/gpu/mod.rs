@@ -1,9 +1,11 @@
 //! GPU plumbing: adapter choice and device ([`context`]), buffers ([`buffer`]), the
-//! pipeline cache keyed by every specialisation ([`pipeline`]) and the profiler.
+//! pipeline cache keyed by every specialisation ([`pipeline`]), one open device per adapter
+//! for the process ([`shared`]) and the profiler.
 
 pub mod buffer;
 pub mod context;
 pub mod pipeline;
 pub mod pipeline_cache;
+pub mod shared;
 
 pub use context::{AdapterChoice, GpuContext, GpuFeatures};
