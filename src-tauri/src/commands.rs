@@ -3,7 +3,6 @@
 //! `src/lib/api.ts` is the frontend's mirror of every command and type here.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use rwkv_engine::gpu::{context::AdapterSummary, AdapterChoice, GpuContext};
