@@ -2,7 +2,8 @@
 //! - the device is lost (destroyed from a test job on the engine thread, as a driver reset
 //!   would): the next turn fails with a `gpu` error (the UI's error box then offers
 //!   "Reload the model"), promptly, without a panic; the chat keeps every earlier message;
-//!   reloading opens a new device and the chat goes on from its stored snapshot;
+//!   reloading opens a new device (the process's lost one is replaced) and the chat goes
+//!   on from its stored snapshot;
 //! - a pass that cannot fit (more states than one binding holds): a `too_large` error, and
 //!   the engine keeps working.
 
@@ -50,7 +51,10 @@ fn messages(t: &TestApp, id: &str) -> Value {
 #[test]
 fn a_lost_device_is_an_error_the_history_stays_and_a_reload_recovers() {
     let t = test_app("lost");
-    t.load_default();
+    // A device of its own (adapter 0, not the automatic choice): it gets destroyed, and
+    // the app opens one device per adapter for the process, which the test beside
+    // this one holds.
+    t.load_default_on(0);
     let c = t.ok("chat_create", json!({}));
     let id = c["id"].as_str().expect("id").to_string();
     t.set_max_tokens(&id, 6);

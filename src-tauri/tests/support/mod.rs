@@ -140,6 +140,16 @@ impl Ipc {
         self.load(None).expect("the bundled model loads")
     }
 
+    /// The bundled model on adapter `index`: the process's device for that choice, apart
+    /// from the automatic choice's one that the other tests of this process share.
+    pub fn load_default_on(&self, index: usize) -> Value {
+        self.call(
+            "model_load",
+            json!({ "path": null, "adapter": index, "onProgress": "__CHANNEL__:1" }),
+        )
+        .expect("the bundled model loads")
+    }
+
     pub fn send(&self, chat: &str, text: &str) -> Result<Value, Value> {
         self.call(
             "chat_send",

@@ -156,7 +156,8 @@ impl Engine {
                 (GpuContext::shared(&choice), t.elapsed())
             })
             .map_err(|e| EngineError::gpu(format!("cannot start the device thread: {e}")))?;
-        // On a bad file, the device thread is still joined (its device then dropped).
+        // On a bad file, the device thread is still joined (what it opened stays open for
+        // the next load).
         let give_up = |opening: std::thread::JoinHandle<_>, e: EngineError| {
             let _ = opening.join();
             Err(e)
