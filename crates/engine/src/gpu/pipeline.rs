@@ -315,6 +315,11 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
     if key.op == "matmul_coop" {
+        if spec(key, "PF2").is_none() {
+            // Loads two steps ahead for F16 weights in 128-token tiles (see the shader).
+            let pf2 = spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128);
+            src.push_str(&format!("const PF2: u32 = {}u;\n", u32::from(pf2)));
+        }
         if key.dtype != Some(DType::Q4_K) {
             src.push_str(COOP_RAW_GENERIC);
         }
