@@ -315,11 +315,9 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
     if key.op == "matmul_coop" {
-        if spec(key, "PF2").is_none() {
-            // Loads two steps ahead for F16 weights in 128-token tiles (see the shader).
-            let pf2 = spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128);
-            src.push_str(&format!("const PF2: u32 = {}u;\n", u32::from(pf2)));
-        }
+        // Loads two steps ahead for F16 weights in 128-token tiles (see the shader).
+        let pf2 = spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128);
+        src.push_str(&format!("const PF2: u32 = {}u;\n", u32::from(pf2)));
         if key.dtype != Some(DType::Q4_K) {
             src.push_str(COOP_RAW_GENERIC);
         }
@@ -364,7 +362,7 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     if matches!(key.op, "matvec" | "matvec_group") && spec(key, "NT1").is_none() {
         src.push_str("const NT1: u32 = 0u;\n");
     }
-    if matches!(key.op, "matvec" | "matvec_group") && spec(key, "UNR").is_none() {
+    if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(&format!("const UNR: u32 = {}u;\n", mv_unroll(key.dtype)));
     }
     if matches!(key.op, "matvec" | "matvec_group") {

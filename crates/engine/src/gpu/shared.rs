@@ -47,6 +47,16 @@ impl GpuContext {
         Ok(gpu)
     }
 
+    /// Whether the process has a usable device for `choice` open already (a
+    /// [`GpuContext::shared`] call would not open one).
+    pub fn shared_is_open(choice: &AdapterChoice) -> bool {
+        OPEN.get().is_some_and(|open| {
+            let open = open.lock().unwrap_or_else(|p| p.into_inner());
+            open.get(&key(choice))
+                .is_some_and(|gpu| gpu.check_lost().is_ok())
+        })
+    }
+
     /// Forgets the process's shared devices: each closes once no engine holds it, and
     /// the next [`GpuContext::shared`] opens a new one.
     pub fn release_shared() {
@@ -70,10 +80,14 @@ mod tests {
             .map(|a| a.name.clone())
             .expect("an adapter (lavapipe in CI)");
         let choice = AdapterChoice::Name(name);
+        GpuContext::release_shared();
+        assert!(!GpuContext::shared_is_open(&choice));
         let a = GpuContext::shared(&choice).unwrap();
+        assert!(GpuContext::shared_is_open(&choice));
         let b = GpuContext::shared(&choice).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
         a.mark_unusable("test: pretend the driver refused an allocation".into());
+        assert!(!GpuContext::shared_is_open(&choice));
         let c = GpuContext::shared(&choice).unwrap();
         assert!(!Arc::ptr_eq(&a, &c));
         assert!(c.check_lost().is_ok());
