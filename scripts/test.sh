@@ -33,8 +33,14 @@ fi
 export WGPU_BACKEND=${WGPU_BACKEND:-vulkan}
 if [ -z "${XDG_RUNTIME_DIR:-}" ] || [ ! -d "${XDG_RUNTIME_DIR}" ]; then
   export XDG_RUNTIME_DIR=$(mktemp -d /tmp/rwkv-xdg.XXXXXX)
+  RWKV_XDG_MADE=$XDG_RUNTIME_DIR
 fi
 chmod 700 "$XDG_RUNTIME_DIR" 2>/dev/null || true
+# Scratch files of the tests (std::env::temp_dir) go to a folder of this run, removed at exit,
+# so repeated runs do not pile up models and corpora in /tmp.
+RWKV_TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rwkv-tests.XXXXXX")
+export TMPDIR=$RWKV_TEST_TMP
+trap 'rm -rf "$RWKV_TEST_TMP" ${RWKV_XDG_MADE:+"$RWKV_XDG_MADE"}' EXIT
 export RUST_BACKTRACE=1
 export CARGO_TERM_COLOR=never
 

@@ -38,10 +38,44 @@ pub fn scratch(test: &str) -> PathBuf {
         .map(PathBuf::from)
         .or_else(|| option_env!("CARGO_TARGET_TMPDIR").map(PathBuf::from))
         .unwrap_or_else(std::env::temp_dir);
+    sweep_dead_scratch(&base);
     let dir = base.join(format!("rwkv-test-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir
+}
+
+/// Removes the scratch folders of test processes that have exited (`rwkv-test-*-<pid>` whose
+/// pid has no `/proc` entry), so repeated runs do not pile up copies of merged models in the
+/// target dir. Linux only (elsewhere there is no cheap liveness check and nothing is removed);
+/// once per process.
+fn sweep_dead_scratch(base: &Path) {
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    SWEPT.get_or_init(|| {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return;
+        };
+        let me = std::process::id().to_string();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !name.starts_with("rwkv-test-") {
+                continue;
+            }
+            let Some((_, pid)) = name.rsplit_once('-') else {
+                continue;
+            };
+            if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
+                continue;
+            }
+            if !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
 }
 
 /// The path an error names, if it names one.
