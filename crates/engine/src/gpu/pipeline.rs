@@ -316,7 +316,12 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
     }
     if key.op == "matmul_coop" {
         // Loads two steps ahead for F16 weights in 128-token tiles (see the shader).
-        let pf2 = spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128);
+        // `RWKV_COOP_PF2=0|1` forces it (A/B runs).
+        let pf2 = match std::env::var("RWKV_COOP_PF2").ok().as_deref() {
+            Some("0") => false,
+            Some("1") => true,
+            _ => spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128),
+        };
         src.push_str(&format!("const PF2: u32 = {}u;\n", u32::from(pf2)));
         if key.dtype != Some(DType::Q4_K) {
             src.push_str(COOP_RAW_GENERIC);
