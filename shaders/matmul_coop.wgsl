@@ -135,7 +135,8 @@ fn load_w(k0: u32, ln: Lanes, wr: ptr<function, array<vec4<u32>, WV>>,
           rr: ptr<function, array<R8, WV>>) {
     let k = k0 + ln.kc;
     for (var u = 0u; u < WV; u++) {
-        // Rows past the matrix read row n - 1 and are stored as zeros.
+        // Rows past the matrix read row n - 1: the tile's columns past n only feed
+        // outputs past n, which `emit` never writes (no zeroing needed).
         let n = min(ln.n + u * WR, p.n - 1u);
         if (W16 == 1u) {
             (*wr)[u] = w4[(n * p.row_bytes + k * 2u) >> 4u];
@@ -159,9 +160,6 @@ fn store_w(buf: u32, k0: u32, li: u32, ln: Lanes, wr: ptr<function, array<vec4<u
                    vec4<f32>(unpack2x16float(h.z), unpack2x16float(h.w)));
         } else {
             q = cvt8((*rr)[u], k0 + ln.kc);
-        }
-        if (ln.n + u * WR >= p.n) {
-            q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         }
         sb[o] = f16(q.a.x);
         sb[o + 1u] = f16(q.a.y);
@@ -193,10 +191,7 @@ fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
     for (var u = 0u; u < WV; u++) {
         let e = u * THREADS + li;
         let n = min(n0 + e / 4u, p.n - 1u);
-        var h = lora_w8((p.lora_b + n * p.lora_rank + j0 + 8u * (e % 4u)) >> 3u);
-        if (n0 + e / 4u >= p.n) {
-            h = vec4<u32>(0u);
-        }
+        let h = lora_w8((p.lora_b + n * p.lora_rank + j0 + 8u * (e % 4u)) >> 3u);
         let o = (e / 4u) * LD + 8u * (e % 4u);
         let a = unpack2x16float(h.x);
         let b = unpack2x16float(h.y);
