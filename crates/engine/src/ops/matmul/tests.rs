@@ -287,10 +287,18 @@ fn large_tiles_with_ragged_edges() {
 
 /// The k-split tensor-core product and its reduce step (both nodes; on adapters
 /// without cooperative matrices the plain kernel and an empty reduce) against the
-/// reference, with bias, ReLU² and a residual add, 3 and 130 tokens.
+/// reference, with bias, ReLU² and a residual add, 3 and 130 tokens: 200 rows (the small
+/// tiles) and 1100 rows (the 128 × 128 tiles; full tiles store their slices straight into
+/// the scratch, the ragged edges through the staged epilogue).
 #[test]
 fn k_split_matches_reference() {
-    let (n, k) = (200, 512);
+    for n in [200, 1100] {
+        k_split_case(n);
+    }
+}
+
+fn k_split_case(n: usize) {
+    let k = 512;
     let w = rand_vec(51, n * k, 0.3);
     let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
     let mut wd = vec![0f32; n * k];
