@@ -85,10 +85,10 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
 // and 16-byte weight piece e is row e / 4, weights 8 · (e % 4).. (four lanes read a row's 64
 // bytes). (Lanes each reading a run of one token or row, 64 or 32 bytes apart, put every
 // load instruction on half-used 32-byte sectors; H100, 10240 × 2560 at T = 512: skipping
-// x's loads made that kernel 36 % faster, skipping W's 31 %.) A thread's tokens, rows and
-// columns are fixed for the whole product, so `Lanes` holds its offsets and each step adds
-// k and constants only: the same loads with their index arithmetic per load were 12 %
-// slower at the model level (2.9B F16), so this loop is issue-bound enough to count it.
+// x's loads cut that kernel's time by 36 %, skipping W's by 31 %.) A thread's tokens, rows
+// and columns are fixed for the whole product, so `Lanes` holds its offsets and each step
+// adds k and constants only: computing each load's index per load cost 11–12 % of 2.9B F16
+// prefill, so this loop is issue-bound enough to count it.
 struct Lanes {
     xb: u32,  // act vec4 of this thread's first token at k = 0 (x_off + t x_stride + 4 c) / 4
     xs: u32,  // act vec4s from one of its tokens to the next (THREADS / 8 tokens on)

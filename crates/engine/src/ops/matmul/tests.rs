@@ -288,8 +288,7 @@ fn large_tiles_with_ragged_edges() {
 /// The k-split tensor-core product and its reduce step (both nodes; on adapters
 /// without cooperative matrices the plain kernel and an empty reduce) against the
 /// reference, with bias, ReLU² and a residual add, 3 and 130 tokens: 200 rows (the small
-/// tiles) and 1100 rows (the 128 × 128 tiles; full tiles store their slices straight into
-/// the scratch, the ragged edges through the staged epilogue).
+/// tiles) and 1100 rows (the 128 × 128 tiles, full and ragged).
 #[test]
 fn k_split_matches_reference() {
     for n in [200, 1100] {
