@@ -21,7 +21,9 @@
 // `act` at lora_h, stride lora_stride) in place of x and the f16 `B` block ([N, R] at
 // lora_b halves, `lora_w8`) in place of W: the raw sum is W x + B h before the epilogue.
 // Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs subgroups of
-// exactly 32.
+// exactly 32. GROUP = 1 (`matmul_group`): up to 8 products of one weight buffer in one
+// dispatch, `p` taken from the group's table by `enter` (workgroup x → its product's own
+// x), each with its own k slices (`slices`), W offset (`w_base`) and scratch offset.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -60,7 +62,7 @@ fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
         let n = tn + e % 16u;
         if (KSPLIT > 1u) {
             if (t < t_count && n < p.n) {
-                y_part((ks * t_count + t) * p.n + n, sc[sg * 256u + e]);
+                y_part(part_base() + (ks * t_count + t) * p.n + n, sc[sg * 256u + e]);
             }
             continue;
         }
@@ -139,9 +141,9 @@ fn load_w(k0: u32, ln: Lanes, wr: ptr<function, array<vec4<u32>, WV>>,
         // outputs past n, which `emit` never writes (no zeroing needed).
         let n = min(ln.n + u * WR, p.n - 1u);
         if (W16 == 1u) {
-            (*wr)[u] = w4[(n * p.row_bytes + k * 2u) >> 4u];
+            (*wr)[u] = w4[(w_base() + n * p.row_bytes + k * 2u) >> 4u];
         } else {
-            (*rr)[u] = raw8(n * p.row_bytes, k);
+            (*rr)[u] = raw8(w_base() + n * p.row_bytes, k);
         }
     }
 }
@@ -210,10 +212,12 @@ fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
 
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let wx = enter(wid.x);
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let m0 = wid.y * BM;
-    let n0 = (wid.x / KSPLIT) * BN;
-    let ks = wid.x % KSPLIT;
+    let nks = slices();
+    let n0 = (wx / nks) * BN;
+    let ks = wx % nks;
     let sg = li / 32u;
     let lane = li % 32u;
     let wm0 = (sg / SGN) * WM;
@@ -228,8 +232,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc30: coop_mat16x16<f32, C>;
     var acc31: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
-    let s0 = ks * steps / KSPLIT;
-    let s1 = (ks + 1u) * steps / KSPLIT;
+    let s0 = ks * steps / nks;
+    let s1 = (ks + 1u) * steps / nks;
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
@@ -294,7 +298,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     // The LoRA term's steps (the main loop's last barrier freed buffer 0).
     // (`select`, not `&&`: the products need uniform control flow.)
-    let lora_cols = select(0u, p.lora_rank, COOP_LORA && ks == KSPLIT - 1u);
+    let lora_cols = select(0u, p.lora_rank, COOP_LORA && ks == nks - 1u);
     for (var j0 = 0u; j0 < lora_cols; j0 += BK) {
         store_lora(j0, li, m0, n0, t_count);
         workgroupBarrier();

@@ -24,9 +24,9 @@ struct Params {
     lora_h: u32,      // act offset of h [T, R] (row stride lora_stride)
     lora_stride: u32,
     lora_b: u32,      // offset of B [N, R] in `lora`
-    _p0: u32,
-    _p1: u32,
-    _p2: u32,
+    ksplit: u32,      // k slices (grouped products; a single product's are KSPLIT)
+    part_off: u32,    // f32 offset of this product's slices in the scratch (grouped)
+    w_off: u32,       // byte offset of W in the weights binding (grouped)
 }
 
 fn finish(v: f32, r: u32) -> f32 {

@@ -1,5 +1,7 @@
 // Second half of a k-split `matmul_coop`: y[t, row0 + n] (+)= act(Σ_s part[s][t][n] +
-// bias) for every token and row. Params and `finish` from matmul_params.wgsl.
+// bias) for every token and row. Params and `finish` from matmul_params.wgsl. GROUP = 1:
+// the products of a `matmul_group` one after another (`enter_elems` finds an element's
+// product and sets `p`).
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -9,16 +11,17 @@
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = linear_id(gid, nwg, 256u);
     let t_count = d.n_tokens;
+    let i = enter_elems(linear_id(gid, nwg, 256u), t_count);
     if (i >= t_count * p.n) {
         return;
     }
     let t = i / p.n;
     let n = i % p.n;
     var v = 0.0;
-    for (var s = 0u; s < KSPLIT; s++) {
-        v += part[(s * t_count + t) * p.n + n];
+    let nks = slices();
+    for (var s = 0u; s < nks; s++) {
+        v += part[part_base() + (s * t_count + t) * p.n + n];
     }
     let idx = p.y_off + t * p.y_stride + p.row0 + n;
     if (p.accumulate == 2u) {

@@ -107,6 +107,59 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
+/// A single product (`matmul_coop`, `matmul_reduce`): `p` is the params uniform, the k
+/// slices the KSPLIT specialisation, W and the slices at offset 0 of their bindings.
+const GROUP_OFF: &str = "
+fn enter(x: u32) -> u32 { return x; }
+fn enter_elems(i: u32, t_count: u32) -> u32 { return i; }
+fn slices() -> u32 { return KSPLIT; }
+fn part_base() -> u32 { return 0u; }
+fn w_base() -> u32 { return 0u; }
+";
+
+/// The products of a `matmul_group` (GROUP = 1): binding 1 holds their table, and `enter`
+/// (a workgroup's x) or `enter_elems` (a reduce element) sets `gs` to the one it serves;
+/// every `p.field` of the kernel reads `g.seg[gs].field` ([`group_params`]). (A private
+/// copy of the product's Params held all of it in registers: the grouped r, k, v tiles ran
+/// at one workgroup per SM, H100.)
+const GROUP_ON: &str = "
+struct Group {
+    nseg: u32,
+    _g0: u32,
+    _g1: u32,
+    _g2: u32,
+    wg0: array<vec4<u32>, 2>, // first workgroup x of each product
+    seg: array<Params, 8>,
+}
+@group(0) @binding(1) var<uniform> g: Group;
+var<private> gs: u32;
+fn enter(x: u32) -> u32 {
+    var s = 0u;
+    for (var i = 1u; i < g.nseg; i++) {
+        if (x >= g.wg0[i >> 2u][i & 3u]) {
+            s = i;
+        }
+    }
+    gs = s;
+    return x - g.wg0[s >> 2u][s & 3u];
+}
+fn enter_elems(i: u32, t_count: u32) -> u32 {
+    var r = i;
+    for (var s = 0u; s < g.nseg; s++) {
+        let e = t_count * g.seg[s].n;
+        if (r < e) {
+            gs = s;
+            return r;
+        }
+        r -= e;
+    }
+    return 0xffffffffu; // past every product
+}
+fn slices() -> u32 { return p.ksplit; }
+fn part_base() -> u32 { return p.part_off; }
+fn w_base() -> u32 { return p.w_off; }
+";
+
 /// Sum over the LANES lanes of a row (consecutive invocations) for `matvec`: subgroup
 /// shuffles when a subgroup is known to hold whole rows (SG = 1)…
 const ROW_SUM_SG: &str = "
@@ -436,8 +489,39 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     ) {
         src.push_str(MATMUL_PARAMS);
     }
+    let group = matches!(key.op, "matmul_coop" | "matmul_reduce") && spec(key, "GROUP") == Some(1);
+    if matches!(key.op, "matmul_coop" | "matmul_reduce") {
+        if group {
+            src.push_str(GROUP_ON);
+            body = body.replace("@group(0) @binding(1) var<uniform> p: Params;", "");
+        } else {
+            src.push_str(GROUP_OFF);
+        }
+    }
     src.push_str(&body);
+    if group {
+        src = group_params(&src);
+    }
     Ok(src)
+}
+
+/// `src` with every field access `p.name` (not part of a longer identifier) read from
+/// the group's table: `g.seg[gs].name`.
+fn group_params(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len() + 4096);
+    let mut last = 0;
+    for i in 0..b.len().saturating_sub(2) {
+        let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+        let starts = i == 0 || !ident(b[i - 1]);
+        if starts && b[i] == b'p' && b[i + 1] == b'.' && b[i + 2].is_ascii_alphabetic() {
+            out.push_str(&src[last..i]);
+            out.push_str("g.seg[gs].");
+            last = i + 2;
+        }
+    }
+    out.push_str(&src[last..]);
+    out
 }
 
 /// Encodings the GPU kernels read directly; others are converted to F16 at load.

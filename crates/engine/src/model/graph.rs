@@ -114,17 +114,25 @@ impl Graph {
         let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
         let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
-        // Scratch of the k-split tensor-core products: [KSPLIT][T][C] f32.
-        let split_bytes = [cfg.n_embd, cfg.ffn_dim]
-            .iter()
-            .map(|&k| coop_ksplit(cfg.n_embd, k) as u64 * (t_cap * cfg.n_embd) as u64 * 4)
-            .max()
-            .unwrap_or(0);
+        // Scratch of the k-split tensor-core products: [KSPLIT][T][N] f32 for the largest
+        // of the C-row products and the channel-mix key (N = ffn_dim).
+        let split_bytes = [
+            (cfg.n_embd, cfg.n_embd),
+            (cfg.n_embd, cfg.ffn_dim),
+            (cfg.ffn_dim, cfg.n_embd),
+        ]
+        .iter()
+        .map(|&(n, k)| match coop_ksplit(n, k, t_cap) {
+            1 => 0,
+            ks => ks as u64 * (t_cap * n) as u64 * 4,
+        })
+        .max()
+        .unwrap_or(0);
         let split_ok = gpu.features.coopmat && split_bytes <= max;
         let split = buffer::storage(
             gpu,
             "k-split partial sums",
-            if split_ok { split_bytes } else { 16 },
+            if split_ok { split_bytes.max(16) } else { 16 },
         );
         let readback = buffer::readback(
             gpu,

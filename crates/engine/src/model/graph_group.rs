@@ -3,7 +3,7 @@
 //! grouped dispatch takes their place.
 
 use crate::error::{EngineError, Result};
-use crate::ops::matmul::{MatmulArgs, SMALL_T};
+use crate::ops::matmul::{matmul_group, tile_groupable, GroupItem, MatmulArgs, MAX_GROUP, SMALL_T};
 use crate::ops::matvec_group::{groupable, MAX_SEGS};
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
 
@@ -82,29 +82,88 @@ pub(super) fn group_decode(
     Ok(())
 }
 
-/// `nodes` (node, reduce step, matrix, arguments) onto `body` in order, a decode step
-/// running them grouped ([`group_decode`]).
+/// A product a block may group: its node, its reduce step, matrix, arguments and k slices.
+pub(super) type Member<'a> = (Node, Node, &'a GpuMatrix, MatmulArgs, u32);
+
+/// `nodes` (node, reduce step, matrix, arguments, k slices) onto `body` in order, a
+/// decode step running them grouped ([`group_decode`]). With `tiles` (the k-split scratch
+/// and the graph's token capacity; tensor cores), larger passes run the products of each
+/// buffer and encoding as one [`matmul_group`] dispatch (and one reduce step) in their
+/// place; the members then keep only their decode variants.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn push_grouped(
     cx: &Ctx,
     name: &'static str,
     layer: Option<usize>,
-    nodes: Vec<(Node, Node, &GpuMatrix, MatmulArgs)>,
+    nodes: Vec<Member>,
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
+    tiles: Option<(&wgpu::Buffer, usize)>,
     body: &mut Vec<Node>,
 ) -> Result<()> {
     let mut main = Vec::new();
     let mut reduces = Vec::new();
     let mut segs = Vec::new();
-    for (n, r, m, args) in nodes {
+    let mut kss = Vec::new();
+    for (n, r, m, args, ks) in nodes {
         main.push(n);
         reduces.push(r);
         segs.push((m, args));
+        kss.push(ks);
     }
     group_decode(cx, name, layer, &mut main, &segs, vecs, act)?;
-    for (n, r) in main.into_iter().zip(reduces) {
-        body.push(n);
-        body.push(r);
+    let mut taken = vec![false; main.len()];
+    if let Some((scratch, t_cap)) = tiles {
+        // Only members whose own kernels stop at SMALL_T tokens: the group takes over above.
+        let mut left: Vec<usize> = (0..segs.len())
+            .filter(|&i| main[i].small.as_ref().is_some_and(|s| s.max == SMALL_T))
+            .collect();
+        while let Some(&i0) = left.first() {
+            let (m0, split0) = (segs[i0].0, kss[i0] > 1);
+            let same: Vec<usize> = left
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let m = segs[i].0;
+                    m.buffer == m0.buffer && m.dtype == m0.dtype && (kss[i] > 1) == split0
+                })
+                .take(MAX_GROUP)
+                .collect();
+            left.retain(|i| !same.contains(i));
+            let items: Vec<GroupItem> = same
+                .iter()
+                .map(|&i| GroupItem {
+                    m: segs[i].0,
+                    args: segs[i].1,
+                    ks: kss[i],
+                })
+                .collect();
+            let slices: usize = items
+                .iter()
+                .map(|it| it.ks as usize * t_cap * it.m.n_out)
+                .sum();
+            let fits = !split0 || slices as u64 * 4 <= scratch.size();
+            if !fits || !tile_groupable(cx, &items) {
+                continue;
+            }
+            let (g, r) = matmul_group(cx, name, layer, &items, vecs, act, scratch, t_cap)?;
+            body.push(g);
+            body.extend(r);
+            for &i in &same {
+                taken[i] = true;
+            }
+        }
+    }
+    for ((n, r), taken) in main.into_iter().zip(reduces).zip(taken) {
+        if taken {
+            // Larger passes: the group's dispatch; decode: the node's own variants.
+            let mut s = n.skip();
+            s.small = n.small;
+            body.push(s);
+        } else {
+            body.push(n);
+            body.push(r);
+        }
     }
     Ok(())
 }

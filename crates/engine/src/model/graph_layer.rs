@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::model::graph::{GN_EPS, LN_EPS};
-use crate::model::graph_group::{group_decode, push_grouped};
+use crate::model::graph_group::{group_decode, push_grouped, Member};
 use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
@@ -69,7 +69,13 @@ impl<'a> Blocks<'a> {
             return 1;
         }
         let fits = (self.split.size() / 4) as usize / (self.t_cap * n).max(1);
-        coop_ksplit(n, k).min(fits.max(1) as u32)
+        coop_ksplit(n, k, self.t_cap).min(fits.max(1) as u32)
+    }
+
+    /// The k-split scratch and the token capacity for grouped tensor-core products
+    /// (`push_grouped`), where the tiles may split.
+    fn tiles(&self) -> Option<(&'a wgpu::Buffer, usize)> {
+        self.split_ok.then_some((self.split, self.t_cap))
     }
 
     /// The first products `h_i = s_i · A_i x` of the adapters at (l, t) into `h` slot
@@ -80,10 +86,7 @@ impl<'a> Blocks<'a> {
         l: usize,
         sites: &[(LoraTarget, usize, usize, usize)],
         vecs: &wgpu::Buffer,
-    ) -> Result<(
-        Vec<Option<LoraArgs>>,
-        Vec<(Node, Node, &'a GpuMatrix, MatmulArgs)>,
-    )> {
+    ) -> Result<(Vec<Option<LoraArgs>>, Vec<Member<'a>>)> {
         let Some(loras) = self.loras else {
             return Ok((vec![None; sites.len()], Vec::new()));
         };
@@ -110,7 +113,7 @@ impl<'a> Blocks<'a> {
                         self.split,
                         ks,
                     )?;
-                    firsts.push((node, reduce, a, args));
+                    firsts.push((node, reduce, a, args, ks));
                 }
             }
             terms.push(term);
@@ -128,7 +131,17 @@ impl<'a> Blocks<'a> {
         body: &mut Vec<Node>,
     ) -> Result<Vec<Option<LoraArgs>>> {
         let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
-        push_grouped(self.cx, "lora.a", Some(l), firsts, vecs, self.act, body)?;
+        let tiles = self.tiles();
+        push_grouped(
+            self.cx,
+            "lora.a",
+            Some(l),
+            firsts,
+            vecs,
+            self.act,
+            tiles,
+            body,
+        )?;
         Ok(terms)
     }
 
@@ -335,7 +348,7 @@ impl<'a> Blocks<'a> {
             ],
             v,
         )?;
-        let chain_products = |second: bool| -> Result<Vec<(Node, Node, &GpuMatrix, MatmulArgs)>> {
+        let chain_products = |second: bool| -> Result<Vec<Member>> {
             let mut out = Vec::new();
             for &(names, m1, m2, x, hid, act1, y, act2, bias) in &chains {
                 let d = m1.n_out;
@@ -347,13 +360,13 @@ impl<'a> Blocks<'a> {
                 // First products (few rows, k = C): k split on tensor cores.
                 let ks = if second { 1 } else { self.ks(m.n_out, m.n_in) };
                 let (node, reduce) = matmul_split(cx, name, lid, m, v, act, &args, self.split, ks)?;
-                out.push((node, reduce, m, args));
+                out.push((node, reduce, m, args, ks));
             }
             Ok(out)
         };
         let mut firsts = chain_products(false)?;
         firsts.extend(lora_a);
-        push_grouped(cx, "att.lora1", lid, firsts, v, act, body)?;
+        push_grouped(cx, "att.lora1", lid, firsts, v, act, self.tiles(), body)?;
         // 4: r, k, v (one `matvec_group` dispatch in a decode step).
         let rkv = [
             (
@@ -390,13 +403,16 @@ impl<'a> Blocks<'a> {
                 },
             ));
         }
+        // (One grouped tensor-core dispatch for r, k and v without k slices was no faster on
+        // an H100 than three split products: 242 against 3 × 78 µs per block, 2.9B F16.)
         group_decode(cx, "att.rkv", lid, &mut nodes, &segs, v, act)?;
         for (node, reduce) in nodes.into_iter().zip(reduces) {
             body.push(node);
             body.push(reduce);
         }
         body.extend(seconds);
-        push_grouped(cx, "att.lora2", lid, chain_products(true)?, v, act, body)?;
+        let seconds = chain_products(true)?;
+        push_grouped(cx, "att.lora2", lid, seconds, v, act, self.tiles(), body)?;
         // 9–11: WKV
         let prep = WkvPrepArgs {
             c: c as u32,
@@ -495,11 +511,12 @@ impl<'a> Blocks<'a> {
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
-        let node = match term {
-            None => matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &args)?,
+        // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`.)
+        let (node, reduce) = match term {
+            None => self.big(l, v, "ffn.key", &ly.ffn_key, &args)?,
             Some(_) if in_tiles => {
                 let with = MatmulArgs { lora: term, ..args };
-                matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &with)?
+                self.big(l, v, "ffn.key", &ly.ffn_key, &with)?
             }
             Some(_) => {
                 let pre = MatmulArgs {
@@ -507,10 +524,12 @@ impl<'a> Blocks<'a> {
                     ..args
                 };
                 let dec = MatmulArgs { lora: term, ..args };
-                Self::decode_from(
+                let node = Self::decode_from(
                     matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &pre)?,
                     matmul(cx, "ffn.key", lid, &ly.ffn_key, v, act, None, &dec)?,
-                )
+                );
+                let reduce = node.skip();
+                (node, reduce)
             }
         };
         let t = LoraTarget::FfnKey;
@@ -519,6 +538,7 @@ impl<'a> Blocks<'a> {
             false => self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?,
         };
         body.push(node);
+        body.push(reduce);
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];

@@ -103,6 +103,22 @@ fn every_key() -> Vec<PipelineKey> {
         dtype: None,
         spec: vec![("KSPLIT", 4)],
     });
+    // The grouped products (`matmul_group`): tile kernels, split or not, and the reduce.
+    let grouped: Vec<PipelineKey> = keys
+        .iter()
+        .filter(|k| k.op == "matmul_coop" && spec(k, "OUT_SEP") == Some(0))
+        .map(|k| {
+            let mut k = k.clone();
+            k.spec.push(("GROUP", 1));
+            k
+        })
+        .collect();
+    keys.extend(grouped);
+    keys.push(PipelineKey {
+        op: "matmul_reduce",
+        dtype: None,
+        spec: vec![("KSPLIT", 2), ("GROUP", 1)],
+    });
     for sg in [0, 1] {
         keys.push(PipelineKey {
             op: "ln_shift",

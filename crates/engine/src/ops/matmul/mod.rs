@@ -2,7 +2,10 @@
 //! T > [`SMALL_T`]) and `shaders/matvec.wgsl` (T ≤ [`SMALL_T`], decode). One node holds both
 //! variants; the pass picks by its token count. Tile shapes and k slices: `tiles.rs`.
 
+mod group;
 mod tiles;
+
+pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
 
 use tiles::coop_tile;
 pub(crate) use tiles::matvec_step;
@@ -50,7 +53,11 @@ struct Params {
     lora_h: u32,
     lora_stride: u32,
     lora_b: u32,
-    _p: [u32; 3],
+    /// k slices, the scratch offset of this product's slices and W's byte offset in its
+    /// binding: read by the grouped kernels only (`group.rs`).
+    ksplit: u32,
+    part_off: u32,
+    w_off: u32,
 }
 
 /// Where a product reads and writes (offsets in f32 elements).
@@ -222,7 +229,9 @@ fn build<'a>(
         lora_h: lf[1],
         lora_stride: lf[2],
         lora_b: lf[3],
-        _p: [0; 3],
+        ksplit: split.map_or(1, |s| s.1.max(1)),
+        part_off: 0,
+        w_off: 0,
     };
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));

@@ -288,15 +288,18 @@ fn large_tiles_with_ragged_edges() {
 /// The k-split tensor-core product and its reduce step (both nodes; on adapters
 /// without cooperative matrices the plain kernel and an empty reduce) against the
 /// reference, with bias, ReLU² and a residual add, 3 and 130 tokens: 200 rows (the small
-/// tiles) and 1100 rows (the 128 × 128 tiles, full and ragged).
+/// tiles) and 1100 rows (the 128 × 128 tiles, full and ragged), in 4 even slices of k and
+/// in 3 uneven ones.
 #[test]
 fn k_split_matches_reference() {
     for n in [200, 1100] {
-        k_split_case(n);
+        for ks in [3, 4] {
+            k_split_case(n, ks);
+        }
     }
 }
 
-fn k_split_case(n: usize) {
+fn k_split_case(n: usize, ks: u32) {
     let k = 512;
     let w = rand_vec(51, n * k, 0.3);
     let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
@@ -323,7 +326,7 @@ fn k_split_case(n: usize) {
             &act_buf,
             &args,
             &scratch,
-            4,
+            ks,
         )
         .unwrap();
         let tiled = std::ptr::eq(node.pick(&h.dims), &node);

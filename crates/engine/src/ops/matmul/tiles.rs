@@ -36,20 +36,40 @@ pub(super) fn coop_tile(n: u32, wg_bytes: u32) -> (u32, u32, u32) {
     }
 }
 
-/// Slices of k for a tensor-core product of `n` rows and depth `k` (see
-/// [`matmul_split`]): products with at most C ≤ 4096 rows leave an H100's SMs half idle
-/// at 512 tokens; split their k so that each slice keeps ≥ 32 steps of 32. The few-row
-/// low-rank first products (n < 1024: 16 tiles of 32 tokens at 512 tokens) are split much
-/// finer, slices of 8 steps, up to 16 (H100: a 64-row first product with k = 10240 took
-/// 75 µs in 4 slices of 80 steps). The graph bounds it by its scratch.
-pub fn coop_ksplit(n: usize, k: usize) -> u32 {
+/// Workgroups a split product of C rows aims at: two 128 × 128 tiles fit on each SM at
+/// once (registers), so ≈ 2 × the SM count fills one wave. wgpu does not report SMs;
+/// 256 is a wave of the large GPUs (H100: 132 SMs, 264 slots) and several waves of a small one.
+const SPLIT_TARGET_WGS: usize = 256;
+
+/// Slices of k for a tensor-core product of `n` rows and depth `k` at `t_cap` tokens (see
+/// [`matmul_split`]). Products of 1024–4096 rows (the C-row products) get as many slices as
+/// keep their workgroups within one wave of [`SPLIT_TARGET_WGS`], each slice ≥ 16 steps of
+/// 32: on an H100 at 512 tokens a 2560-row product has 80 tiles, so 3 slices (240
+/// workgroups, one wave) beat 2 (160, SMs left idle) and 4 (320, a second wave at 21 %):
+/// 2.9B Q4_K prefill 8,478 / 8,118 → 9,499 / 9,457 tok/s with 3, 8,962 / 8,828 with 4. The
+/// few-row low-rank first products (n < 1024: 16 tiles of 32 tokens at 512 tokens) are
+/// split much finer, slices of 8 steps, up to 16 (H100: a 64-row first product with k =
+/// 10240 took 75 µs in 4 slices of 80 steps). Wider products are not split (their scratch
+/// would be 4 × C wide; 2 slices of the 10240-row key gave ≤ 2 %). The graph bounds it by
+/// its scratch. `RWKV_KSPLIT_WIDE` / `RWKV_KSPLIT_C` (1–8) override the wide and the C-row
+/// products' slices for tuning runs.
+pub fn coop_ksplit(n: usize, k: usize, t_cap: usize) -> u32 {
+    let forced = |var: &str| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .filter(|s| (1..=8).contains(s) && k as u32 / 32 >= *s)
+    };
     if n > 4096 {
-        return 1;
+        return forced("RWKV_KSPLIT_WIDE").unwrap_or(1);
     }
     if n < 1024 {
         return (k / 256).clamp(1, 16) as u32;
     }
-    (k / 1024).clamp(1, 4) as u32
+    let tiles = n.div_ceil(128) * t_cap.div_ceil(128);
+    let by_wave = (SPLIT_TARGET_WGS / tiles.max(1)).max(1);
+    let by_k = (k / (16 * 32)).max(1);
+    forced("RWKV_KSPLIT_C").unwrap_or(by_wave.min(by_k).min(8) as u32)
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
