@@ -115,7 +115,9 @@ impl Graph {
         let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
         // Scratch of the k-split tensor-core products: [KSPLIT][T][N] f32 for the largest
-        // of the C-row products and the channel-mix key (N = ffn_dim).
+        // split one of the C-row products and the channel-mix key (N = ffn_dim; not split
+        // unless `RWKV_KSPLIT_WIDE` asks). A group of low-rank products whose slices do not
+        // fit in it runs its products one by one (`push_grouped`).
         let split_bytes = [
             (cfg.n_embd, cfg.n_embd),
             (cfg.n_embd, cfg.ffn_dim),
