@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::gpu::pipeline::PipelineKey;
 use crate::ops::matmul::{matvec_step, MatmulArgs};
-use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node};
 use crate::DType;
 
 /// Segments one dispatch takes.
@@ -165,13 +165,6 @@ pub fn matvec_group(
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(rows);
     }
-    fn range(b: &wgpu::Buffer, (lo, hi): (u64, u64)) -> wgpu::BindingResource<'_> {
-        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: b,
-            offset: lo,
-            size: std::num::NonZeroU64::new(hi - lo),
-        })
-    }
     let mut key = PipelineKey {
         op: "matvec_group",
         dtype: Some(first.dtype),
@@ -182,14 +175,14 @@ pub fn matvec_group(
         ],
     };
     let mut res = vec![
-        (2, range(&first.buffer, range1)),
+        (2, buffer_range(&first.buffer, range1)),
         (3, vecs.as_entire_binding()),
         (4, act.as_entire_binding()),
-        (5, range(&first.buffer, range1)),
+        (5, buffer_range(&first.buffer, range1)),
     ];
     if let (Some(s), Some(r2)) = (second, range2) {
         key.spec.push(("SRC2", 1));
-        res.push((8, range(&s.buffer, r2)));
+        res.push((8, buffer_range(&s.buffer, r2)));
     }
     if let Some(b) = lora_buf {
         key.spec.push(("LORA", 1));

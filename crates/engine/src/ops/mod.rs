@@ -245,6 +245,15 @@ impl Ctx<'_> {
     }
 }
 
+/// Bytes `lo..hi` of `b` as a binding (several matrices of one buffer bound together).
+pub(crate) fn buffer_range(b: &wgpu::Buffer, (lo, hi): (u64, u64)) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer: b,
+        offset: lo,
+        size: std::num::NonZeroU64::new(hi - lo),
+    })
+}
+
 /// Records `nodes` into one compute pass.
 pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
     for n in nodes {

@@ -8,7 +8,7 @@
 use super::{coop_tile, MatmulArgs, Params, SMALL_T};
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};
-use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
+use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 
 /// Products one grouped dispatch takes (the shaders' `Group` table).
 pub const MAX_GROUP: usize = 8;
@@ -133,30 +133,9 @@ pub fn matmul_group<'a>(
         wg += (m.n_out as u32).div_ceil(bn) * ks;
         rows += m.n_out as u32;
         g.seg[i] = Params {
-            k: m.n_in as u32,
-            n: m.n_out as u32,
-            row0: m.row0 as u32,
-            row_bytes: m.row_bytes as u32,
-            x_off: a.x_off as u32,
-            x_stride: a.x_stride as u32,
-            y_off: a.y_off as u32,
-            y_stride: a.y_stride as u32,
-            act: a.act as u32,
-            accumulate: if a.add_before_act {
-                2
-            } else {
-                u32::from(a.accumulate)
-            },
-            bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
-            rows_sel: 0,
-            scale,
-            lora_rank: lf[0],
-            lora_h: lf[1],
-            lora_stride: lf[2],
-            lora_b: lf[3],
-            ksplit: ks,
             part_off: part as u32,
             w_off: (m.offset - lo) as u32,
+            ..Params::of(m, a, scale, lf, ks)
         };
         if split {
             part += u64::from(ks) * (t_cap * m.n_out) as u64;
@@ -172,11 +151,7 @@ pub fn matmul_group<'a>(
             ),
         ));
     }
-    let w = wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-        buffer: &first.buffer,
-        offset: lo,
-        size: std::num::NonZeroU64::new(hi - lo),
-    });
+    let w = buffer_range(&first.buffer, (lo, hi));
     let mut key = PipelineKey {
         op: "matmul_coop",
         dtype: Some(first.dtype),

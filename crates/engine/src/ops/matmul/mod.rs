@@ -60,6 +60,40 @@ struct Params {
     w_off: u32,
 }
 
+impl Params {
+    /// The product of `m` with the arguments `a`, its scale and LoRA fields (from
+    /// [`MatmulArgs::lora_fields`]) and `ksplit` slices; its slices and W at offset 0 of
+    /// their bindings (a group sets `part_off` and `w_off`).
+    fn of(m: &GpuMatrix, a: &MatmulArgs, scale: f32, lf: [u32; 4], ksplit: u32) -> Self {
+        Params {
+            k: m.n_in as u32,
+            n: m.n_out as u32,
+            row0: m.row0 as u32,
+            row_bytes: m.row_bytes as u32,
+            x_off: a.x_off as u32,
+            x_stride: a.x_stride as u32,
+            y_off: a.y_off as u32,
+            y_stride: a.y_stride as u32,
+            act: a.act as u32,
+            accumulate: if a.add_before_act {
+                2
+            } else {
+                u32::from(a.accumulate)
+            },
+            bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
+            rows_sel: u32::from(a.rows == Count::Rows),
+            scale,
+            lora_rank: lf[0],
+            lora_h: lf[1],
+            lora_stride: lf[2],
+            lora_b: lf[3],
+            ksplit,
+            part_off: 0,
+            w_off: 0,
+        }
+    }
+}
+
 /// Where a product reads and writes (offsets in f32 elements).
 #[derive(Debug, Clone, Copy)]
 pub struct MatmulArgs {
@@ -207,32 +241,7 @@ fn build<'a>(
         ));
     }
     let (scale, lf, lora_buf) = a.lora_fields(cx, op, m)?;
-    let p = Params {
-        k: m.n_in as u32,
-        n: m.n_out as u32,
-        row0: m.row0 as u32,
-        row_bytes: m.row_bytes as u32,
-        x_off: a.x_off as u32,
-        x_stride: a.x_stride as u32,
-        y_off: a.y_off as u32,
-        y_stride: a.y_stride as u32,
-        act: a.act as u32,
-        accumulate: if a.add_before_act {
-            2
-        } else {
-            u32::from(a.accumulate)
-        },
-        bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
-        rows_sel: u32::from(a.rows == Count::Rows),
-        scale,
-        lora_rank: lf[0],
-        lora_h: lf[1],
-        lora_stride: lf[2],
-        lora_b: lf[3],
-        ksplit: split.map_or(1, |s| s.1.max(1)),
-        part_off: 0,
-        w_off: 0,
-    };
+    let p = Params::of(m, a, scale, lf, split.map_or(1, |s| s.1.max(1)));
     if lora_buf.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
     }
