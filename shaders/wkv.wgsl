@@ -4,9 +4,10 @@
 // Rows of S are independent: one workgroup of RB × TPR threads per (block of RB rows of
 // a head, sequence), TPR threads per row i, each keeping NV = 16 / TPR vec4s of the row
 // in registers and summing its partial dot products with the row's other threads
-// through subgroup shuffles (TPR > 1). Tokens go in chunks of CH: the workgroup first
-// copies the chunk's r, w, k, kk, kk·a and v of its head into workgroup memory
-// (coalesced, one barrier), then steps through them reading only workgroup memory.
+// through subgroup shuffles (TPR > 1). Tokens go in chunks of CH: the chunk's r, w, k,
+// kk, kk·a and v of its head are in workgroup memory (copied coalesced), and the steps
+// read only workgroup memory; the next chunk's loads are issued into registers before
+// the current chunk's steps, so their latency hides behind them.
 // Every row reads all 64 columns of those vectors each token, so workgroup memory
 // bandwidth bounds a step: splitting a head's 64 rows over 64 / RB workgroups spreads
 // that traffic (and the sequential scan) over more SMs.
@@ -45,6 +46,41 @@ var<workgroup> ckk: array<vec4<f32>, 256>;
 var<workgroup> cka: array<vec4<f32>, 256>;
 var<workgroup> cv: array<vec4<f32>, 256>;
 
+const PER: u32 = CH * 16u / WG; // chunk elements each thread copies
+
+// Loads the chunk of tokens n0.. (of the sequence at `start`, `len` tokens) of head h
+// into registers: element e = u · WG + li is (token e / 16, vec4 column e % 16); r, w, k,
+// kk, kk · a, v. All loads are issued before any is used.
+fn fetch(pf: ptr<function, array<array<vec4<f32>, 6>, PER>>, start: u32, n0: u32, len: u32,
+         h: u32, c4: u32, li: u32) {
+    for (var u = 0u; u < PER; u++) {
+        let e = u * WG + li;
+        if (n0 + e / 16u < len) {
+            let g = (start + n0 + e / 16u) * c4 + h * 16u + e % 16u;
+            (*pf)[u][0] = act[(p.r_off >> 2u) + g];
+            (*pf)[u][1] = act[(p.w_off >> 2u) + g];
+            (*pf)[u][2] = act[(p.k_off >> 2u) + g];
+            (*pf)[u][3] = act[(p.kk_off >> 2u) + g];
+            (*pf)[u][4] = act[(p.a_off >> 2u) + g];
+            (*pf)[u][5] = act[(p.v_off >> 2u) + g];
+        }
+    }
+}
+
+// The fetched chunk into workgroup memory (past the sequence's end: stale values no
+// step reads).
+fn put(pf: ptr<function, array<array<vec4<f32>, 6>, PER>>, li: u32) {
+    for (var u = 0u; u < PER; u++) {
+        let e = u * WG + li;
+        cr[e] = (*pf)[u][0];
+        cw[e] = (*pf)[u][1];
+        ck[e] = (*pf)[u][2];
+        ckk[e] = (*pf)[u][3];
+        cka[e] = (*pf)[u][3] * (*pf)[u][4];
+        cv[e] = (*pf)[u][5];
+    }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let h = wid.x / BLOCKS;
@@ -63,23 +99,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         s[j] = state[sb + j];
     }
     let c4 = p.c >> 2u;
+    // The first chunk's vectors, then each next one's loads issued before the steps of
+    // the current one (in registers while it runs).
+    var pf: array<array<vec4<f32>, 6>, PER>;
+    fetch(&pf, start, 0u, len, h, c4, li);
+    put(&pf, li);
+    workgroupBarrier();
     for (var n0 = 0u; n0 < len; n0 += CH) {
         let m = min(CH, len - n0);
-        // Copy the chunk: element e = (token, vec4 column) of the head's 16 columns.
-        for (var e = li; e < CH * 16u; e += WG) {
-            let tn = e / 16u;
-            if (tn < m) {
-                let g = (start + n0 + tn) * c4 + h * 16u + e % 16u;
-                cr[e] = act[(p.r_off >> 2u) + g];
-                cw[e] = act[(p.w_off >> 2u) + g];
-                ck[e] = act[(p.k_off >> 2u) + g];
-                let kk = act[(p.kk_off >> 2u) + g];
-                ckk[e] = kk;
-                cka[e] = kk * act[(p.a_off >> 2u) + g];
-                cv[e] = act[(p.v_off >> 2u) + g];
-            }
+        let more = n0 + CH < len;
+        if (more) {
+            fetch(&pf, start, n0 + CH, len, h, c4, li);
         }
-        workgroupBarrier();
         for (var tn = 0u; tn < m; tn++) {
             let e0 = tn * 16u + q * NV;
             let vi = tn * 64u + i;
@@ -101,6 +132,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
         workgroupBarrier();
+        if (more) {
+            put(&pf, li);
+            workgroupBarrier();
+        }
     }
     for (var j = 0u; j < NV; j++) {
         state[sb + j] = s[j];

@@ -43,15 +43,24 @@ impl WkvArgs {
     }
 }
 
-/// Threads per row of S: four where subgroup shuffles can sum them, else one.
-/// `RWKV_WKV_TPR=1` forces one (tuning runs).
-pub fn threads_per_row(cx: &Ctx) -> u32 {
-    let forced_one = std::env::var("RWKV_WKV_TPR").is_ok_and(|v| v == "1");
-    if !forced_one && cx.gpu.features.subgroup && cx.gpu.features.subgroup_min_size >= 4 {
-        4
-    } else {
-        1
-    }
+/// Threads per row of S: `want` where subgroups hold that many (the per-token step is
+/// issue-bound in few warps: fewer columns a thread, more threads), else 4, else one.
+/// The prefill scan takes 16 (H100, 2.9B at 512 tokens, 16 rows a workgroup, with the
+/// chunk prefetch: 8.2 ms for 32 layers with 4, 8.7 with 8, 6.2 with 16); the fused
+/// decode kernel 4 (one workgroup a head). `RWKV_WKV_TPR` (1, 2, 4, 8 or 16; more than 1
+/// only where subgroups hold them) overrides both (tuning runs).
+pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
+    let f = &cx.gpu.features;
+    let fits = |t: u32| t == 1 || (f.subgroup && f.subgroup_min_size >= t);
+    let forced = std::env::var("RWKV_WKV_TPR")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|t| [1, 2, 4, 8, 16].contains(t) && fits(*t));
+    forced.unwrap_or(match () {
+        _ if fits(want) => want,
+        _ if fits(4) => 4,
+        _ => 1,
+    })
 }
 
 /// Rows of S per workgroup: a head's 64 rows split over 64 / RB workgroups so that a
@@ -77,10 +86,16 @@ pub fn wkv(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    wkv_rows(cx, layer, a, meta, state, act, rows_per_workgroup())
+    let tpr = threads_per_row(cx, 16);
+    // One thread a row (no subgroups): a head's 64 rows in one workgroup, so each thread
+    // prefetches 4 elements of a chunk, not 16 (registers).
+    let rb = if tpr == 1 { 64 } else { rows_per_workgroup() };
+    wkv_rows(cx, layer, a, meta, state, act, rb, tpr)
 }
 
-/// [`wkv`] with `rb` rows of S per workgroup (8, 16, 32 or 64).
+/// [`wkv`] with `rb` rows of S per workgroup (8, 16, 32 or 64; at most 256 / `tpr`) and
+/// `tpr` threads per row (1, or a power of two up to 16 that subgroups hold).
+#[allow(clippy::too_many_arguments)]
 fn wkv_rows(
     cx: &Ctx,
     layer: Option<usize>,
@@ -89,6 +104,7 @@ fn wkv_rows(
     state: &wgpu::Buffer,
     act: &wgpu::Buffer,
     rb: u32,
+    tpr: u32,
 ) -> Result<Node> {
     if a.c % 64 != 0 {
         return Err(op_err(
@@ -96,7 +112,8 @@ fn wkv_rows(
             format!("C = {} is not a multiple of the head size 64", a.c),
         ));
     }
-    let tpr = threads_per_row(cx);
+    // At most 256 threads a workgroup (the chunk copy gives each at least one element).
+    let rb = rb.min(256 / tpr.max(1));
     let offsets = [
         a.r_off,
         a.w_off,
@@ -161,20 +178,25 @@ mod tests {
     use crate::ops::Dims;
 
     /// Two sequences (lengths 19 and 2) in slots 1 and 0, two heads, random initial state;
-    /// with subgroups (4 threads per row of S) and without (1), a head's rows in one
-    /// workgroup and split over four and eight.
+    /// with subgroups (4, 8 and 16 threads per row of S, where the subgroups hold them)
+    /// and without (1), a head's rows in one workgroup and split over four and eight.
     #[test]
     fn matches_cpu_reference() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         let plain = std::sync::Arc::new(plain);
+        let f = &gpu().features;
         for rb in [64, 16, 8] {
-            check_on(gpu(), rb);
-            check_on(plain.clone(), rb);
+            for tpr in [4, 8, 16] {
+                if f.subgroup && f.subgroup_min_size >= tpr {
+                    check_on(gpu(), rb, tpr);
+                }
+            }
+            check_on(plain.clone(), rb, 1);
         }
     }
 
-    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>, rb: u32) {
+    fn check_on(gpu: std::sync::Arc<crate::gpu::GpuContext>, rb: u32, tpr: u32) {
         // The first sequence spans two chunks of the kernel (CH = 16 tokens).
         let (l0, l1) = (19usize, 2usize);
         let (c, t) = (128usize, l0 + l1);
@@ -229,6 +251,7 @@ mod tests {
             &state_buf,
             &act_buf,
             rb,
+            tpr,
         )
         .unwrap();
         h.run(&[node]);
@@ -247,11 +270,11 @@ mod tests {
                     // Recurrence in f32 on both sides, differing summation order only.
                     assert!(
                         max_abs(&y[o..o + 64], &want_y) < 1e-4,
-                        "token {ti} head {hd} rb {rb}"
+                        "token {ti} head {hd} rb {rb} tpr {tpr}"
                     );
                 }
             }
         }
-        assert!(max_abs(&st, &want_state) < 1e-4);
+        assert!(max_abs(&st, &want_state) < 1e-4, "state, rb {rb} tpr {tpr}");
     }
 }

@@ -80,7 +80,7 @@ pub fn wkv_fused(
     let key = PipelineKey {
         op: "wkv_fused",
         dtype: None,
-        spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx))],
+        spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx, 4))],
     };
     cx.node(
         "wkv_fused",
