@@ -29,7 +29,7 @@ use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
 use crate::model::graph_layer::Blocks;
 use crate::model::lora::ActiveLoras;
-use crate::ops::matmul::{coop_ksplit, matmul, Act, MatmulArgs};
+use crate::ops::matmul::{coop_ksplit, matmul, waves_plan, Act, MatmulArgs};
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
 pub use crate::model::regions::Regions;
@@ -115,9 +115,11 @@ impl Graph {
         let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
         // Scratch of the k-split tensor-core products: [KSPLIT][T][N] f32 for the largest
-        // split one of the C-row products and the channel-mix key (N = ffn_dim; not split
-        // unless `RWKV_KSPLIT_WIDE` asks). A group of low-rank products whose slices do not
-        // fit in it runs its products one by one (`push_grouped`).
+        // split one of the C-row products, the channel-mix key (N = ffn_dim; not split
+        // unless `RWKV_KSPLIT_WIDE` asks) and the key's k-split tail rows (`matmul_waves`).
+        // A group of low-rank products whose slices do not fit in it runs its products one
+        // by one (`push_grouped`).
+        let tail = waves_plan(gpu, cfg.ffn_dim, cfg.n_embd, t_cap).map_or(0, |w| w.2 as u64 * 4);
         let split_bytes = [
             (cfg.n_embd, cfg.n_embd),
             (cfg.n_embd, cfg.ffn_dim),
@@ -129,7 +131,8 @@ impl Graph {
             ks => ks as u64 * (t_cap * n) as u64 * 4,
         })
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(tail);
         let split_ok = gpu.features.coopmat && split_bytes <= max;
         let split = buffer::storage(
             gpu,

@@ -11,7 +11,8 @@ use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{
-    coop_ksplit, lora_in_tiles, matmul, matmul_split, Act, LoraArgs, MatmulArgs, SMALL_T,
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, matmul_waves, Act, LoraArgs, MatmulArgs,
+    SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
@@ -512,12 +513,16 @@ impl<'a> Blocks<'a> {
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
         // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`.)
+        let with = MatmulArgs { lora: term, ..args };
+        if (term.is_none() || in_tiles)
+            && self.push_waves(l, v, "ffn.key", &ly.ffn_key, &with, body)?
+        {
+            let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+            return self.ffn_value(l, ly, args, body);
+        }
         let (node, reduce) = match term {
             None => self.big(l, v, "ffn.key", &ly.ffn_key, &args)?,
-            Some(_) if in_tiles => {
-                let with = MatmulArgs { lora: term, ..args };
-                self.big(l, v, "ffn.key", &ly.ffn_key, &with)?
-            }
+            Some(_) if in_tiles => self.big(l, v, "ffn.key", &ly.ffn_key, &with)?,
             Some(_) => {
                 let pre = MatmulArgs {
                     act: Act::None,
@@ -541,6 +546,18 @@ impl<'a> Blocks<'a> {
         body.push(reduce);
         body.extend(second);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        self.ffn_value(l, ly, args, body)
+    }
+
+    /// 17: `x += Wv k` of block `l` (with its adapters' term) onto `body`.
+    fn ffn_value(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        args: MatmulArgs,
+        body: &mut Vec<Node>,
+    ) -> Result<()> {
+        let (v, rg, f) = (&ly.vecs, &self.rg, self.cfg.ffn_dim);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
         let (node, reduce, second) =
@@ -549,5 +566,29 @@ impl<'a> Blocks<'a> {
         body.push(reduce);
         body.extend(second);
         Ok(())
+    }
+
+    /// A wide product of block `l` that is not k-split and whose tiles end in a mostly
+    /// empty wave as [`matmul_waves`] (whole tiles, a k-split tail, its reduce) onto
+    /// `body`; false (nothing pushed) where it is not split that way.
+    fn push_waves(
+        &self,
+        l: usize,
+        v: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+        body: &mut Vec<Node>,
+    ) -> Result<bool> {
+        if !self.split_ok || self.ks(m.n_out, m.n_in) > 1 {
+            return Ok(false);
+        }
+        let (cx, act, split) = (self.cx, self.act, self.split);
+        let waves = matmul_waves(cx, name, Some(l), m, v, act, args, split, self.t_cap)?;
+        let Some(nodes) = waves else {
+            return Ok(false);
+        };
+        body.extend(nodes);
+        Ok(true)
     }
 }

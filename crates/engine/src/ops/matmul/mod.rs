@@ -4,12 +4,14 @@
 
 mod group;
 mod tiles;
+mod waves;
 
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
+pub use waves::{matmul_waves, waves_plan};
 
 use tiles::coop_tile;
 pub(crate) use tiles::matvec_step;
-pub use tiles::{coop_ksplit, coop_tile_bytes, COOP_TILES};
+pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
 
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};

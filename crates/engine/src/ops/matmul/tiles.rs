@@ -72,6 +72,31 @@ pub fn coop_ksplit(n: usize, k: usize, t_cap: usize) -> u32 {
     forced("RWKV_KSPLIT_C").unwrap_or(by_wave.min(by_k).min(8) as u32)
 }
 
+/// The wave split of a wide tensor-core product (`n` > 4096 rows, depth `k`, at `t_cap`
+/// tokens, tiles of `bm` tokens × `bn` rows): `(head rows, tail slices)` when its tiles
+/// end in a partial wave of [`SPLIT_TARGET_WGS`] workgroups at most half full — the first
+/// rows as whole-depth tiles in whole waves, the rest in k slices (≤ 8, each ≥ 16 steps
+/// of 32) that make about one more wave of short workgroups (`matmul_waves`). On an H100
+/// at 512 tokens the 10240-row channel-mix key has 320 tiles for 264 slots (two tiles an
+/// SM): the second wave, 21 % full, takes as long as the first. `None` otherwise, or
+/// with `RWKV_WAVES=0` (A/B runs).
+pub fn coop_waves(n: usize, k: usize, t_cap: usize, (bm, bn): (u32, u32)) -> Option<(usize, u32)> {
+    if n <= 4096 || std::env::var("RWKV_WAVES").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let (bm, bn) = (bm as usize, bn as usize);
+    let token_tiles = t_cap.div_ceil(bm).max(1);
+    let row_tiles = n.div_ceil(bn);
+    let whole = row_tiles * token_tiles / SPLIT_TARGET_WGS * SPLIT_TARGET_WGS;
+    let head = whole / token_tiles;
+    if head == 0 || head >= row_tiles {
+        return None;
+    }
+    let tail = (row_tiles - head) * token_tiles;
+    let ks = (SPLIT_TARGET_WGS / tail).min(8).min(k / (16 * 32));
+    (ks >= 2).then_some((head * bn, ks as u32))
+}
+
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
 /// shaders/matvec/).
 pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
