@@ -144,10 +144,24 @@ impl<'a> Planner<'a, '_> {
     /// low-rank products, `matvec_group`); each is still bound on its own elsewhere.
     /// Matrices whose encoding on the GPU differs from the one most of them have (other
     /// than F16 beside F32) get their own buffers.
+    ///
+    /// In a group of F16 and F32 matrices (llama.cpp writes RWKV-7's decay LoRA in F32
+    /// beside F16 others) the F32 ones go to the GPU as F16 where every value fits: one
+    /// encoding lets a prefill pass run them as one grouped tensor-core product (whose
+    /// tiles round the weights to f16 anyway), and halves their bytes.
     fn group(&mut self, ms: &[&Matrix<'a>]) -> Result<Vec<GpuMatrix>> {
         let mut planned = Vec::with_capacity(ms.len());
         for m in ms {
             planned.push(self.matrix_source(m, 0, m.n_out)?);
+        }
+        if planned.iter().any(|p| p.1 == DType::F16) {
+            for (p, m) in planned.iter_mut().zip(ms) {
+                if p.1 == DType::F32 {
+                    if let Some(half) = f32_as_f16(&p.3, m.n_in) {
+                        *p = (std::mem::take(&mut p.0), DType::F16, p.2 / 2, half);
+                    }
+                }
+            }
         }
         let align = u64::from(self.gpu.limits.min_storage_buffer_offset_alignment).max(256);
         // The encoding most of them share (decay LoRA is often F32 beside F16 others);
@@ -453,5 +467,71 @@ impl GpuWeights {
             types: up.types,
         };
         Ok((weights, PendingUpload { jobs: up.jobs }))
+    }
+}
+
+/// An F32 matrix source (`n_in` values a row) as the same values in F16, when every one is
+/// finite and within the F16 range (`None` otherwise, or for another source).
+fn f32_as_f16<'a>(source: &Source<'a>, n_in: usize) -> Option<Source<'a>> {
+    let fits = |b: &[u8]| {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .all(|v| v.is_finite() && v.abs() <= 65504.0)
+    };
+    match source {
+        Source::File(b) if fits(b) => Some(Source::Decode {
+            dtype: DType::F32,
+            src: b,
+            n_in,
+        }),
+        Source::Owned(b) if fits(b) => {
+            let h: Vec<u8> = b
+                .chunks_exact(4)
+                .flat_map(|c| {
+                    let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    half::f16::from_f32(v).to_le_bytes()
+                })
+                .collect();
+            Some(Source::Owned(h))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// F32 rows within the F16 range become F16 (decoded from the file, or converted
+    /// when built while planning); a value past the range or not finite keeps them F32.
+    #[test]
+    fn f32_matrices_in_range_go_to_f16() {
+        let ok = bytes(&[0.5, -1.25, 65504.0, 1e-3]);
+        match f32_as_f16(&Source::File(&ok), 4) {
+            Some(Source::Decode { dtype, src, n_in }) => {
+                assert_eq!((dtype, src.len(), n_in), (DType::F32, 16, 4));
+            }
+            _ => panic!("an F32 file matrix in range is decoded to F16"),
+        }
+        match f32_as_f16(&Source::Owned(ok.clone()), 4) {
+            Some(Source::Owned(h)) => {
+                let got: Vec<f32> = h
+                    .chunks_exact(2)
+                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                    .collect();
+                assert_eq!(&got[..3], &[0.5, -1.25, 65504.0]);
+                assert!((got[3] - 1e-3).abs() < 1e-6);
+            }
+            _ => panic!("an owned F32 matrix in range is converted"),
+        }
+        for bad in [70000.0, f32::NAN, f32::INFINITY] {
+            let b = bytes(&[1.0, bad]);
+            assert!(f32_as_f16(&Source::File(&b), 2).is_none(), "{bad}");
+            assert!(f32_as_f16(&Source::Owned(b.clone()), 2).is_none(), "{bad}");
+        }
     }
 }
