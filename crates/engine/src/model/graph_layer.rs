@@ -132,6 +132,7 @@ impl<'a> Blocks<'a> {
     ) -> Result<Vec<Option<LoraArgs>>> {
         let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
         let tiles = self.tiles();
+        let start = body.len();
         push_grouped(
             self.cx,
             "lora.a",
@@ -142,6 +143,8 @@ impl<'a> Blocks<'a> {
             tiles,
             body,
         )?;
+        // Fused into their producers' kernels in decode (`graph_lora.rs`).
+        self.skip_fused(l, sites, &mut body[start..]);
         Ok(terms)
     }
 
@@ -263,6 +266,7 @@ impl<'a> Blocks<'a> {
         let base = l * per_layer;
         // LayerNorm + token shift of the residual into the mix region (one dispatch):
         // `n_mix` lerps at `mix_off`, the LayerNorm at `ln_off`, the shift state at `state_off`.
+        // The decode variant also does the block's fused LoRA work (`graph_lora.rs`).
         let ln_shift = |n_mix: usize, mix_off: usize, ln_off: usize, state_off: usize| {
             let args = LnShiftArgs {
                 c,
@@ -276,7 +280,12 @@ impl<'a> Blocks<'a> {
                 slot_len,
                 eps: LN_EPS,
             };
-            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act)
+            match self.ln_shift_fuse(l, n_mix > 1) {
+                Some(f) => {
+                    ops::ln_shift::ln_shift_fused(cx, lid, &args, &f, v, self.meta, self.state, act)
+                }
+                None => ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act),
+            }
         };
         // 1–3: ln1, lerps, shift state
         body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base)?);
