@@ -230,6 +230,7 @@ impl<'a> Blocks<'a> {
                     ..*args
                 },
             )?;
+            let node = self.fixed_decode(l, v, name, m, args, t, node)?;
             return Ok((node, reduce, None));
         }
         let (node, reduce) = self.big(l, v, name, m, args)?;
@@ -238,6 +239,7 @@ impl<'a> Blocks<'a> {
             ..*args
         };
         let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
+        let node = self.fixed_decode(l, v, name, m, args, t, node)?;
         let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
         Ok((node, reduce, second))
     }
@@ -476,9 +478,7 @@ impl<'a> Blocks<'a> {
             _p: [0; 2],
         };
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
-        wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx, lid, &fused, self.meta, self.state, act, v,
-        )?));
+        wkv_node.small = Some(few(self.wkv_fused_node(l, &fused, v)?));
         body.push(wkv_node);
         let out = WkvOutArgs {
             c: c as u32,

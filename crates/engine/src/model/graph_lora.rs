@@ -1,25 +1,56 @@
 //! Decode steps with LoRA adapters: the adapters' first products `h = s · A x` of
-//! ffn.key (K) run inside the kernel that produces x instead of a dispatch of their own
-//! (`ops::lora_out`; a decode dispatch costs ≈ 2.7 µs even empty): as extra workgroups of
-//! the channel-mix `ln_shift`, which read the old channel-mix shift vector from the copy
-//! the block's time-mix `ln_shift` makes. Passes larger than [`SMALL_T`] are untouched.
+//! ffn.key (K) and att.output (O) run inside the kernels that produce x instead of a
+//! dispatch each (`ops::lora_out`; a decode dispatch costs ≈ 2.7 µs even empty): K as
+//! extra workgroups of the channel-mix `ln_shift`, O in `wkv_fused` in fixed point into an
+//! accumulator that the block's time-mix `ln_shift` zeroes (and where it copies the
+//! channel-mix shift vector that K reads). O's base product reads h from the accumulator
+//! (`LoraArgs::fixed`). Passes larger than [`SMALL_T`] are untouched.
 //!
-//! `RWKV_LORA_FUSE` (read at graph build): unset or `1`, fused; `0`, each its own
-//! dispatch (for A/B runs); otherwise the letters of the ones to fuse (`k`).
+//! `RWKV_LORA_FUSE` (read at graph build): unset or `1`, both; `0`, none (each its own
+//! dispatch, for A/B runs); otherwise the letters of the ones to fuse (`k`, `o`).
 
 use crate::adapter::LoraTarget;
+use crate::error::Result;
 use crate::model::graph_layer::Blocks;
 use crate::ops::ln_shift::LnShiftFuse;
 use crate::ops::lora_out::{fits, LoraOut};
-use crate::ops::matmul::SMALL_T;
-use crate::ops::{Count, Node, Small};
+use crate::ops::matmul::{matmul, LoraArgs, MatmulArgs, SMALL_T};
+use crate::ops::wkv_fused::WkvFusedArgs;
+use crate::ops::{Count, GpuMatrix, Node, Small};
 
-/// Which of K `RWKV_LORA_FUSE` lets a decode step fuse.
-fn knob() -> [bool; 1] {
+/// Which of K, O `RWKV_LORA_FUSE` lets a decode step fuse.
+fn knob() -> [bool; 2] {
     match std::env::var("RWKV_LORA_FUSE").ok().as_deref() {
-        None | Some("1") => [true; 1],
-        Some(v) => ['k'].map(|c| v.to_ascii_lowercase().contains(c)),
+        None | Some("1") => [true; 2],
+        Some(v) => ['k', 'o'].map(|c| v.to_ascii_lowercase().contains(c)),
     }
+}
+
+/// `node` whose variants for passes of at most [`SMALL_T`] tokens are `dec`'s (a node of
+/// the same product: its matrix × vector variants). Where `node`'s matrix × vector
+/// variant also serves larger passes (few-row products: `MATVEC_ALWAYS_ROWS`), it keeps
+/// doing so.
+fn decode_variant(mut node: Node, dec: Node) -> Node {
+    let Some(dec_mv) = dec.small.map(|s| s.node) else {
+        return node;
+    };
+    match node.small.as_mut() {
+        Some(s) if s.max > SMALL_T => {
+            s.node.small = Some(Small {
+                count: Count::Tokens,
+                max: SMALL_T,
+                node: dec_mv,
+            })
+        }
+        _ => {
+            node.small = Some(Small {
+                count: Count::Tokens,
+                max: SMALL_T,
+                node: dec_mv,
+            })
+        }
+    }
+    node
 }
 
 /// `node` dispatching nothing in passes of at most [`SMALL_T`] tokens, its variants for
@@ -39,19 +70,33 @@ fn skip_in_decode(node: &mut Node) {
 }
 
 impl<'a> Blocks<'a> {
-    /// Whether a decode step of block `l` runs target `t`'s first products fused: K with
-    /// 1–4 adapters there that `ln_shift` can bind, and the knob lets it.
+    /// Whether a decode step of block `l` runs target `t`'s first products fused: K or O
+    /// with 1–4 adapters there that the producer can bind, and the knob lets it.
     pub(super) fn fused(&self, l: usize, t: LoraTarget) -> bool {
         let Some(loras) = self.loras else {
             return false;
         };
         let n = loras.firsts(l, t).len();
         let on = knob();
+        let fixed = t != LoraTarget::FfnKey;
         let allowed = match t {
             LoraTarget::FfnKey => on[0],
+            LoraTarget::Output => on[1],
             _ => false,
         };
-        allowed && self.rg.adapter_rank > 0 && fits(self.cx.gpu, 4, n, false)
+        // `ln_shift` and `wkv_fused` bind 4 storage buffers of their own.
+        allowed && self.rg.adapter_rank > 0 && fits(self.cx.gpu, 4, n, fixed)
+    }
+
+    /// `act` offset of O's fixed-point accumulator: `[T, R, 2]` i32 pairs
+    /// ([`crate::model::regions::Regions::adapter_acc`]).
+    fn acc_off(&self, _t: LoraTarget) -> usize {
+        self.rg.adapter_acc
+    }
+
+    /// The accumulator's stride per token (f32 elements).
+    fn acc_stride(&self) -> usize {
+        2 * self.rg.adapter_rank
     }
 
     /// What the producer of (l, t)'s first products computes and where it puts h.
@@ -60,11 +105,60 @@ impl<'a> Blocks<'a> {
         if !self.fused(l, t) {
             return None;
         }
-        let h_off = self.rg.adapter_slot(0, self.t_cap);
+        let (h_off, h_stride) = match t {
+            LoraTarget::FfnKey => {
+                let h = self.rg.adapter_slot(0, self.t_cap);
+                (h, loras.term(l, t, h)?.h_stride)
+            }
+            _ => (self.acc_off(t), self.acc_stride()),
+        };
         Some(LoraOut {
             firsts: loras.firsts(l, t),
             h_off,
-            h_stride: loras.term(l, t, h_off)?.h_stride,
+            h_stride,
+        })
+    }
+
+    /// The base product `node` of (l, t) (`m`, `args`) with, when O is fused there,
+    /// decode variants whose LoRA term reads h from the fixed-point accumulator.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fixed_decode(
+        &self,
+        l: usize,
+        vecs: &wgpu::Buffer,
+        name: &'static str,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+        t: LoraTarget,
+        node: Node,
+    ) -> Result<Node> {
+        let Some(f) = self.fixed_term(l, t) else {
+            return Ok(node);
+        };
+        let dec = matmul(
+            self.cx,
+            name,
+            Some(l),
+            m,
+            vecs,
+            self.act,
+            None,
+            &args.with(f),
+        )?;
+        Ok(decode_variant(node, dec))
+    }
+
+    /// The decode variant's LoRA term of O's base product when fused: h from the
+    /// fixed-point accumulator.
+    fn fixed_term(&self, l: usize, t: LoraTarget) -> Option<LoraArgs> {
+        if t == LoraTarget::FfnKey || !self.fused(l, t) {
+            return None;
+        }
+        let term = self.loras?.term(l, t, self.acc_off(t))?;
+        Some(LoraArgs {
+            h_stride: self.acc_stride(),
+            fixed: true,
+            ..term
         })
     }
 
@@ -82,8 +176,8 @@ impl<'a> Blocks<'a> {
     }
 
     /// The block's `ln_shift` work for fused first products: the time mix's (`time`)
-    /// copy of the channel-mix shift vector (for K); the channel mix's K workgroups.
-    /// `None`: nothing to add.
+    /// copy of the channel-mix shift vector (for K) and zeroing of O's accumulator; the
+    /// channel mix's K workgroups. `None`: nothing to add.
     pub(super) fn ln_shift_fuse(&self, l: usize, time: bool) -> Option<LnShiftFuse<'a>> {
         let k = self.fused(l, LoraTarget::FfnKey);
         let prev_off = self.rg.adapter_prev;
@@ -99,11 +193,30 @@ impl<'a> Blocks<'a> {
         let cfg = &self.cfg;
         let ffn_state =
             l * cfg.state_len_per_layer() + cfg.n_embd + cfg.n_head * cfg.head_size * cfg.head_size;
-        k.then_some(LnShiftFuse {
+        let acc = self.fused(l, LoraTarget::Output);
+        (k || acc).then(|| LnShiftFuse {
             prev_off,
-            copy_from: Some(ffn_state),
-            zero: None,
+            copy_from: k.then_some(ffn_state),
+            zero: acc.then(|| (self.rg.adapter_acc, self.acc_stride())),
             lora: None,
         })
+    }
+
+    /// The `wkv_fused` node of block `l`, with O's first products when fused.
+    pub(super) fn wkv_fused_node(
+        &self,
+        l: usize,
+        a: &WkvFusedArgs,
+        vecs: &wgpu::Buffer,
+    ) -> Result<Node> {
+        let (cx, lid) = (self.cx, Some(l));
+        match self.lora_out(l, LoraTarget::Output) {
+            Some(lo) => crate::ops::wkv_fused::wkv_fused_lora_out(
+                cx, lid, a, self.meta, self.state, self.act, vecs, &lo,
+            ),
+            None => {
+                crate::ops::wkv_fused::wkv_fused(cx, lid, a, self.meta, self.state, self.act, vecs)
+            }
+        }
     }
 }
