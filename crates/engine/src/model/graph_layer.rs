@@ -546,6 +546,7 @@ impl<'a> Blocks<'a> {
             true => None,
             false => self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?,
         };
+        let node = self.ffn_key_lora_out(l, v, &ly.ffn_key, &args, term, node)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);

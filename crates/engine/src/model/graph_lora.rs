@@ -1,28 +1,39 @@
 //! Decode steps with LoRA adapters: the adapters' first products `h = s · A x` of
-//! ffn.key (K) and att.output (O) run inside the kernels that produce x instead of a
-//! dispatch each (`ops::lora_out`; a decode dispatch costs ≈ 2.7 µs even empty): K as
-//! extra workgroups of the channel-mix `ln_shift`, O in `wkv_fused` in fixed point into an
-//! accumulator that the block's time-mix `ln_shift` zeroes (and where it copies the
-//! channel-mix shift vector that K reads). O's base product reads h from the accumulator
-//! (`LoraArgs::fixed`). Passes larger than [`SMALL_T`] are untouched.
+//! ffn.key (K), att.output (O) and ffn.value (V) run inside the kernels that produce x
+//! instead of a dispatch each (`ops::lora_out`; a decode dispatch costs ≈ 2.7 µs even
+//! empty): K as extra workgroups of the channel-mix `ln_shift`, O in `wkv_fused` and V in
+//! ffn.key's matrix × vector kernel — those two in fixed point into accumulators that the
+//! block's time-mix `ln_shift` zeroes (and where it copies the channel-mix shift vector
+//! that K reads). O and V's base products read h from the accumulators (`LoraArgs::fixed`).
+//! Passes larger than [`SMALL_T`] are untouched.
 //!
-//! `RWKV_LORA_FUSE` (read at graph build): unset or `1`, both; `0`, none (each its own
-//! dispatch, for A/B runs); otherwise the letters of the ones to fuse (`k`, `o`).
+//! `RWKV_LORA_FUSE` (read at graph build): unset or `1`, all three; `0`, none (each its
+//! own dispatch, for A/B runs); otherwise the letters of the ones to fuse (`k`, `o`, `v`).
 
 use crate::adapter::LoraTarget;
 use crate::error::Result;
+use crate::gpu::GpuContext;
 use crate::model::graph_layer::Blocks;
 use crate::ops::ln_shift::LnShiftFuse;
 use crate::ops::lora_out::{fits, LoraOut};
-use crate::ops::matmul::{matmul, LoraArgs, MatmulArgs, SMALL_T};
+use crate::ops::matmul::{matmul, matmul_lora_out, LoraArgs, MatmulArgs, SMALL_T};
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::{Count, GpuMatrix, Node, Small};
 
-/// Which of K, O `RWKV_LORA_FUSE` lets a decode step fuse.
-fn knob() -> [bool; 2] {
+/// Which of K, O, V `RWKV_LORA_FUSE` lets a decode step fuse.
+fn knob() -> [bool; 3] {
     match std::env::var("RWKV_LORA_FUSE").ok().as_deref() {
-        None | Some("1") => [true; 2],
-        Some(v) => ['k', 'o'].map(|c| v.to_ascii_lowercase().contains(c)),
+        None | Some("1") => [true; 3],
+        Some(v) => ['k', 'o', 'v'].map(|c| v.to_ascii_lowercase().contains(c)),
+    }
+}
+
+/// Storage bindings of the producers' own: `ln_shift` and `wkv_fused` 4; ffn.key's
+/// `matvec` 4, and 1 for the `B` blocks of its own LoRA term.
+fn own_bindings(t: LoraTarget, key_term: bool) -> u32 {
+    match t {
+        LoraTarget::FfnValue => 4 + u32::from(key_term),
+        _ => 4,
     }
 }
 
@@ -70,33 +81,36 @@ fn skip_in_decode(node: &mut Node) {
 }
 
 impl<'a> Blocks<'a> {
-    /// Whether a decode step of block `l` runs target `t`'s first products fused: K or O
-    /// with 1–4 adapters there that the producer can bind, and the knob lets it.
+    /// Whether a decode step of block `l` runs target `t`'s first products fused: K, O or
+    /// V with 1–4 adapters there that the producer can bind, and the knob lets it.
     pub(super) fn fused(&self, l: usize, t: LoraTarget) -> bool {
         let Some(loras) = self.loras else {
             return false;
         };
         let n = loras.firsts(l, t).len();
         let on = knob();
+        let gpu: &GpuContext = self.cx.gpu;
+        let key_term = loras.site(l, LoraTarget::FfnKey).is_some();
         let fixed = t != LoraTarget::FfnKey;
         let allowed = match t {
             LoraTarget::FfnKey => on[0],
             LoraTarget::Output => on[1],
+            LoraTarget::FfnValue => on[2],
             _ => false,
         };
-        // `ln_shift` and `wkv_fused` bind 4 storage buffers of their own.
-        allowed && self.rg.adapter_rank > 0 && fits(self.cx.gpu, 4, n, fixed)
+        allowed && self.rg.adapter_rank > 0 && fits(gpu, own_bindings(t, key_term), n, fixed)
     }
 
-    /// `act` offset of O's fixed-point accumulator: `[T, R, 2]` i32 pairs
-    /// ([`crate::model::regions::Regions::adapter_acc`]).
-    fn acc_off(&self, _t: LoraTarget) -> usize {
-        self.rg.adapter_acc
+    /// `act` offset of O's (`Output`) or V's fixed-point accumulator: `[T, R, 2]` i32
+    /// pairs, both in one `[T, 2, R, 2]` region ([`crate::model::regions::Regions::adapter_acc`]).
+    fn acc_off(&self, t: LoraTarget) -> usize {
+        let second = usize::from(t == LoraTarget::FfnValue);
+        self.rg.adapter_acc + second * 2 * self.rg.adapter_rank
     }
 
-    /// The accumulator's stride per token (f32 elements).
+    /// The accumulators' stride per token (f32 elements).
     fn acc_stride(&self) -> usize {
-        2 * self.rg.adapter_rank
+        4 * self.rg.adapter_rank
     }
 
     /// What the producer of (l, t)'s first products computes and where it puts h.
@@ -119,7 +133,7 @@ impl<'a> Blocks<'a> {
         })
     }
 
-    /// The base product `node` of (l, t) (`m`, `args`) with, when O is fused there,
+    /// The base product `node` of (l, t) (`m`, `args`) with, when O or V is fused there,
     /// decode variants whose LoRA term reads h from the fixed-point accumulator.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn fixed_decode(
@@ -148,7 +162,7 @@ impl<'a> Blocks<'a> {
         Ok(decode_variant(node, dec))
     }
 
-    /// The decode variant's LoRA term of O's base product when fused: h from the
+    /// The decode variant's LoRA term of O or V's base product when fused: h from the
     /// fixed-point accumulator.
     fn fixed_term(&self, l: usize, t: LoraTarget) -> Option<LoraArgs> {
         if t == LoraTarget::FfnKey || !self.fused(l, t) {
@@ -176,8 +190,8 @@ impl<'a> Blocks<'a> {
     }
 
     /// The block's `ln_shift` work for fused first products: the time mix's (`time`)
-    /// copy of the channel-mix shift vector (for K) and zeroing of O's accumulator; the
-    /// channel mix's K workgroups. `None`: nothing to add.
+    /// copy of the channel-mix shift vector (for K) and zeroing of O and V's
+    /// accumulators; the channel mix's K workgroups. `None`: nothing to add.
     pub(super) fn ln_shift_fuse(&self, l: usize, time: bool) -> Option<LnShiftFuse<'a>> {
         let k = self.fused(l, LoraTarget::FfnKey);
         let prev_off = self.rg.adapter_prev;
@@ -193,7 +207,7 @@ impl<'a> Blocks<'a> {
         let cfg = &self.cfg;
         let ffn_state =
             l * cfg.state_len_per_layer() + cfg.n_embd + cfg.n_head * cfg.head_size * cfg.head_size;
-        let acc = self.fused(l, LoraTarget::Output);
+        let acc = self.fused(l, LoraTarget::Output) || self.fused(l, LoraTarget::FfnValue);
         (k || acc).then(|| LnShiftFuse {
             prev_off,
             copy_from: k.then_some(ffn_state),
@@ -218,5 +232,27 @@ impl<'a> Blocks<'a> {
                 crate::ops::wkv_fused::wkv_fused(cx, lid, a, self.meta, self.state, self.act, vecs)
             }
         }
+    }
+
+    /// ffn.key's `node` with, when V is fused, decode variants that also run ffn.value's
+    /// first products on their relu² outputs (`args` with ffn.key's own LoRA `term`).
+    pub(super) fn ffn_key_lora_out(
+        &self,
+        l: usize,
+        vecs: &wgpu::Buffer,
+        m: &GpuMatrix,
+        args: &MatmulArgs,
+        term: Option<LoraArgs>,
+        node: Node,
+    ) -> Result<Node> {
+        let Some(lo) = self.lora_out(l, LoraTarget::FfnValue) else {
+            return Ok(node);
+        };
+        let dec = MatmulArgs {
+            lora: term,
+            ..*args
+        };
+        let fused = matmul_lora_out(self.cx, "ffn.key", Some(l), m, vecs, self.act, &dec, &lo)?;
+        Ok(decode_variant(node, fused))
     }
 }

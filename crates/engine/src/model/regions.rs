@@ -28,7 +28,7 @@ pub struct Regions {
     /// `R` of [`Regions::adapter_h`] (0: no adapter active).
     pub adapter_rank: usize,
     /// Decode passes with fused LoRA first products (`model::graph_lora`): the fixed-point
-    /// `h` of att.output, `[min(t_cap, SMALL_T), R, 2]` i32, and the
+    /// `h` of att.output and ffn.value, `[min(t_cap, SMALL_T), 2, R, 2]` i32, and the
     /// channel-mix shift copy `[min(t_cap, SMALL_T), C]` (empty without adapters).
     pub adapter_acc: usize,
     pub adapter_prev: usize,
@@ -69,7 +69,7 @@ impl Regions {
         } else {
             0
         };
-        let adapter_acc = take(t_dec * 2 * adapter_rank);
+        let adapter_acc = take(t_dec * 4 * adapter_rank);
         let adapter_prev = take(t_dec * cfg.n_embd);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
