@@ -344,6 +344,7 @@ impl ActiveLoras {
             h_stride: s.width,
             rank: s.width,
             b_off: (s.b_at / 2) as usize,
+            fixed: false,
         })
     }
 

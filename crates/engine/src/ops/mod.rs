@@ -10,6 +10,7 @@ pub mod embed;
 pub mod gather_rows;
 pub mod layer_norm;
 pub mod ln_shift;
+pub mod lora_out;
 pub mod matmul;
 pub mod matvec_group;
 pub mod wkv;
