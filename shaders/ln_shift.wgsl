@@ -8,11 +8,6 @@
 // from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
 // (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
-// Decode with fused LoRA (`ops::lora_out`): the channel mix's `lora_wgs` workgroups per
-// token after its slices compute ffn.key's first products h = s · A xk (4 rows each, xk
-// recomputed over all C; a sequence's first token reads the old shift vector from the copy
-// the time mix made at prev_off, since the slices overwrite it in the state); the time
-// mix (PREP = 1) makes that copy and zeroes the block's fixed-point accumulators.
 
 struct Params {
     c: u32,
@@ -26,11 +21,7 @@ struct Params {
     slot_len: u32,
     eps: f32,
     slices: u32,      // workgroups per token: 1, or ceil(C / WG) (each its channel slice)
-    lora_wgs: u32,    // LoRA row workgroups per token after the slices (LO != 0)
-    prev_off: u32,    // act offset of the channel-mix shift copy [T, C] (fused LoRA)
-    copy_off: u32,    // (PREP) its source: the channel-mix shift vector inside a slot
-    zero_off: u32,    // (PREP) act offset of the accumulators [T, zero_len] to zero
-    zero_len: u32,
+    _p0: u32,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;
@@ -46,13 +37,11 @@ const WG: u32 = 256u;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32 /*SG_ARGS*/) {
     let wgi = linear_wg(wid, nwg);
-    let per = p.slices + p.lora_wgs;
-    let t = wgi / per;
+    let t = wgi / p.slices;
     if (t >= d.n_tokens) {
         return; // uniform for the whole workgroup
     }
-    let w = wgi % per; // a slice, or past them a LoRA row workgroup
-    let c0 = w * WG; // first output channel of this workgroup
+    let c0 = (wgi % p.slices) * WG; // first output channel of this workgroup
     let c1 = select(min(c0 + WG, p.c), p.c, p.slices == 1u);
     let b = tmeta[d.off_tok_seq + t];
     let pos = tmeta[d.off_tok_pos + t];
@@ -76,33 +65,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         v += e * e;
     }
     let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li SG_PASS).xyz / f32(p.c) + p.eps);
-    if (LO != 0u && w >= p.slices) {
-        // Rows r0 … r0 + 3 of adapter a's h = s · A xk (uniform branch).
-        let kw = w - p.slices;
-        var a = 0u;
-        for (var i = 1u; i < lo.count; i++) {
-            if (kw >= lo.wg0[i]) {
-                a = i;
-            }
-        }
-        let r0 = (kw - lo.wg0[a]) * 4u;
-        let last = lo.rank[a] - 1u;
-        var acc = vec4<f32>(0.0);
-        for (var i2 = li; i2 < p.c / 2u; i2 += WG) {
-            let xk = vec2<f32>(
-                xk_at(2u * i2, t, rt, rp, first, mean.xy, rstd.xy),
-                xk_at(2u * i2 + 1u, t, rt, rp, first, mean.xy, rstd.xy),
-            );
-            for (var q = 0u; q < 4u; q++) {
-                acc[q] += dot(la_pair(a, ((min(r0 + q, last) * lo.n_in) >> 1u) + i2), xk);
-            }
-        }
-        let hs = wg_sum(acc, li SG_PASS);
-        if (li < 4u && r0 + li <= last) {
-            act[lo.h_off + t * lo.h_stride + lo.j0[a] + r0 + li] = lo.scale[a] * hs[li];
-        }
-        return;
-    }
     let sb = slot * p.slot_len + p.state_off;
     for (var i = c0 + li; i < c1; i += WG) {
         let wt = vecs[p.ln_off + i];
@@ -120,30 +82,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             act[p.out_off + m * p.out_stride + t * p.c + i] = xn + dx * vecs[p.mix_off + m * p.c + i];
         }
     }
-    if (PREP == 1u) {
-        if (first && p.copy_off != 0xffffffffu) {
-            let cb = slot * p.slot_len + p.copy_off;
-            for (var i = c0 + li; i < c1; i += WG) {
-                act[p.prev_off + t * p.c + i] = state[cb + i];
-            }
-        }
-        for (var i = c0 + li; i < p.zero_len; i += per * WG) {
-            act[p.zero_off + t * p.zero_len + i] = 0.0;
-        }
-    }
-}
-
-// Channel i of the channel mix's xk (n_mix = 1) as the slices compute it, the previous
-// token's from the copy at prev_off for a sequence's first token.
-fn xk_at(i: u32, t: u32, rt: u32, rp: u32, first: bool, mean: vec2<f32>, rstd: vec2<f32>) -> f32 {
-    let wt = vecs[p.ln_off + i];
-    let bs = vecs[p.ln_off + p.c + i];
-    let xn = (act[rt + i] - mean.x) * rstd.x * wt + bs;
-    var prev: f32;
-    if (first) {
-        prev = act[p.prev_off + t * p.c + i];
-    } else {
-        prev = (act[rp + i] - mean.y) * rstd.y * wt + bs;
-    }
-    return xn + (prev - xn) * vecs[p.mix_off + i];
 }

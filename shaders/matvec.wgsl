@@ -39,7 +39,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     let sum = row_sum(acc, li, nt);
-    var yv = vec4<f32>(0.0); // this row's outputs (the next product's LoRA input)
     if (lane == 0u && r < p.n) {
         for (var j = 0u; j < nt; j++) {
             let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;
@@ -53,11 +52,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 }
             }
             y_store(idx, v);
-            yv[j] = v;
         }
     }
-    if (LO != 0u) {
-        lo_rows(li, lane, yv, wid.x * ROWS, t0, nt);
-    }
 }
-

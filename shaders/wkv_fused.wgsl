@@ -134,13 +134,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var_ /= 64.0;
         let gn = (y - mean) * inverseSqrt(var_ + p.eps) * vec1(p.lnx_off + ch)
             + vec1(p.lnx_off + p.c + ch);
-        let ov = (gn + bonus * v) * act1(p.g_off + vi);
         if (q == 0u) {
             let o = p.o_off + vi;
-            act[o >> 2u][o & 3u] = ov;
-        }
-        if (LO != 0u) {
-            lo_head(li, i, q, ov, h, t); // att.output's LoRA first products
+            act[o >> 2u][o & 3u] = (gn + bonus * v) * act1(p.g_off + vi);
         }
         workgroupBarrier();
     }

@@ -417,9 +417,6 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
             TPR_SUM_ONE
         });
     }
-    if key.op == "ln_shift" && spec(key, "PREP").is_none() {
-        src.push_str("const PREP: u32 = 0u;\n");
-    }
     if matches!(key.op, "matvec" | "matvec_group") && spec(key, "NT1").is_none() {
         src.push_str("const NT1: u32 = 0u;\n");
     }
@@ -480,16 +477,11 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         }
     }
     if matches!(key.op, "matvec" | "matvec_group") {
-        src.push_str(match spec(key, "LORA") {
-            Some(1) => LORA_ON,
-            // h as the fixed-point sums of a fused first product (`ops::lora_out`).
-            Some(2) => include_str!("../../../../shaders/lora_fixed.wgsl"),
-            _ => LORA_OFF,
+        src.push_str(if spec(key, "LORA") == Some(1) {
+            LORA_ON
+        } else {
+            LORA_OFF
         });
-    }
-    if matches!(key.op, "ln_shift" | "wkv_fused" | "matvec") {
-        let lo = ["LO", "NA", "LACC"].map(|n| spec(key, n));
-        src.push_str(&crate::ops::lora_out::wgsl(key.op, lo[0], lo[1], lo[2]));
     }
     if matches!(
         key.op,

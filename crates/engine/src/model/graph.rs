@@ -21,9 +21,7 @@
 //!
 //! With LoRA adapters active (`model::lora`), each adapted product of a block
 //! (r, k, v, output, channel-mix key and value) is preceded by the adapters' first
-//! products `h = s · A x` and adds `B h` in its own epilogue (`graph_layer.rs`); in
-//! decode passes those of att.output, ffn.key and ffn.value run inside the kernels that
-//! produce their inputs (`graph_lora.rs`, `RWKV_LORA_FUSE`).
+//! products `h = s · A x` and adds `B h` in its own epilogue (`graph_layer.rs`).
 
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;

@@ -133,7 +133,6 @@ impl<'a> Blocks<'a> {
     ) -> Result<Vec<Option<LoraArgs>>> {
         let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
         let tiles = self.tiles();
-        let start = body.len();
         push_grouped(
             self.cx,
             "lora.a",
@@ -144,8 +143,6 @@ impl<'a> Blocks<'a> {
             tiles,
             body,
         )?;
-        // Fused into their producers' kernels in decode (`graph_lora.rs`).
-        self.skip_fused(l, sites, &mut body[start..]);
         Ok(terms)
     }
 
@@ -231,7 +228,6 @@ impl<'a> Blocks<'a> {
                     ..*args
                 },
             )?;
-            let node = self.fixed_decode(l, v, name, m, args, t, node)?;
             return Ok((node, reduce, None));
         }
         let (node, reduce) = self.big(l, v, name, m, args)?;
@@ -240,7 +236,6 @@ impl<'a> Blocks<'a> {
             ..*args
         };
         let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
-        let node = self.fixed_decode(l, v, name, m, args, t, node)?;
         let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
         Ok((node, reduce, second))
     }
@@ -269,7 +264,6 @@ impl<'a> Blocks<'a> {
         let base = l * per_layer;
         // LayerNorm + token shift of the residual into the mix region (one dispatch):
         // `n_mix` lerps at `mix_off`, the LayerNorm at `ln_off`, the shift state at `state_off`.
-        // The decode variant also does the block's fused LoRA work (`graph_lora.rs`).
         let ln_shift = |n_mix: usize, mix_off: usize, ln_off: usize, state_off: usize| {
             let args = LnShiftArgs {
                 c,
@@ -283,12 +277,7 @@ impl<'a> Blocks<'a> {
                 slot_len,
                 eps: LN_EPS,
             };
-            match self.ln_shift_fuse(l, n_mix > 1) {
-                Some(f) => {
-                    ops::ln_shift::ln_shift_fused(cx, lid, &args, &f, v, self.meta, self.state, act)
-                }
-                None => ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act),
-            }
+            ops::ln_shift::ln_shift(cx, lid, &args, v, self.meta, self.state, act)
         };
         // 1–3: ln1, lerps, shift state
         body.push(ln_shift(6, LayerVecs::MIX * c, LayerVecs::LN1 * c, base)?);
@@ -479,7 +468,9 @@ impl<'a> Blocks<'a> {
             _p: [0; 2],
         };
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
-        wkv_node.small = Some(few(self.wkv_fused_node(l, &fused, v)?));
+        wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
+            cx, lid, &fused, self.meta, self.state, act, v,
+        )?));
         body.push(wkv_node);
         let out = WkvOutArgs {
             c: c as u32,
@@ -523,14 +514,9 @@ impl<'a> Blocks<'a> {
         let in_tiles = lora_in_tiles(cx.gpu);
         // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`.)
         let with = MatmulArgs { lora: term, ..args };
-        let waves = match term.is_none() || in_tiles {
-            true => self.waves(l, v, "ffn.key", &ly.ffn_key, &with)?,
-            false => None,
-        };
-        if let Some([head, tail, reduce]) = waves {
-            // The head node carries the whole product's decode variants.
-            let head = self.ffn_key_lora_out(l, v, &ly.ffn_key, &args, term, head)?;
-            body.extend([head, tail, reduce]);
+        if (term.is_none() || in_tiles)
+            && self.push_waves(l, v, "ffn.key", &ly.ffn_key, &with, body)?
+        {
             let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
             return self.ffn_value(l, ly, args, body);
         }
@@ -556,7 +542,6 @@ impl<'a> Blocks<'a> {
             true => None,
             false => self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?,
         };
-        let node = self.ffn_key_lora_out(l, v, &ly.ffn_key, &args, term, node)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);
@@ -584,20 +569,26 @@ impl<'a> Blocks<'a> {
     }
 
     /// A wide product of block `l` that is not k-split and whose tiles end in a mostly
-    /// empty wave as [`matmul_waves`]' nodes (whole tiles with the product's decode
-    /// variants, a k-split tail, its reduce); `None` where it is not split that way.
-    fn waves(
+    /// empty wave as [`matmul_waves`] (whole tiles, a k-split tail, its reduce) onto
+    /// `body`; false (nothing pushed) where it is not split that way.
+    fn push_waves(
         &self,
         l: usize,
         v: &wgpu::Buffer,
         name: &'static str,
         m: &GpuMatrix,
         args: &MatmulArgs,
-    ) -> Result<Option<[Node; 3]>> {
+        body: &mut Vec<Node>,
+    ) -> Result<bool> {
         if !self.split_ok || self.ks(m.n_out, m.n_in) > 1 {
-            return Ok(None);
+            return Ok(false);
         }
         let (cx, act, split) = (self.cx, self.act, self.split);
-        matmul_waves(cx, name, Some(l), m, v, act, args, split, self.t_cap)
+        let waves = matmul_waves(cx, name, Some(l), m, v, act, args, split, self.t_cap)?;
+        let Some(nodes) = waves else {
+            return Ok(false);
+        };
+        body.extend(nodes);
+        Ok(true)
     }
 }

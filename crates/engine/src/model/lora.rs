@@ -344,7 +344,6 @@ impl ActiveLoras {
             h_stride: s.width,
             rank: s.width,
             b_off: (s.b_at / 2) as usize,
-            fixed: false,
         })
     }
 

@@ -27,11 +27,6 @@ pub struct Regions {
     pub adapter_h: usize,
     /// `R` of [`Regions::adapter_h`] (0: no adapter active).
     pub adapter_rank: usize,
-    /// Decode passes with fused LoRA first products (`model::graph_lora`): the fixed-point
-    /// `h` of att.output and ffn.value, `[min(t_cap, SMALL_T), 2, R, 2]` i32, and the
-    /// channel-mix shift copy `[min(t_cap, SMALL_T), C]` (empty without adapters).
-    pub adapter_acc: usize,
-    pub adapter_prev: usize,
     pub ffn: usize,
     /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
     pub head_in: usize,
@@ -64,13 +59,6 @@ impl Regions {
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
         let adapter_h = take(3 * t_cap * adapter_rank);
-        let t_dec = if adapter_rank > 0 {
-            t_cap.min(crate::ops::matmul::SMALL_T as usize)
-        } else {
-            0
-        };
-        let adapter_acc = take(t_dec * 4 * adapter_rank);
-        let adapter_prev = take(t_dec * cfg.n_embd);
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
@@ -91,8 +79,6 @@ impl Regions {
             lora,
             adapter_h,
             adapter_rank,
-            adapter_acc,
-            adapter_prev,
             ffn,
             head_in,
             head_norm,

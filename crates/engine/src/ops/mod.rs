@@ -10,7 +10,6 @@ pub mod embed;
 pub mod gather_rows;
 pub mod layer_norm;
 pub mod ln_shift;
-pub mod lora_out;
 pub mod matmul;
 pub mod matvec_group;
 pub mod wkv;

@@ -141,44 +141,6 @@ fn every_key() -> Vec<PipelineKey> {
         .collect();
     assert!(with_lora.len() > 10);
     keys.extend(with_lora);
-    // Fused LoRA first products (`ops::lora_out`): the fixed-point term's reader; the
-    // producers with 1 and 4 adapters; the time mix's copy and zeroing.
-    let mut fused = Vec::new();
-    for k in keys
-        .iter()
-        .filter(|k| k.op == "matvec" && spec(k, "OUT_SEP") == Some(0))
-    {
-        let lora = spec(k, "LORA");
-        for na in [1, 4] {
-            let mut k = k.clone();
-            k.spec.extend([("LO", 8), ("NA", na), ("LACC", 1)]);
-            fused.push(k);
-        }
-        if lora == Some(1) {
-            let mut k = k.clone();
-            k.spec.retain(|s| s.0 != "LORA");
-            k.spec.push(("LORA", 2));
-            fused.push(k);
-        }
-    }
-    for (tpr, sg, na) in [(1, 0, 1), (4, 1, 4)] {
-        fused.push(PipelineKey {
-            op: "wkv_fused",
-            dtype: None,
-            spec: vec![("TPR", tpr), ("LO", 6), ("NA", na), ("LACC", 1)],
-        });
-        fused.push(PipelineKey {
-            op: "ln_shift",
-            dtype: None,
-            spec: vec![("SG", sg), ("PREP", 1)],
-        });
-        fused.push(PipelineKey {
-            op: "ln_shift",
-            dtype: None,
-            spec: vec![("SG", sg), ("LO", 6), ("NA", na), ("LACC", 0)],
-        });
-    }
-    keys.extend(fused);
     keys
 }
 

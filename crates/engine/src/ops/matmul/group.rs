@@ -295,7 +295,6 @@ mod tests {
                     h_stride: hs,
                     rank: r,
                     b_off,
-                    fixed: false,
                 }
             });
             let x_off = act.len();

@@ -15,7 +15,6 @@ pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
 
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};
-use crate::ops::lora_out::LoraOut;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 
 /// Passes with at most this many rows use the matrix × vector kernel.
@@ -138,21 +137,9 @@ pub struct LoraArgs {
     pub h_stride: usize,
     pub rank: usize,
     pub b_off: usize,
-    /// h is the fixed-point sums of a fused first product (`ops::lora_out`): i32 pairs
-    /// `[rows, rank, 2]` at `h_off` (row stride `h_stride` f32 elements, both multiples
-    /// of 4). Read by the matrix × vector variant only: a decode variant's term.
-    pub fixed: bool,
 }
 
 impl MatmulArgs {
-    /// These arguments with the LoRA term `l`.
-    pub fn with(&self, l: LoraArgs) -> Self {
-        MatmulArgs {
-            lora: Some(l),
-            ..*self
-        }
-    }
-
     /// The Params fields of the scale and the LoRA term, and the extra binding.
     pub(crate) fn lora_fields<'c>(
         &self,
@@ -191,26 +178,7 @@ pub fn matmul(
     out: Option<&wgpu::Buffer>,
     a: &MatmulArgs,
 ) -> Result<Node> {
-    Ok(build(cx, op, layer, m, vecs, act, out, a, None, None)?.0)
-}
-
-/// [`matmul`] whose matrix × vector variants (decode) also run the first products of the
-/// next product's adapters on their y, `h += s · A y` (`lo`, fixed point; see
-/// [`crate::ops::lora_out`]): each workgroup adds the partial of its rows.
-///
-/// Errors: as [`matmul`]; `lo`'s (its `A` not `[r, N]` F16, more adapters than fuse).
-#[allow(clippy::too_many_arguments)]
-pub fn matmul_lora_out(
-    cx: &Ctx,
-    op: &'static str,
-    layer: Option<usize>,
-    m: &GpuMatrix,
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-    a: &MatmulArgs,
-    lo: &LoraOut,
-) -> Result<Node> {
-    Ok(build(cx, op, layer, m, vecs, act, None, a, None, Some(lo))?.0)
+    Ok(build(cx, op, layer, m, vecs, act, out, a, None)?.0)
 }
 
 /// [`matmul`] with k split into `ksplit` slices on the tensor-core kernel (more
@@ -242,7 +210,6 @@ pub fn matmul_split(
         None,
         a,
         Some((scratch, ksplit)),
-        None,
     )?;
     let reduce = match reduce {
         Some(r) => r,
@@ -262,7 +229,6 @@ fn build<'a>(
     out: Option<&'a wgpu::Buffer>,
     a: &MatmulArgs,
     split: Option<(&'a wgpu::Buffer, u32)>,
-    lo: Option<&LoraOut>,
 ) -> Result<(Node, Option<Node>)> {
     if m.n_in % 32 != 0 {
         return Err(op_err(
@@ -426,26 +392,9 @@ fn build<'a>(
             ("SG", row_sum_mode(cx, lanes)),
         ],
     };
-    // The next product's first products on y (binding 8 on: `ops::lora_out`).
-    let lo = match lo {
-        Some(l) if out.is_none() => {
-            let lp = l.params(op, m.n_out)?;
-            Some((l.spec(8, true), l.bind(cx.gpu, &lp, act, 8, true)))
-        }
-        Some(_) => return Err(op_err(op, "LoRA first products on the logits")),
-        None => None,
-    };
-    let mut mv_res: Vec<(u32, wgpu::BindingResource<'_>)> = numbered(bind(true));
-    if let Some((spec, (u, res))) = &lo {
-        mk.spec.extend(spec);
-        mv_res.push((8, u.as_entire_binding()));
-        mv_res.extend(res.iter().cloned());
-    }
-    if let (Some(b), Some(l)) = (lora_buf, a.lora) {
-        if l.fixed && (l.h_off % 4 != 0 || l.h_stride % 4 != 0) {
-            return Err(op_err(op, format!("{}: fixed-point h not aligned", m.name)));
-        }
-        mk.spec.push(("LORA", if l.fixed { 2 } else { 1 }));
+    let mut mv_res = numbered(bind(true));
+    if let Some(b) = lora_buf {
+        mk.spec.push(("LORA", 1));
         mv_res.push((7, b.as_entire_binding()));
     }
     let grid = Grid::Tiles {

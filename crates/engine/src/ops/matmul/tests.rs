@@ -410,7 +410,6 @@ fn lora_term_scale_and_add_before_act() {
             h_stride: hs,
             rank: r,
             b_off: 8,
-            fixed: false,
         });
         let bias_buf = h.f32_buf(&bias);
         let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);

@@ -177,7 +177,6 @@ mod tests {
                     h_stride: r,
                     rank: r,
                     b_off: 0,
-                    fixed: false,
                 }),
             };
             let cx = Ctx {
