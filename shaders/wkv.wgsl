@@ -8,9 +8,10 @@
 // kk, kk·a and v of its head are in workgroup memory (copied coalesced), and the steps
 // read only workgroup memory; the next chunk's loads are issued into registers before
 // the current chunk's steps, so their latency hides behind them.
-// Every row reads all 64 columns of those vectors each token, so workgroup memory
-// bandwidth bounds a step: splitting a head's 64 rows over 64 / RB workgroups spreads
-// that traffic (and the sequential scan) over more SMs.
+// A token's step is a short dependent chain run by few warps: splitting a head's 64 rows
+// over 64 / RB workgroups and each row over TPR threads spreads the scan over more SMs
+// and warps (H100: 16 threads a row, one vec4 each, ran the 2.9B scan in 6.2 ms against
+// 8.2 with 4).
 
 struct Params {
     c: u32,

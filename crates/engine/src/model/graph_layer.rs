@@ -512,13 +512,13 @@ impl<'a> Blocks<'a> {
         let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
-        // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`.)
+        // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`; a last
+        // wave mostly empty is split off by `matmul_waves`.)
         let with = MatmulArgs { lora: term, ..args };
         if (term.is_none() || in_tiles)
             && self.push_waves(l, v, "ffn.key", &ly.ffn_key, &with, body)?
         {
-            let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-            return self.ffn_value(l, ly, args, body);
+            return self.ffn_value(l, ly, body);
         }
         let (node, reduce) = match term {
             None => self.big(l, v, "ffn.key", &ly.ffn_key, &args)?,
@@ -545,19 +545,13 @@ impl<'a> Blocks<'a> {
         body.push(node);
         body.push(reduce);
         body.extend(second);
-        let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-        self.ffn_value(l, ly, args, body)
+        self.ffn_value(l, ly, body)
     }
 
     /// 17: `x += Wv k` of block `l` (with its adapters' term) onto `body`.
-    fn ffn_value(
-        &self,
-        l: usize,
-        ly: &GpuLayer,
-        args: MatmulArgs,
-        body: &mut Vec<Node>,
-    ) -> Result<()> {
-        let (v, rg, f) = (&ly.vecs, &self.rg, self.cfg.ffn_dim);
+    fn ffn_value(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+        let (v, rg, f, c) = (&ly.vecs, &self.rg, self.cfg.ffn_dim, self.cfg.n_embd);
+        let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
         let (node, reduce, second) =
