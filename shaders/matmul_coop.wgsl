@@ -232,8 +232,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc30: coop_mat16x16<f32, C>;
     var acc31: coop_mat16x16<f32, C>;
     let steps = p.k / BK;
-    let s0 = ks * steps / nks;
-    let s1 = (ks + 1u) * steps / nks;
+    // With a LoRA term the last slice also runs its rank / 32 steps, each a load round trip
+    // and two barriers (about two pipelined steps): the slices share main steps so that
+    // each slice's total is even.
+    // (At most half a slice, so every slice keeps main steps to load.)
+    let extra = min(select(0u, 2u * p.lora_rank / BK, COOP_LORA && nks > 1u), steps / nks / 2u);
+    let s0 = min(ks * (steps + extra) / nks, steps);
+    let s1 = min((ks + 1u) * (steps + extra) / nks, steps);
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
