@@ -31,11 +31,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xb = mv_xb(p.x_off, p.x_stride, t0);
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
+        // This lane's columns of the LoRA term (summed with the row below); the first
+        // token's first pair loaded ahead of the row.
+        let h0 = p.lora_h + t0 * p.lora_stride;
+        let pre = lora_pre(p.lora_b, h0, p.lora_rank, r, lane);
         acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
-        // This lane's columns of the LoRA term (summed with the row below).
-        for (var j = 0u; j < nt; j++) {
-            let h = p.lora_h + (t0 + j) * p.lora_stride;
-            acc[j] += lora_sum(p.lora_b, h, p.lora_rank, r, lane, LANES);
+        acc[0] += lora_sum(pre, p.lora_b, h0, p.lora_rank, r, lane, LANES);
+        for (var j = 1u; j < nt; j++) {
+            let h = h0 + j * p.lora_stride;
+            let q = lora_pre(p.lora_b, h, p.lora_rank, r, lane);
+            acc[j] += lora_sum(q, p.lora_b, h, p.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);

@@ -78,6 +78,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {
         let rb = sg.w_off + r * sg.row_bytes;
+        // The first token's first LoRA pair loaded ahead of the row (see `lora_pre`).
+        let h0 = sg.lora_h + t0 * sg.lora_stride;
+        let pre = lora_pre(sg.lora_b, h0, sg.lora_rank, r, lane);
         if (sg.src == 2u) {
             acc = mv_row3(rb, sg.k, lane, xb, nt);
         } else if (sg.src == 1u) {
@@ -85,9 +88,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         } else {
             acc = mv_row(rb, sg.k, lane, xb, nt);
         }
-        for (var j = 0u; j < nt; j++) {
-            let h = sg.lora_h + (t0 + j) * sg.lora_stride;
-            acc[j] += lora_sum(sg.lora_b, h, sg.lora_rank, r, lane, LANES);
+        acc[0] += lora_sum(pre, sg.lora_b, h0, sg.lora_rank, r, lane, LANES);
+        for (var j = 1u; j < nt; j++) {
+            let h = h0 + j * sg.lora_stride;
+            let q = lora_pre(sg.lora_b, h, sg.lora_rank, r, lane);
+            acc[j] += lora_sum(q, sg.lora_b, h, sg.lora_rank, r, lane, LANES);
         }
     }
     let sum = row_sum(acc, li, nt);

@@ -49,10 +49,30 @@ fn y_store(i: u32, v: f32) { out[i] = v; }
 /// read consecutive pairs).
 const LORA_ON: &str = "
 @group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
-fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
+// The first column pair of this lane (2 j0) of row r of B and of h, loaded raw and not used
+// until `lora_sum`: issued before the row's weights, their latency hides behind the row.
+struct LoraPre {
+    b: u32,
+    h: vec4<f32>,
+}
+fn lora_pre(b: u32, h: u32, rank: u32, r: u32, j0: u32) -> LoraPre {
+    var q = LoraPre(0u, vec4<f32>(0.0));
+    let j = 2u * j0;
+    if (j < rank) {
+        q.b = lora[(b + r * rank + j) >> 1u];
+        q.h = act[(h + j) >> 2u];
+    }
+    return q;
+}
+fn lora_sum(pre: LoraPre, b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
     var s = 0.0;
+    if (2u * j0 < rank) {
+        let bb = unpack2x16float(pre.b);
+        let o = (h + 2u * j0) & 3u;
+        s = bb.x * pre.h[o] + bb.y * pre.h[o + 1u];
+    }
     let row = b + r * rank;
-    for (var j = 2u * j0; j < rank; j += 2u * dj) {
+    for (var j = 2u * (j0 + dj); j < rank; j += 2u * dj) {
         let bb = unpack2x16float(lora[(row + j) >> 1u]);
         let hv = act[(h + j) >> 2u];
         let o = (h + j) & 3u;
@@ -77,7 +97,13 @@ fn lora_w8(i: u32) -> vec4<u32> { return vec4<u32>(0u); }
 
 /// …and without LoRA (every product of a graph with no active adapter).
 const LORA_OFF: &str = "
-fn lora_sum(b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 { return 0.0; }
+struct LoraPre {
+    b: u32,
+}
+fn lora_pre(b: u32, h: u32, rank: u32, r: u32, j0: u32) -> LoraPre { return LoraPre(0u); }
+fn lora_sum(pre: LoraPre, b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
+    return 0.0;
+}
 ";
 
 /// `matvec` sees the activations as vec4s: scalar access to the outputs.
