@@ -234,7 +234,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let steps = p.k / BK;
     // With a LoRA term the last slice also runs its rank / 32 steps, each a load round trip
     // and two barriers (about two pipelined steps): the slices share main steps so that
-    // each slice's total is even.
+    // every slice's total is about the same.
     // (At most half a slice, so every slice keeps main steps to load.)
     let extra = min(select(0u, 2u * p.lora_rank / BK, COOP_LORA && nks > 1u), steps / nks / 2u);
     let s0 = min(ks * (steps + extra) / nks, steps);

@@ -46,7 +46,7 @@ fn y_store(i: u32, v: f32) { out[i] = v; }
 /// stacked `B` `[N, R]` f16 blocks at binding 7 (as pairs), `h` `[T, R]` in the
 /// activations (seen as vec4s); `lora_sum` adds the column pairs `2 j0, 2 (j0 + dj), …`
 /// below `rank` of row `r` (offsets in halves; `b`, `h` and `rank` even; the lanes of a row
-/// read consecutive pairs).
+/// read consecutive pairs), the first from what `lora_pre` loaded ahead of the row.
 const LORA_ON: &str = "
 @group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
 // The first column pair of this lane (2 j0) of row r of B and of h, loaded raw and not used

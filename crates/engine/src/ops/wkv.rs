@@ -56,18 +56,20 @@ pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .filter(|t| [1, 2, 4, 8, 16].contains(t) && fits(*t));
-    forced.unwrap_or(match () {
-        _ if fits(want) => want,
-        _ if fits(4) => 4,
-        _ => 1,
+    forced.unwrap_or(if fits(want) {
+        want
+    } else if fits(4) {
+        4
+    } else {
+        1
     })
 }
 
 /// Rows of S per workgroup: a head's 64 rows split over 64 / RB workgroups so that a
 /// pass of one sequence still spreads over many SMs. H100, 512 tokens (`rwkv kernels`):
 /// 16 rows beat 8 and 64 for both 12 and 40 heads (12 heads: 190 µs against 223 and
-/// 395; 40 heads: 279 against 605 and 404). `RWKV_WKV_ROWS` (8, 16, 32 or 64) overrides
-/// it for tuning runs.
+/// 395; 40 heads: 279 against 605 and 404; 4 threads a row). `RWKV_WKV_ROWS` (8, 16, 32
+/// or 64, at most 256 / threads a row) overrides it for tuning runs.
 pub fn rows_per_workgroup() -> u32 {
     let forced = std::env::var("RWKV_WKV_ROWS")
         .ok()
