@@ -27,6 +27,7 @@ struct Params {
     ksplit: u32,      // k slices (grouped products; a single product's are KSPLIT)
     part_off: u32,    // f32 offset of this product's slices in the scratch (grouped)
     w_off: u32,       // byte offset of W in the weights binding (grouped)
+    /*HP_FIELDS*/
 }
 
 fn finish(v: f32, r: u32) -> f32 {

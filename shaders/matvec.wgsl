@@ -5,7 +5,8 @@
 // in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
 // the lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
 // Params and `finish` from matmul_params.wgsl; `act` is seen as vec4s, the weights also
-// as `w4`.
+// as `w4`. The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where
+// the first workgroups make its h in the same dispatch.
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -24,11 +25,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     _ = arrayLength(&w4);
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let lane = li % LANES;
-    let r = wid.x * ROWS + li / LANES;
     let t0 = wid.y * 4u;
     // NT1 = 1: passes of one token only (the count folds to a constant).
     let nt = select(min(t_count - min(t0, t_count), 4u), 1u, NT1 == 1u);
     let xb = mv_xb(p.x_off, p.x_stride, t0);
+    // HPROD = 1: the first workgroups make the LoRA term's h (shaders/matvec/lora_hprod.wgsl).
+    var wg = wid.x;
+    if (HPROD == 1u) {
+        if (wg < hp_wgs()) {
+            h_produce(wg, li, xb.x);
+            return; // uniform: the whole workgroup
+        }
+        wg -= hp_wgs();
+        hp_enter(xb.x);
+    }
+    let r = wg * ROWS + li / LANES;
     var acc = vec4<f32>(0.0);
     if (r < p.n) {
         // This lane's columns of the LoRA term (summed with the row below); the first

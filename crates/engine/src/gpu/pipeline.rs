@@ -28,6 +28,23 @@ const KSCALES: &str = include_str!("../../../../shaders/decode/kscales.wgsl");
 const WG_SUM1: &str = include_str!("../../../../shaders/wg_sum.wgsl");
 /// `matvec` / `matvec_group`: x rows and one lane's steps over a row.
 const MV_ROW: &str = include_str!("../../../../shaders/matvec/row.wgsl");
+/// The LoRA term of the matrix × vector kernels (`LORA = 1`), with `h` from an earlier
+/// dispatch…
+const LORA_ON: &str = include_str!("../../../../shaders/matvec/lora.wgsl");
+/// …or made by the kernel's first workgroups (`HPROD = 1`, one-token `matvec` only)…
+const LORA_HPROD: &str = include_str!("../../../../shaders/matvec/lora_hprod.wgsl");
+/// …or none.
+const LORA_OFF: &str = include_str!("../../../../shaders/matvec/lora_off.wgsl");
+/// The fields `HPROD = 1` adds to the product's Params (mirrored by `HParams` in
+/// `ops/matmul/hprod.rs`).
+const HP_FIELDS: &str = "hp_wgs: u32,
+    hp_rows: u32,
+    hp_set: u32,
+    hp_reset: u32,
+    hp_scale: f32,
+    hp_spin: u32,
+    _hp0: u32,
+    _hp1: u32,";
 
 /// Matrix products write into the activations…
 const OUT_ACT: &str = "
@@ -42,46 +59,6 @@ fn y_load(i: u32) -> f32 { return out[i]; }
 fn y_store(i: u32, v: f32) { out[i] = v; }
 ";
 
-/// The LoRA term of the matrix × vector kernels (`LORA = 1`): the active adapters'
-/// stacked `B` `[N, R]` f16 blocks at binding 7 (as pairs), `h` `[T, R]` in the
-/// activations (seen as vec4s); `lora_sum` adds the column pairs `2 j0, 2 (j0 + dj), …`
-/// below `rank` of row `r` (offsets in halves; `b`, `h` and `rank` even; the lanes of a row
-/// read consecutive pairs), the first from what `lora_pre` loaded ahead of the row.
-const LORA_ON: &str = "
-@group(0) @binding(7) var<storage, read> lora: array<u32>; // B blocks of the active LoRAs
-// The first column pair of this lane (2 j0) of row r of B and of h, loaded raw and not used
-// until `lora_sum`: issued before the row's weights, their latency hides behind the row.
-struct LoraPre {
-    b: u32,
-    h: vec4<f32>,
-}
-fn lora_pre(b: u32, h: u32, rank: u32, r: u32, j0: u32) -> LoraPre {
-    var q = LoraPre(0u, vec4<f32>(0.0));
-    let j = 2u * j0;
-    if (j < rank) {
-        q.b = lora[(b + r * rank + j) >> 1u];
-        q.h = act[(h + j) >> 2u];
-    }
-    return q;
-}
-fn lora_sum(pre: LoraPre, b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
-    var s = 0.0;
-    if (2u * j0 < rank) {
-        let bb = unpack2x16float(pre.b);
-        let o = (h + 2u * j0) & 3u;
-        s = bb.x * pre.h[o] + bb.y * pre.h[o + 1u];
-    }
-    let row = b + r * rank;
-    for (var j = 2u * (j0 + dj); j < rank; j += 2u * dj) {
-        let bb = unpack2x16float(lora[(row + j) >> 1u]);
-        let hv = act[(h + j) >> 2u];
-        let o = (h + j) & 3u;
-        s += bb.x * hv[o] + bb.y * hv[o + 1u];
-    }
-    return s;
-}
-";
-
 /// `matmul_coop` with a LoRA term (`LORA = 1`): `B h` as extra k-steps of the tile loop,
 /// the f16 `B` blocks read 8 halves at a time.
 const COOP_LORA_ON: &str = "
@@ -93,17 +70,6 @@ fn lora_w8(i: u32) -> vec4<u32> { return lora4[i]; }
 const COOP_LORA_OFF: &str = "
 const COOP_LORA: bool = false;
 fn lora_w8(i: u32) -> vec4<u32> { return vec4<u32>(0u); }
-";
-
-/// …and without LoRA (every product of a graph with no active adapter).
-const LORA_OFF: &str = "
-struct LoraPre {
-    b: u32,
-}
-fn lora_pre(b: u32, h: u32, rank: u32, r: u32, j0: u32) -> LoraPre { return LoraPre(0u); }
-fn lora_sum(pre: LoraPre, b: u32, h: u32, rank: u32, r: u32, j0: u32, dj: u32) -> f32 {
-    return 0.0;
-}
 ";
 
 /// `matvec` sees the activations as vec4s: scalar access to the outputs.
@@ -446,6 +412,9 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     if matches!(key.op, "matvec" | "matvec_group") && spec(key, "NT1").is_none() {
         src.push_str("const NT1: u32 = 0u;\n");
     }
+    if matches!(key.op, "matvec" | "matvec_group") && spec(key, "HPROD").is_none() {
+        src.push_str("const HPROD: u32 = 0u;\n");
+    }
     if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(&format!("const UNR: u32 = {}u;\n", mv_unroll(key.dtype)));
     }
@@ -503,17 +472,22 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
         }
     }
     if matches!(key.op, "matvec" | "matvec_group") {
-        src.push_str(if spec(key, "LORA") == Some(1) {
-            LORA_ON
-        } else {
-            LORA_OFF
+        src.push_str(match (spec(key, "LORA"), spec(key, "HPROD")) {
+            (Some(1), Some(1)) => LORA_HPROD,
+            (Some(1), _) => LORA_ON,
+            _ => LORA_OFF,
         });
     }
     if matches!(
         key.op,
         "matmul" | "matvec" | "matmul_coop" | "matmul_reduce"
     ) {
-        src.push_str(MATMUL_PARAMS);
+        let fields = if spec(key, "HPROD") == Some(1) {
+            HP_FIELDS
+        } else {
+            ""
+        };
+        src.push_str(&MATMUL_PARAMS.replace("/*HP_FIELDS*/", fields));
     }
     let group = matches!(key.op, "matmul_coop" | "matmul_reduce") && spec(key, "GROUP") == Some(1);
     if matches!(key.op, "matmul_coop" | "matmul_reduce") {

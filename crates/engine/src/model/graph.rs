@@ -28,6 +28,7 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
 use crate::model::graph_layer::Blocks;
+use crate::model::graph_lora::HPlan;
 use crate::model::lora::ActiveLoras;
 use crate::ops::matmul::{coop_ksplit, matmul, waves_plan, Act, MatmulArgs};
 use crate::ops::{self, Count, Ctx, Dims, Node};
@@ -61,6 +62,8 @@ pub struct Graph {
     pub body: Vec<Node>,
     pub head: Vec<Node>,
     pub(super) dims_host: Dims,
+    /// The LoRA h sets of the one-token products that make their own (bound by them).
+    _h_sets: Option<wgpu::Buffer>,
 }
 
 impl Graph {
@@ -169,6 +172,10 @@ impl Graph {
             LN_EPS,
         )?);
 
+        let hplan = match loras {
+            Some(l) => HPlan::new(gpu, l, cfg.n_layer)?,
+            None => None,
+        };
         let blocks = Blocks {
             cx: &cx,
             cfg,
@@ -181,6 +188,7 @@ impl Graph {
             split: &split,
             split_ok,
             loras,
+            hplan: hplan.as_ref(),
         };
         for (l, ly) in wts.layers.iter().enumerate() {
             blocks.layer(l, ly, &mut body)?;
@@ -246,6 +254,7 @@ impl Graph {
             body,
             head,
             dims_host,
+            _h_sets: hplan.map(|p| p.sets),
         })
     }
 }

@@ -7,12 +7,12 @@ use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::model::graph::{GN_EPS, LN_EPS};
 use crate::model::graph_group::{group_decode, push_grouped, Member};
+use crate::model::graph_lora::HPlan;
 use crate::model::lora::ActiveLoras;
 use crate::model::regions::Regions;
 use crate::ops::ln_shift::LnShiftArgs;
 use crate::ops::matmul::{
-    coop_ksplit, lora_in_tiles, matmul, matmul_split, matmul_waves, Act, LoraArgs, MatmulArgs,
-    SMALL_T,
+    coop_ksplit, lora_in_tiles, matmul, matmul_split, matmul_waves, Act, MatmulArgs, SMALL_T,
 };
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
@@ -60,12 +60,14 @@ pub(super) struct Blocks<'a> {
     pub split: &'a wgpu::Buffer,
     pub split_ok: bool,
     pub loras: Option<&'a ActiveLoras>,
+    /// The products that make their own LoRA h in one-token passes (`graph_lora.rs`).
+    pub hplan: Option<&'a HPlan>,
 }
 
 impl<'a> Blocks<'a> {
     /// k slices for a tensor-core product of `n` rows and depth `k`: [`coop_ksplit`],
     /// bounded by what the scratch holds at `t_cap` tokens (1 without the split).
-    fn ks(&self, n: usize, k: usize) -> u32 {
+    pub(super) fn ks(&self, n: usize, k: usize) -> u32 {
         if !self.split_ok {
             return 1;
         }
@@ -75,121 +77,12 @@ impl<'a> Blocks<'a> {
 
     /// The k-split scratch and the token capacity for grouped tensor-core products
     /// (`push_grouped`), where the tiles may split.
-    fn tiles(&self) -> Option<(&'a wgpu::Buffer, usize)> {
+    pub(super) fn tiles(&self) -> Option<(&'a wgpu::Buffer, usize)> {
         self.split_ok.then_some((self.split, self.t_cap))
     }
 
-    /// The first products `h_i = s_i · A_i x` of the adapters at (l, t) into `h` slot
-    /// `slot` as (node, its reduce step, A, arguments), and the base products' LoRA terms.
-    #[allow(clippy::type_complexity)]
-    fn lora_first_nodes(
-        &self,
-        l: usize,
-        sites: &[(LoraTarget, usize, usize, usize)],
-        vecs: &wgpu::Buffer,
-    ) -> Result<(Vec<Option<LoraArgs>>, Vec<Member<'a>>)> {
-        let Some(loras) = self.loras else {
-            return Ok((vec![None; sites.len()], Vec::new()));
-        };
-        let mut terms = Vec::new();
-        let mut firsts = Vec::new();
-        for &(t, slot, x_off, k) in sites {
-            let h = self.rg.adapter_slot(slot, self.t_cap);
-            let term = loras.term(l, t, h);
-            if let Some(tm) = term {
-                for (a, scale, j0) in loras.firsts(l, t) {
-                    let mut args = mm(x_off, k, h + j0, tm.h_stride, Act::None, false, None);
-                    args.scale = scale;
-                    // Few rows, long k: k split on tensor cores, as the model's own
-                    // first low-rank products.
-                    let ks = self.ks(a.n_out, a.n_in);
-                    let (node, reduce) = matmul_split(
-                        self.cx,
-                        "lora.a",
-                        Some(l),
-                        a,
-                        vecs,
-                        self.act,
-                        &args,
-                        self.split,
-                        ks,
-                    )?;
-                    firsts.push((node, reduce, a, args, ks));
-                }
-            }
-            terms.push(term);
-        }
-        Ok((terms, firsts))
-    }
-
-    /// [`Blocks::lora_first_nodes`] onto `body`: a decode step runs them in as few
-    /// `matvec_group` dispatches as their buffers allow. The base products' LoRA terms.
-    fn lora_firsts(
-        &self,
-        l: usize,
-        sites: &[(LoraTarget, usize, usize, usize)],
-        vecs: &wgpu::Buffer,
-        body: &mut Vec<Node>,
-    ) -> Result<Vec<Option<LoraArgs>>> {
-        let (terms, firsts) = self.lora_first_nodes(l, sites, vecs)?;
-        let tiles = self.tiles();
-        push_grouped(
-            self.cx,
-            "lora.a",
-            Some(l),
-            firsts,
-            vecs,
-            self.act,
-            tiles,
-            body,
-        )?;
-        Ok(terms)
-    }
-
-    /// The product `y (+)= B h` of the active adapters at (l, t) for passes larger than
-    /// `main`'s matrix × vector variant serves (which adds the term itself): into the
-    /// residual or the base product's output (`add_before_act` with `act` for a product
-    /// whose activation must see the sum). `None` without adapters there.
-    #[allow(clippy::too_many_arguments)]
-    fn lora_second(
-        &self,
-        l: usize,
-        t: LoraTarget,
-        term: Option<LoraArgs>,
-        main: &Node,
-        y_off: usize,
-        act_fn: Act,
-        before_act: bool,
-        vecs: &wgpu::Buffer,
-    ) -> Result<Option<Node>> {
-        let (Some(loras), Some(term)) = (self.loras, term) else {
-            return Ok(None);
-        };
-        let Some(b) = loras.b_matrix(l, t) else {
-            return Ok(None);
-        };
-        let mut args = mm(
-            term.h_off,
-            term.h_stride,
-            y_off,
-            b.n_out,
-            act_fn,
-            true,
-            None,
-        );
-        args.add_before_act = before_act;
-        let mut node = matmul(self.cx, "lora.b", Some(l), &b, vecs, self.act, None, &args)?;
-        let max = main.small.as_ref().map_or(0, |s| s.max);
-        node.small = Some(Small {
-            count: Count::Tokens,
-            max,
-            node: Box::new(node.skip()),
-        });
-        Ok(Some(node))
-    }
-
     /// A C-row product (k split on tensor cores, `matmul_split`) of block `l`.
-    fn big(
+    pub(super) fn big(
         &self,
         l: usize,
         v: &wgpu::Buffer,
@@ -199,54 +92,6 @@ impl<'a> Blocks<'a> {
     ) -> Result<(Node, Node)> {
         let ks = self.ks(m.n_out, m.n_in);
         matmul_split(self.cx, name, Some(l), m, v, self.act, args, self.split, ks)
-    }
-
-    /// [`Blocks::big`] with the adapters' `term` at (l, t), when there is one: the node
-    /// (its decode variant adds `B h`; on tensor cores every variant does), its reduce
-    /// step, and — without tensor cores — the larger passes' `B h` product (into
-    /// `args.y_off`, no activation) to run after both.
-    #[allow(clippy::too_many_arguments)]
-    fn adapted_big(
-        &self,
-        l: usize,
-        v: &wgpu::Buffer,
-        name: &'static str,
-        m: &GpuMatrix,
-        args: &MatmulArgs,
-        t: LoraTarget,
-        term: Option<LoraArgs>,
-    ) -> Result<(Node, Node, Option<Node>)> {
-        if term.is_none() || lora_in_tiles(self.cx.gpu) {
-            // Tensor cores: every variant adds the term itself.
-            let (node, reduce) = self.big(
-                l,
-                v,
-                name,
-                m,
-                &MatmulArgs {
-                    lora: term,
-                    ..*args
-                },
-            )?;
-            return Ok((node, reduce, None));
-        }
-        let (node, reduce) = self.big(l, v, name, m, args)?;
-        let dec = MatmulArgs {
-            lora: term,
-            ..*args
-        };
-        let node = Self::decode_from(node, self.big(l, v, name, m, &dec)?.0);
-        let second = self.lora_second(l, t, term, &node, args.y_off, Act::None, false, v)?;
-        Ok((node, reduce, second))
-    }
-
-    /// `node` with the matrix × vector variant of `dec` (the same product with the LoRA
-    /// term): decode adds `B h` in that kernel's epilogue.
-    fn decode_from(mut node: Node, dec: Node) -> Node {
-        if dec.small.is_some() {
-            node.small = dec.small;
-        }
-        node
     }
 
     /// The nodes of block `l` (steps 1–17) onto `body`.
@@ -493,8 +338,10 @@ impl<'a> Blocks<'a> {
         let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
         let t = LoraTarget::Output;
-        let (node, reduce, second) =
+        let (mut node, reduce, second) =
             self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
+        let with = MatmulArgs { lora: term, ..args };
+        self.make_own_h(l, t, "att.output", &ly.output, v, &with, &mut node)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);
@@ -515,12 +362,16 @@ impl<'a> Blocks<'a> {
         // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`; a last
         // wave mostly empty is split off by `matmul_waves`.)
         let with = MatmulArgs { lora: term, ..args };
+        let t = LoraTarget::FfnKey;
+        let at = body.len();
         if (term.is_none() || in_tiles)
             && self.push_waves(l, v, "ffn.key", &ly.ffn_key, &with, body)?
         {
+            // The head piece carries the whole product's decode variants.
+            self.make_own_h(l, t, "ffn.key", &ly.ffn_key, v, &with, &mut body[at])?;
             return self.ffn_value(l, ly, body);
         }
-        let (node, reduce) = match term {
+        let (mut node, reduce) = match term {
             None => self.big(l, v, "ffn.key", &ly.ffn_key, &args)?,
             Some(_) if in_tiles => self.big(l, v, "ffn.key", &ly.ffn_key, &with)?,
             Some(_) => {
@@ -537,7 +388,7 @@ impl<'a> Blocks<'a> {
                 (node, reduce)
             }
         };
-        let t = LoraTarget::FfnKey;
+        self.make_own_h(l, t, "ffn.key", &ly.ffn_key, v, &with, &mut node)?;
         let second = match in_tiles {
             true => None,
             false => self.lora_second(l, t, term, &node, rg.ffn, Act::ReluSq, true, v)?,
@@ -554,8 +405,10 @@ impl<'a> Blocks<'a> {
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
-        let (node, reduce, second) =
+        let (mut node, reduce, second) =
             self.adapted_big(l, v, "ffn.value", &ly.ffn_value, &args, t, term)?;
+        let with = MatmulArgs { lora: term, ..args };
+        self.make_own_h(l, t, "ffn.value", &ly.ffn_value, v, &with, &mut node)?;
         body.push(node);
         body.push(reduce);
         body.extend(second);

@@ -6,6 +6,7 @@ pub mod gpu_weights;
 pub mod graph;
 mod graph_group;
 mod graph_layer;
+mod graph_lora;
 mod graph_pass;
 pub mod lora;
 pub mod names;

@@ -140,7 +140,19 @@ fn every_key() -> Vec<PipelineKey> {
         })
         .collect();
     assert!(with_lora.len() > 10);
+    // One-token products that make their LoRA term's h themselves.
+    let hprod: Vec<PipelineKey> = with_lora
+        .iter()
+        .filter(|k| k.op == "matvec" && spec(k, "NT1") == Some(1))
+        .map(|k| {
+            let mut k = k.clone();
+            k.spec.push(("HPROD", 1));
+            k
+        })
+        .collect();
+    assert!(hprod.len() > 5);
     keys.extend(with_lora);
+    keys.extend(hprod);
     keys
 }
 

@@ -3,10 +3,12 @@
 //! variants; the pass picks by its token count. Tile shapes and k slices: `tiles.rs`.
 
 mod group;
+mod hprod;
 mod tiles;
 mod waves;
 
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
+pub use hprod::{h_sets, hprod_spin, matvec_hprod, HProd};
 pub use waves::{matmul_waves, waves_plan};
 
 use tiles::coop_tile;
@@ -375,14 +377,7 @@ fn build<'a>(
             format!("{}: x offset/stride not multiples of 4", m.name),
         ));
     }
-    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
-    // Lanes per row: enough to cover K in a few steps each; `RWKV_MV_LANES` (4–32,
-    // a power of two) overrides it for tuning runs.
-    let lanes = std::env::var("RWKV_MV_LANES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
-        .unwrap_or_else(|| mv_lanes(steps, m.n_out));
+    let lanes = matvec_lanes(m);
     let mut mk = PipelineKey {
         op: "matvec",
         dtype: Some(m.dtype),
@@ -466,6 +461,17 @@ pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> u32 {
     } else {
         0
     }
+}
+
+/// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
+/// a power of two) overrides it for tuning runs.
+pub(crate) fn matvec_lanes(m: &GpuMatrix) -> u32 {
+    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+    std::env::var("RWKV_MV_LANES")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
+        .unwrap_or_else(|| mv_lanes(steps, m.n_out))
 }
 
 /// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,
