@@ -21,7 +21,9 @@
 //!
 //! With LoRA adapters active (`model::lora`), each adapted product of a block
 //! (r, k, v, output, channel-mix key and value) is preceded by the adapters' first
-//! products `h = s · A x` and adds `B h` in its own epilogue (`graph_layer.rs`).
+//! products `h = s · A x` and adds `B h` in its own epilogue (`graph_layer.rs`); in a
+//! one-token pass the output, channel-mix key and value products make their h in their
+//! own dispatch instead (`graph_lora.rs`).
 
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;
@@ -63,13 +65,15 @@ pub struct Graph {
     pub head: Vec<Node>,
     pub(super) dims_host: Dims,
     /// The LoRA h sets of the one-token products that make their own (bound by them).
-    _h_sets: Option<wgpu::Buffer>,
+    h_sets: Option<wgpu::Buffer>,
 }
 
 impl Graph {
-    /// GPU bytes of its buffers that scale with the model: activations, states, logits.
+    /// GPU bytes of its buffers that scale with the model: activations, states, logits
+    /// (and the LoRA h sets).
     pub fn bytes(&self) -> u64 {
-        self.act.size() + self.state.size() + self.logits.size()
+        let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
+        self.act.size() + self.state.size() + self.logits.size() + h_sets
     }
 
     /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
@@ -254,7 +258,7 @@ impl Graph {
             body,
             head,
             dims_host,
-            _h_sets: hplan.map(|p| p.sets),
+            h_sets: hplan.map(|p| p.sets),
         })
     }
 }

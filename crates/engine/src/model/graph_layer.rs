@@ -1,5 +1,6 @@
 //! The nodes of one RWKV-7 block (steps 1–17 of `graph.rs`'s list), with the LoRA terms of
-//! the active adapters (`model::lora`) on the six large products.
+//! the active adapters (`model::lora`) on the six large products (their nodes:
+//! `graph_lora.rs`).
 
 use crate::adapter::LoraTarget;
 use crate::error::Result;

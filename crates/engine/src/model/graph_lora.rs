@@ -126,7 +126,12 @@ impl<'a> Blocks<'a> {
         };
         let firsts = loras.firsts(l, t);
         let [(a, scale, 0)] = firsts.as_slice() else {
-            return Ok(());
+            // The plan takes sites of one adapter only, whose first products the caller
+            // has already left out of one-token passes.
+            return Err(EngineError::Op {
+                op: "graph",
+                what: format!("{name}@{l}: planned to make its own h, but not one adapter"),
+            });
         };
         let hp = HProd {
             a,

@@ -293,7 +293,10 @@ mod tests {
                     true => p1.6 * (0..k).map(|c| p1.3[j * k + c] * x[c]).sum::<f32>(),
                     false => 0.0,
                 };
-                assert!((v - want).abs() < 1e-3, "{dtype} pass {pass}: h[{j}] {v} vs {want}");
+                assert!(
+                    (v - want).abs() < 1e-3,
+                    "{dtype} pass {pass}: h[{j}] {v} vs {want}"
+                );
             }
             for (i, p) in prods.iter().enumerate() {
                 let (wd, a, b, s) = (&p.1, &p.3, &p.5, p.6 as f64);
