@@ -22,7 +22,6 @@
 @group(0) @binding(9) var<storage, read_write> hs: array<atomic<u32>>;
 
 const H_EMPTY: u32 = 0xffffffffu;
-const H_NONE: u32 = 0xffffffffu;
 
 var<workgroup> hp_red: array<f32, 256>;
 // The first token's x (vec4 index), for `h_self`.
@@ -56,7 +55,7 @@ fn hp_enter(x0: u32) {
 
 // Workgroup j of the producers: h[j] = s · A[j] · x (0 past A's rows).
 fn h_produce(j: u32, li: u32, x0: u32) {
-    if (j == 0u && p.hp_reset != H_NONE) {
+    if (j == 0u) {
         for (var i = li; i < p.hp_wgs; i += 256u) {
             atomicStore(&hs[p.hp_reset + i], H_EMPTY);
         }

@@ -138,7 +138,7 @@ impl<'a> Blocks<'a> {
             scale: *scale,
             sync: &plan.sets,
             set,
-            reset: Some(reset),
+            reset,
             spin: hprod_spin(),
         };
         let one = matvec_hprod(self.cx, name, Some(l), m, v, self.act, with, &hp)?;

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// The keys of `keys` that `pick` takes, each with the specialisation `extra` added.
+fn with_spec(
+    keys: &[PipelineKey],
+    extra: (&'static str, u32),
+    pick: impl Fn(&PipelineKey) -> bool,
+) -> Vec<PipelineKey> {
+    keys.iter()
+        .filter(|k| pick(k))
+        .map(|k| {
+            let mut k = k.clone();
+            k.spec.push(extra);
+            k
+        })
+        .collect()
+}
+
 /// Every pipeline key the engine can ask for: each op with each encoding and
 /// specialisation, every product kernel also with the LoRA term.
 fn every_key() -> Vec<PipelineKey> {
@@ -104,15 +120,9 @@ fn every_key() -> Vec<PipelineKey> {
         spec: vec![("KSPLIT", 4)],
     });
     // The grouped products (`matmul_group`): tile kernels, split or not, and the reduce.
-    let grouped: Vec<PipelineKey> = keys
-        .iter()
-        .filter(|k| k.op == "matmul_coop" && spec(k, "OUT_SEP") == Some(0))
-        .map(|k| {
-            let mut k = k.clone();
-            k.spec.push(("GROUP", 1));
-            k
-        })
-        .collect();
+    let grouped = with_spec(&keys, ("GROUP", 1), |k| {
+        k.op == "matmul_coop" && spec(k, "OUT_SEP") == Some(0)
+    });
     keys.extend(grouped);
     keys.push(PipelineKey {
         op: "matmul_reduce",
@@ -127,29 +137,14 @@ fn every_key() -> Vec<PipelineKey> {
         });
     }
     // Every product kernel also with the LoRA term (never on the logits).
-    let with_lora: Vec<PipelineKey> = keys
-        .iter()
-        .filter(|k| {
-            matches!(k.op, "matvec" | "matvec_group" | "matmul_coop")
-                && spec(k, "OUT_SEP") != Some(1)
-        })
-        .map(|k| {
-            let mut k = k.clone();
-            k.spec.push(("LORA", 1));
-            k
-        })
-        .collect();
+    let with_lora = with_spec(&keys, ("LORA", 1), |k| {
+        matches!(k.op, "matvec" | "matvec_group" | "matmul_coop") && spec(k, "OUT_SEP") != Some(1)
+    });
     assert!(with_lora.len() > 10);
     // One-token products that make their LoRA term's h themselves.
-    let hprod: Vec<PipelineKey> = with_lora
-        .iter()
-        .filter(|k| k.op == "matvec" && spec(k, "NT1") == Some(1))
-        .map(|k| {
-            let mut k = k.clone();
-            k.spec.push(("HPROD", 1));
-            k
-        })
-        .collect();
+    let hprod = with_spec(&with_lora, ("HPROD", 1), |k| {
+        k.op == "matvec" && spec(k, "NT1") == Some(1)
+    });
     assert!(hprod.len() > 5);
     keys.extend(with_lora);
     keys.extend(hprod);

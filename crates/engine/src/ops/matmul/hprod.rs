@@ -26,7 +26,7 @@ pub struct HProd<'a> {
     /// This product's set (u32 offset; as many slots as the term's rank R₃₂).
     pub set: usize,
     /// The set this product empties for the next such product of the pass (u32 offset).
-    pub reset: Option<usize>,
+    pub reset: usize,
     /// Polls of an h value before a lane computes it itself.
     pub spin: u32,
 }
@@ -100,14 +100,14 @@ pub fn matvec_hprod(
         || hp.a.n_out > width
         || hp.a.row0 != 0
         || !fits(hp.set)
-        || !hp.reset.is_none_or(fits)
-        || hp.reset == Some(hp.set)
+        || !fits(hp.reset)
+        || hp.reset == hp.set
     {
         return Err(op_err(
             op,
             format!(
                 "{}: first product {} ({} × {}, {}) does not fit a term of rank {width} \
-                 with sets at {} / {:?} of {slots}",
+                 with sets at {} / {} of {slots}",
                 m.name, hp.a.name, hp.a.n_out, hp.a.n_in, hp.a.dtype, hp.set, hp.reset
             ),
         ));
@@ -123,7 +123,7 @@ pub fn matvec_hprod(
         hp_wgs: width as u32,
         hp_rows: hp.a.n_out as u32,
         hp_set: hp.set as u32,
-        hp_reset: hp.reset.map_or(H_EMPTY, |r| r as u32),
+        hp_reset: hp.reset as u32,
         hp_scale: hp.scale,
         hp_spin: hp.spin,
         _p: [0; 2],
@@ -267,7 +267,7 @@ mod tests {
                 scale: p.6,
                 sync: &sync,
                 set: i * width,
-                reset: Some((1 - i) * width),
+                reset: (1 - i) * width,
                 spin,
             };
             nodes.push(
