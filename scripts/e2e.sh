@@ -65,7 +65,7 @@ xvfb-run -a -s "-screen 0 1440x900x24" bash -c '
   tauri-driver --port 4444 --native-port 4445 --native-driver "'"$NATIVE_DRIVER"'" > "'"$WORK"'/driver.log" 2>&1 &
   driver=$!
   for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/4444) 2>/dev/null && break; sleep 0.2; done
-  node tests/e2e/app.e2e.mjs
+  timeout -k 10 "${E2E_TIMEOUT:-1200}" node tests/e2e/app.e2e.mjs
   rc=$?
   kill $driver 2>/dev/null
   wait $driver 2>/dev/null

@@ -29,6 +29,8 @@ async function wd(method, path, body) {
     method,
     headers: { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
+    // A WebDriver call that never answers fails, named, instead of hanging the run.
+    signal: AbortSignal.timeout(120_000),
   });
   const json = await res.json().catch(() => ({}));
   if (!res.ok) {
@@ -119,13 +121,27 @@ function assert(cond, msg) {
   if (!cond) throw new Error(`assertion failed: ${msg}`);
 }
 
+/** Most one step may take (its own waits are shorter): a hang fails the step, named. */
+const STEP_TIMEOUT_MS = Number(process.env.E2E_STEP_TIMEOUT_MS ?? 600_000);
+
 async function step(name, fn) {
   log(`▶ ${name}`);
+  let timer;
   try {
-    await fn();
+    await Promise.race([
+      fn(),
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`step timed out after ${STEP_TIMEOUT_MS / 1000} s`)),
+          STEP_TIMEOUT_MS,
+        );
+      }),
+    ]);
+    clearTimeout(timer);
     passed++;
     log(`✔ ${name}`);
   } catch (e) {
+    clearTimeout(timer);
     failed++;
     log(`✘ ${name}: ${e.stack ?? e}`);
     await screenshot(`failed-${name.replace(/\W+/g, '-')}`).catch(() => {});

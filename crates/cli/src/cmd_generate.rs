@@ -4,9 +4,10 @@ use std::io::BufRead;
 
 use clap::Args;
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{CancelToken, GenerateOptions};
+use rwkv_engine::GenerateOptions;
 
 use crate::common::{generate_to_stdout, ModelArgs};
+use crate::interrupt::{self, Armed, Interrupted};
 
 #[derive(Args, Debug, Clone)]
 pub struct SamplingArgs {
@@ -82,8 +83,11 @@ pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
         max_tokens: a.max_tokens,
         sampler,
     };
-    let cancel = CancelToken::new();
-    let res = generate_to_stdout(&mut eng, st, &a.prompt, &a.prompt, &opts, &cancel)?;
+    // Ctrl-C stops the generation at the next token; the stats still print (stop:
+    // Cancelled) and the exit status is 130.
+    interrupt::install()?;
+    let armed = Armed::new();
+    let res = generate_to_stdout(&mut eng, st, &a.prompt, &a.prompt, &opts, armed.token())?;
     let s = &res.stats;
     eprintln!(
         "prompt {} tokens: {:.1} ms ({:.0} tok/s); generated {} tokens: {:.0} tok/s; first token {:.1} ms; stop: {:?}",
@@ -91,6 +95,9 @@ pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     );
     if a.print_ids {
         println!("{}", serde_json::to_string(&res.tokens)?);
+    }
+    if armed.interrupted() {
+        return Err(Interrupted.into());
     }
     Ok(())
 }
@@ -114,8 +121,11 @@ pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
         max_tokens: a.max_tokens,
         sampler: a.sampling.options(&["\n\n"]),
     };
-    let cancel = CancelToken::new();
-    eprintln!("chat: type a message and press Enter; an empty line or Ctrl-D quits.");
+    interrupt::install()?;
+    eprintln!(
+        "chat: type a message and press Enter; Ctrl-C stops a reply; an empty line, Ctrl-D or \
+         Ctrl-C at the prompt quits."
+    );
     let stdin = std::io::stdin();
     let mut first = true;
     loop {
@@ -128,10 +138,14 @@ pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
         let sep = if first { "" } else { "\n\n" };
         first = false;
         let prompt = format!("{sep}User: {}\n\nAssistant:", line.trim());
-        let res = generate_to_stdout(&mut eng, st, "Assistant:", &prompt, &opts, &cancel)?;
+        // Armed for this reply only: a Ctrl-C at the prompt exits.
+        let armed = Armed::new();
+        let res = generate_to_stdout(&mut eng, st, "Assistant:", &prompt, &opts, armed.token())?;
         eprintln!(
-            "[{} tokens, {:.0} tok/s]",
-            res.stats.generated_tokens, res.stats.decode_tok_s
+            "[{} tokens, {:.0} tok/s{}]",
+            res.stats.generated_tokens,
+            res.stats.decode_tok_s,
+            if armed.interrupted() { ", stopped" } else { "" }
         );
     }
     Ok(())

@@ -15,6 +15,7 @@ mod cmd_synth;
 mod cmd_tokenize;
 mod common;
 mod fault;
+mod interrupt;
 
 #[derive(Parser)]
 #[command(
@@ -101,6 +102,9 @@ fn main() -> std::process::ExitCode {
     init_log();
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.is::<interrupt::Interrupted>() => {
+            std::process::ExitCode::from(interrupt::EXIT_INTERRUPTED)
+        }
         Err(e) => {
             eprintln!("Error: {e:#}");
             std::process::ExitCode::FAILURE

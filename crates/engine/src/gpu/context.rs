@@ -7,6 +7,31 @@ use serde::Serialize;
 
 use crate::error::{EngineError, Result};
 
+/// Whether the engine runs its subgroup kernels on an adapter that offers subgroups.
+/// `RWKV_SUBGROUPS=1` / `RWKV_SUBGROUPS=0` (or `RWKV_NO_SUBGROUPS=1`) decide; without
+/// them, yes — except on Mesa's llvmpipe (lavapipe, the CPU driver of CI, VMs and
+/// machines without a GPU). There every workgroup that runs a subgroup shuffle keeps
+/// memory that never comes back (Mesa 22.3.6: ≈ 2,100 allocations of ≈ 450 bytes a token
+/// from the shaders' JIT code in a 2-layer model, RSS +700 KB a token; with the
+/// workgroup-memory kernels RSS stays flat — issue 26, docs/reliability.md), and the
+/// subgroup kernels bring it no speed (22 vs 25 tok/s without). The tests force them on
+/// there to keep covering them (`scripts/test.sh`).
+pub fn subgroups_wanted(info: &wgpu::AdapterInfo) -> bool {
+    if std::env::var_os("RWKV_NO_SUBGROUPS").is_some() {
+        return false;
+    }
+    match std::env::var("RWKV_SUBGROUPS").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => !is_llvmpipe(info),
+    }
+}
+
+/// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
+pub fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
+    info.driver.eq_ignore_ascii_case("llvmpipe") || info.name.starts_with("llvmpipe")
+}
+
 /// Optional features the engine uses when the adapter has them.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct GpuFeatures {
@@ -247,8 +272,7 @@ impl GpuContext {
         }));
         let features = GpuFeatures {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
-            subgroup: required.contains(wgpu::Features::SUBGROUP)
-                && std::env::var_os("RWKV_NO_SUBGROUPS").is_none(),
+            subgroup: required.contains(wgpu::Features::SUBGROUP) && subgroups_wanted(&info),
             subgroup_min_size: info.subgroup_min_size,
             coopmat,
             timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),

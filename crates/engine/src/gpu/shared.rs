@@ -19,11 +19,12 @@ static OPEN: OnceLock<Mutex<HashMap<String, Arc<GpuContext>>>> = OnceLock::new()
 fn key(choice: &AdapterChoice) -> String {
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     format!(
-        "{choice:?}|{}|{}|{}|{}",
+        "{choice:?}|{}|{}|{}|{}|{}",
         env("RWKV_ADAPTER"),
         env("WGPU_BACKEND"),
         env("RWKV_NO_COOPMAT"),
-        env("RWKV_NO_SUBGROUPS")
+        env("RWKV_NO_SUBGROUPS"),
+        env("RWKV_SUBGROUPS")
     )
 }
 

@@ -10,7 +10,19 @@ use crate::ops::{Ctx, Dims, Node};
 pub fn gpu() -> Arc<GpuContext> {
     static CTX: OnceLock<Arc<GpuContext>> = OnceLock::new();
     CTX.get_or_init(|| match GpuContext::new(&AdapterChoice::Auto) {
-        Ok(c) => Arc::new(c),
+        Ok(mut c) => {
+            // The op tests cover the subgroup kernels wherever the device has subgroups,
+            // also where models run without them by default (llvmpipe: see
+            // `gpu::context::subgroups_wanted`); each test that has a plain variant
+            // turns them off for it. `RWKV_NO_SUBGROUPS=1` still keeps them off.
+            if c.device.features().contains(wgpu::Features::SUBGROUP)
+                && std::env::var_os("RWKV_NO_SUBGROUPS").is_none()
+                && std::env::var("RWKV_SUBGROUPS").as_deref() != Ok("0")
+            {
+                c.features.subgroup = true;
+            }
+            Arc::new(c)
+        }
         Err(e) => panic!(
             "GPU tests need an adapter: {e}. Install Mesa's lavapipe (`apt-get install \
              mesa-vulkan-drivers`) and run with WGPU_BACKEND=vulkan"
