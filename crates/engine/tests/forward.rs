@@ -187,7 +187,8 @@ fn bad_input_is_an_error_not_a_panic() {
     );
     let msg = format!("{}", big.unwrap_err());
     assert!(msg.contains("65536"), "{msg}");
-    let gone = rwkv_engine::StateId(999);
+    let gone = eng.new_state().unwrap();
+    eng.free_state(gone).unwrap();
     assert!(matches!(
         eng.fork_state(gone),
         Err(EngineError::State { .. })

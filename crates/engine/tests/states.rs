@@ -160,6 +160,63 @@ fn forks_do_not_affect_each_other_or_the_parent() {
     assert!(eng.read_state_vec(x).is_err());
 }
 
+/// Issue 33, item 4: an id kept after `free_state` is refused everywhere, even once its
+/// slot (the free list hands the last freed slot out first) holds another state, and the
+/// other state is neither read nor changed through it.
+#[test]
+fn a_freed_state_id_never_reaches_the_state_that_reuses_its_slot() {
+    let r = Reference::load("tiny");
+    let mut eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let stale = eng.prefill(&r.tokens[..10]).unwrap();
+    eng.free_state(stale).unwrap();
+    let live = eng.prefill(&r.tokens[10..20]).unwrap();
+    assert_eq!(eng.live_states(), 1);
+    assert_ne!(stale, live, "a new state never gets a freed state's id");
+    let kept = eng.read_state_vec(live).unwrap();
+
+    let zeros = vec![0.0; eng.state_len()];
+    let mut buf = vec![0.0; eng.state_len()];
+    let tokens = [r.tokens[0]];
+    let attempts = [
+        ("read", eng.read_state(stale, &mut buf)),
+        ("write", eng.write_state(stale, &zeros)),
+        ("fork", eng.fork_state(stale).map(drop)),
+        (
+            "forward",
+            eng.forward(
+                &[SeqInput {
+                    state: stale,
+                    tokens: &tokens,
+                    rows: Rows::Last,
+                }],
+                Want {
+                    logits: true,
+                    embeddings: false,
+                },
+                None,
+            )
+            .map(drop),
+        ),
+        ("free", eng.free_state(stale)),
+    ];
+    for (what, res) in attempts {
+        match res {
+            Err(EngineError::State { what: msg }) => {
+                assert!(msg.contains("was freed"), "{what}: {msg}")
+            }
+            other => panic!("{what} through a stale id: {other:?}"),
+        }
+    }
+    assert_eq!(eng.live_states(), 1, "the stale free freed nothing");
+    assert_eq!(
+        eng.read_state_vec(live).unwrap(),
+        kept,
+        "the live state is untouched"
+    );
+    eng.free_state(live).unwrap();
+    assert_eq!(eng.live_states(), 0);
+}
+
 #[test]
 fn embedding_cache_hits_are_identical_and_bounded() {
     let mut eng = engine("rwkv7-tiny-Q8_0.gguf");

@@ -358,6 +358,7 @@ impl Engine {
             tokenizer,
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
+            generation: vec![0; n_slots],
             max_batch: b_cap,
             adapters: Default::default(),
             instance: {

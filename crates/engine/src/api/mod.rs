@@ -41,6 +41,8 @@ pub struct Engine {
     tokenizer: Arc<Tokenizer>,
     free: Vec<u32>,
     used: Vec<bool>,
+    /// Per slot: bumped when its state is freed ([`StateId`]'s second half).
+    generation: Vec<u32>,
     max_batch: usize,
     /// LoRA adapters on the GPU and the active set.
     adapters: lora::Adapters,

@@ -8,9 +8,20 @@ use crate::error::{EngineError, Result};
 use crate::gpu::buffer;
 use crate::model::graph::Graph;
 
-/// A sequence's recurrent state, held on the GPU.
+/// A sequence's recurrent state, held on the GPU: its slot (`.0`) and the slot's
+/// generation when the state was made (`.1`). Freeing a state moves its slot to the next
+/// generation, so an id kept past [`Engine::free_state`] is refused with
+/// [`EngineError::State`] even after the slot holds another state: two live ids never
+/// alias, and a stale one never reads or overwrites someone else's state. (A generation
+/// is a `u32`: an id would match again only after its slot was freed 2^32 times.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
-pub struct StateId(pub u32);
+pub struct StateId(pub(crate) u32, pub(crate) u32);
+
+impl std::fmt::Display for StateId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (generation {})", self.0, self.1)
+    }
+}
 
 impl Engine {
     fn grow_slots(&mut self) -> Result<()> {
@@ -27,6 +38,7 @@ impl Engine {
         }
         self.rebuild_graph(new, self.graph.r_cap)?;
         self.used.resize(new, false);
+        self.generation.resize(new, 0);
         self.free.extend((old as u32..new as u32).rev());
         Ok(())
     }
@@ -104,16 +116,41 @@ impl Engine {
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         enc.clear_buffer(&self.graph.state, slot as u64 * len, Some(len));
         self.gpu.queue.submit([enc.finish()]);
-        Ok(StateId(slot))
+        let generation = self.generation.get(slot as usize).copied().unwrap_or(0);
+        Ok(StateId(slot, generation))
     }
 
+    /// `Ok` when `id` is a live state of this engine.
+    ///
+    /// Errors: [`EngineError::State`] for an id that was freed (its slot may hold a newer
+    /// state by now) or that this engine never made.
     pub(super) fn check(&self, id: StateId) -> Result<()> {
-        if self.used.get(id.0 as usize).copied().unwrap_or(false) {
-            Ok(())
-        } else {
-            Err(EngineError::State {
-                what: format!("state {} does not exist (freed or never made)", id.0),
-            })
+        let slot = id.0 as usize;
+        let (used, generation) = match (self.used.get(slot), self.generation.get(slot)) {
+            (Some(&u), Some(&g)) => (u, g),
+            _ => {
+                return Err(EngineError::State {
+                    what: format!(
+                        "state {id} does not exist: this engine has {} slots",
+                        self.used.len()
+                    ),
+                })
+            }
+        };
+        match (used, generation == id.1) {
+            (true, true) => Ok(()),
+            (false, true) => Err(EngineError::State {
+                what: format!("state {id} was freed"),
+            }),
+            (true, false) => Err(EngineError::State {
+                what: format!(
+                    "state {id} was freed; its slot now holds another state (generation \
+                     {generation})"
+                ),
+            }),
+            (false, false) => Err(EngineError::State {
+                what: format!("state {id} was freed (its slot is at generation {generation})"),
+            }),
         }
     }
 
@@ -122,10 +159,16 @@ impl Engine {
         self.used.iter().filter(|u| **u).count()
     }
 
-    /// Frees a state's slot.
+    /// Frees a state's slot; `id` (and every copy of it) is refused from now on.
+    ///
+    /// Errors: [`EngineError::State`] when `id` is not live (freed twice, never made).
     pub fn free_state(&mut self, id: StateId) -> Result<()> {
         self.check(id)?;
-        self.used[id.0 as usize] = false;
+        let slot = id.0 as usize;
+        if let (Some(u), Some(g)) = (self.used.get_mut(slot), self.generation.get_mut(slot)) {
+            *u = false;
+            *g = g.wrapping_add(1);
+        }
         self.free.push(id.0);
         Ok(())
     }
