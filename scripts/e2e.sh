@@ -17,7 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-if [ "${E2E_DEBUG:-0}" = 1 ]; then PROFILE=debug; BUILD_FLAGS=(--debug --no-bundle); else PROFILE=release; BUILD_FLAGS=(--no-bundle); fi
+# `--features e2e`: the app answers its file dialogs from RWKV_STUDIO_E2E_* (WebDriver
+# cannot drive GTK dialogs); builds without it, released ones included, have no such hooks.
+if [ "${E2E_DEBUG:-0}" = 1 ]; then PROFILE=debug; BUILD_FLAGS=(--debug --no-bundle --features e2e); else PROFILE=release; BUILD_FLAGS=(--no-bundle --features e2e); fi
 APP=$CARGO_TARGET_DIR/$PROFILE/rwkv-studio
 SHOTS=$ROOT/artifacts/screenshots
 

@@ -18,7 +18,7 @@ use tauri::State;
 
 use crate::error::{AppError, AppResult};
 use crate::library::{self, Library, LoraEntry, StateEntry};
-use crate::scope::UserFiles;
+use crate::scope::{Access, UserFiles};
 use crate::store::{AdapterSet, Store};
 use crate::worker::{EngineHandle, Worker};
 
@@ -154,7 +154,7 @@ pub async fn lora_add(
     files: State<'_, UserFiles>,
     path: String,
 ) -> AppResult<Library> {
-    let p = files.check(&path)?;
+    let p = files.check(&path, Access::Read)?;
     let entry = engine
         .run(move |w| {
             let adapter = match w.engine.as_mut() {
@@ -180,7 +180,7 @@ pub async fn init_state_add(
     files: State<'_, UserFiles>,
     path: String,
 ) -> AppResult<Library> {
-    let p = files.check(&path)?;
+    let p = files.check(&path, Access::Read)?;
     let entry = engine
         .run(move |w| {
             let state = w.adapters.init_state(&p)?;

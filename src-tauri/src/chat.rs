@@ -186,7 +186,7 @@ pub async fn reply(
     let cancel = ticket.token.clone();
     let state_out = store.chat_state_path(&chat.id, &assistant_id)?;
     if let Some(dir) = state_out.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+        store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
     }
 
     let result = handle

@@ -18,7 +18,7 @@ use crate::chat::{self, ChatEvent};
 use crate::documents::{self, FieldInput};
 use crate::error::{AppError, AppResult};
 use crate::library;
-use crate::scope::{self, FileKind, UserFiles};
+use crate::scope::{self, Access, FileKind, UserFiles};
 use crate::store::{self, Chat, ChatSummary, DocRef, Document, Message, Store};
 use crate::worker::EngineHandle;
 use rwkv_bench::BenchProgress;
@@ -66,16 +66,41 @@ pub async fn pick_save<R: Runtime>(
     kind: FileKind,
     default_name: String,
 ) -> AppResult<Option<String>> {
-    Ok(scope::pick_save(&app, &files, kind, &default_name).map(|p| p.display().to_string()))
+    Ok(scope::pick_save(&app, &files, kind, &default_name)?.map(|p| p.display().to_string()))
 }
 
-/// Reads a text file the user chose.
+/// Reads a text file the user chose to open: a regular file of at most
+/// [`documents::MAX_DOC_CHARS`] bytes, judged by its size before a byte is read (a huge
+/// file, a device such as `/dev/zero` or a FIFO is refused at once, not read into memory).
+///
+/// Errors: `scope`; `bad_request` (too large, not a regular file; `details.bytes`: its
+/// size); `not_text`; `io`.
 #[tauri::command]
 pub async fn read_text_file(files: State<'_, UserFiles>, path: String) -> AppResult<String> {
-    let p = files.check(&path)?;
-    let bytes = std::fs::read(&p).map_err(|e| AppError::io(&p, e))?;
-    if bytes.len() > documents::MAX_DOC_CHARS {
-        return Err(AppError::bad_request(format!("{path}: larger than 16 MiB")));
+    let p = files.check(&path, Access::Read)?;
+    // The user's own file may be a link they chose: followed (unlike the store's files),
+    // but what it names must be a regular file.
+    let meta = std::fs::metadata(&p).map_err(|e| AppError::io(&p, e))?;
+    let max = documents::MAX_DOC_CHARS as u64;
+    if !meta.is_file() {
+        return Err(AppError::bad_request(format!("{path}: not a regular file")));
+    }
+    if meta.len() > max {
+        return Err(AppError::bad_request(format!(
+            "{path}: {} bytes, larger than the 16 MiB a document may have",
+            meta.len()
+        ))
+        .with_details(serde_json::json!({ "bytes": meta.len() })));
+    }
+    let f = std::fs::File::open(&p).map_err(|e| AppError::io(&p, e))?;
+    let mut bytes = Vec::new();
+    // A file that grew since: still never more than the limit in memory.
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, max + 1), &mut bytes)
+        .map_err(|e| AppError::io(&p, e))?;
+    if bytes.len() as u64 > max {
+        return Err(AppError::bad_request(format!(
+            "{path}: larger than the 16 MiB a document may have"
+        )));
     }
     String::from_utf8(bytes)
         .map_err(|_| AppError::new("not_text", format!("{path}: not UTF-8 text")))
@@ -88,7 +113,7 @@ pub async fn write_text_file(
     path: String,
     contents: String,
 ) -> AppResult<()> {
-    let p = files.check(&path)?;
+    let p = files.check(&path, Access::Write)?;
     store::write_atomic(&p, contents.as_bytes())
 }
 
@@ -112,7 +137,7 @@ pub async fn model_load(
     on_progress: Channel<LoadProgress>,
 ) -> AppResult<ModelInfo> {
     let path = match path {
-        Some(p) => files.check(&p)?,
+        Some(p) => files.check(&p, Access::Read)?,
         None => paths.default_model.clone(),
     };
     engine
@@ -324,7 +349,7 @@ pub async fn doc_export(
     id: String,
     path: String,
 ) -> AppResult<()> {
-    let dest = files.check(&path)?;
+    let dest = files.check(&path, Access::Write)?;
     store.load_document(&id)?;
     let src = store.doc_state_path(&id)?;
     std::fs::copy(&src, &dest).map_err(|e| AppError::io(&dest, e))?;
@@ -341,11 +366,11 @@ pub async fn doc_import(
     files: State<'_, UserFiles>,
     path: String,
 ) -> AppResult<Document> {
-    let src = files.check(&path)?;
+    let src = files.check(&path, Access::Read)?;
     let id = store::new_id();
     let dest = store.doc_state_path(&id)?;
     if let Some(dir) = dest.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+        store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
     }
     let src2 = src.clone();
     let (tokens, model) = engine

@@ -39,7 +39,7 @@ pub async fn create(
     let id = store::new_id();
     let state_path = store.doc_state_path(&id)?;
     if let Some(dir) = state_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
+        store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
     }
     let job_text = text.clone();
     // The Model view's current adapters: the state is prefilled with them, and chats about

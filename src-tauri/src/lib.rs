@@ -148,7 +148,7 @@ pub fn run() {
             if let WindowEvent::DragDrop(DragDropEvent::Drop { paths, .. }) = event {
                 let files = window.state::<UserFiles>();
                 for p in paths {
-                    files.allow(p);
+                    files.allow(p, scope::Access::Read);
                 }
             }
         })

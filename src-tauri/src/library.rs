@@ -224,10 +224,11 @@ pub fn check_library(bytes: &[u8]) -> Result<Library, String> {
 /// The stored list (empty before the first adapter is added).
 pub fn load(store: &Store) -> AppResult<Library> {
     let p = store.root().join(LIBRARY_FILE);
-    if !p.exists() {
+    if std::fs::symlink_metadata(&p).is_err() {
         return Ok(Library::default());
     }
-    let bytes = std::fs::read(&p).map_err(|e| AppError::io(&p, e))?;
+    let bytes =
+        store::read_regular(&p, store::MAX_RECORD_BYTES).map_err(|e| AppError::io(&p, e))?;
     check_library(&bytes).map_err(|e| AppError::corrupt(&p, e))
 }
 
@@ -256,10 +257,12 @@ pub fn save(store: &Store, lib: &Library) -> AppResult<()> {
 /// and names the file. Returns what was set aside.
 pub fn recover(root: &Path) -> Vec<SetAside> {
     let p = root.join(LIBRARY_FILE);
-    let Ok(bytes) = std::fs::read(&p) else {
+    if std::fs::symlink_metadata(&p).is_err() {
         return Vec::new();
-    };
-    match check_library(&bytes) {
+    }
+    // A link or special file in its place is set aside like a list that does not parse.
+    let read = store::read_regular(&p, store::MAX_RECORD_BYTES).map_err(|e| e.to_string());
+    match read.and_then(|b| check_library(&b)) {
         Ok(_) => Vec::new(),
         Err(reason) => vec![crate::recovery::set_aside(
             root,

@@ -11,15 +11,25 @@
 //!
 //! A file that does not read — hand-edited, truncated by a full disk, written by a newer
 //! version — is moved to `set-aside/` untouched and reported (the app names it), so one bad
-//! chat never hides the others nor stops the app. "Reads" means: valid JSON of the right
-//! shape ([`check_chat`], [`check_document`], [`check_history`]).
+//! chat never hides the others nor stops the app. "Reads" means: a regular file of valid
+//! JSON of the right shape ([`check_chat`], [`check_document`], [`check_history`]).
+//!
+//! Nothing is followed: entries are judged by their own type (`DirEntry::file_type`,
+//! `symlink_metadata`). A symbolic link (or a device, FIFO, socket) where the store keeps
+//! a record or a folder — `chats/` itself included — is set aside like a damaged file (the
+//! link moves; its target is never read, walked or deleted); inside a chat's states folder,
+//! whatever is not a live message's state file is removed, a link as a link.
 
 use std::collections::HashSet;
+use std::fs::FileType;
 use std::path::{Path, PathBuf};
 
 use rwkv_bench::BenchReport;
 
-use crate::store::{check_id, now_ms, sync_dir, Chat, Document, SetAside};
+use crate::store::{
+    check_id, describe, now_ms, private_dir, read_regular, remove_entry, sync_dir, Chat, Document,
+    SetAside, MAX_RECORD_BYTES,
+};
 
 /// Parses a chat file named `<stem>.json`: JSON of a [`Chat`] whose id is `stem`, whose
 /// message ids are ids ([`check_id`]) and unique (they name state files).
@@ -60,13 +70,51 @@ pub fn check_history(bytes: &[u8]) -> Result<Vec<BenchReport>, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
 
-/// The entries of `dir` (none when it does not exist).
-fn entries(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    match std::fs::read_dir(dir) {
-        Ok(rd) => rd.map(|e| e.map(|e| e.path())).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
+/// Reads record `p` (a regular file, [`MAX_RECORD_BYTES`] at most) and checks it.
+fn read_checked<T>(p: &Path, check: impl FnOnce(&[u8]) -> Result<T, String>) -> Result<T, String> {
+    read_regular(p, MAX_RECORD_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| check(&b))
+}
+
+/// The entries of store folder `root/<name>` with their types, links not followed. A link
+/// or anything but a folder in its place is set aside (pushed to `out`) and reads as empty.
+fn folder(
+    root: &Path,
+    name: &str,
+    out: &mut Vec<SetAside>,
+) -> std::io::Result<Vec<(PathBuf, FileType)>> {
+    let dir = root.join(name);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if !m.file_type().is_dir() => {
+            let why = format!("it is {}", describe(m.file_type()));
+            out.push(set_aside(root, &dir, name, format!("folder {name}"), why));
+            Ok(Vec::new())
+        }
+        _ => crate::store::entries(&dir),
     }
+}
+
+/// Sets aside each entry of `all` that is neither a regular file nor a real folder (links,
+/// devices, FIFOs), pushing it to `out`; returns the others.
+fn set_aside_links(
+    root: &Path,
+    folder: &str,
+    all: Vec<(PathBuf, FileType)>,
+    out: &mut Vec<SetAside>,
+) -> Vec<(PathBuf, FileType)> {
+    let mut kept = Vec::new();
+    for (p, t) in all {
+        if t.is_file() || t.is_dir() {
+            kept.push((p, t));
+        } else {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            let was = format!("{folder}/{}", name.unwrap_or_default());
+            let why = format!("it is {}", describe(t));
+            out.push(set_aside(root, &p, &was, was.clone(), why));
+        }
+    }
+    kept
 }
 
 fn is_tmp(p: &Path) -> bool {
@@ -80,12 +128,7 @@ fn stem(p: &Path) -> String {
 }
 
 fn remove(p: &Path) {
-    let r = if p.is_dir() {
-        std::fs::remove_dir_all(p)
-    } else {
-        std::fs::remove_file(p)
-    };
-    match r {
+    match remove_entry(p) {
         Ok(()) => log::info!("removed the leftover {}", p.display()),
         Err(e) => log::warn!("could not remove the leftover {}: {e}", p.display()),
     }
@@ -103,7 +146,7 @@ pub(crate) fn set_aside(
     let dir = root.join("set-aside");
     let flat = was.replace(['/', '\\'], "-");
     let dest = dir.join(format!("{}-{flat}", now_ms()));
-    let moved = std::fs::create_dir_all(&dir).and_then(|_| std::fs::rename(p, &dest));
+    let moved = private_dir(&dir).and_then(|_| std::fs::rename(p, &dest));
     let now = match moved {
         Ok(()) => dest.display().to_string(),
         // Not movable (read-only folder): it stays, and is skipped by the lists anyway.
@@ -124,37 +167,37 @@ pub(crate) fn set_aside(
 pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
     let mut out = Vec::new();
 
-    // Chats: leftovers first, then every chat file read once.
-    let chats = root.join("chats");
+    // Chats: links set aside, leftovers removed, then every chat file read once.
+    let all = folder(root, "chats", &mut out)?;
+    let all = set_aside_links(root, "chats", all, &mut out);
     let mut chat_ids: std::collections::HashMap<String, HashSet<String>> = Default::default();
-    for p in entries(&chats)? {
-        if is_tmp(&p) {
-            remove(&p);
-        } else if p.extension().is_some_and(|x| x == "json") {
-            let id = stem(&p);
+    for (p, t) in &all {
+        if is_tmp(p) {
+            remove(p);
+        } else if t.is_file() && p.extension().is_some_and(|x| x == "json") {
+            let id = stem(p);
             let was = format!("chats/{id}.json");
-            match std::fs::read(&p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| check_chat(&id, &b))
-            {
+            match read_checked(p, |b| check_chat(&id, b)) {
                 Ok(chat) => {
                     let msgs = chat.messages.into_iter().map(|m| m.id).collect();
                     chat_ids.insert(id, msgs);
                 }
-                Err(reason) => out.push(set_aside(root, &p, &was, format!("chat {id}"), reason)),
+                Err(reason) => out.push(set_aside(root, p, &was, format!("chat {id}"), reason)),
             }
         }
     }
-    for p in entries(&chats)? {
-        if p.is_dir() {
-            match chat_ids.get(&stem(&p)) {
-                None => remove(&p), // the states of a deleted (or set-aside) chat
-                // Temporaries, and states of messages a killed edit had already dropped.
-                Some(msgs) => {
-                    for q in entries(&p)? {
-                        if is_tmp(&q) || !msgs.contains(&stem(&q)) {
-                            remove(&q);
-                        }
+    for (p, t) in &all {
+        if !t.is_dir() || is_tmp(p) {
+            continue;
+        }
+        match chat_ids.get(&stem(p)) {
+            None => remove(p), // the states of a deleted (or set-aside) chat
+            // Temporaries, states of messages a killed edit had already dropped, and
+            // anything that is not a state file (a link goes as a link).
+            Some(msgs) => {
+                for (q, qt) in crate::store::entries(p)? {
+                    if !qt.is_file() || is_tmp(&q) || !msgs.contains(&stem(&q)) {
+                        remove(&q);
                     }
                 }
             }
@@ -162,19 +205,16 @@ pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
     }
 
     // Documents: a document exists once its .json does (written last, removed first).
-    let docs = root.join("documents");
+    let all = folder(root, "documents", &mut out)?;
+    let all = set_aside_links(root, "documents", all, &mut out);
     let mut doc_ids = HashSet::new();
-    let all = entries(&docs)?;
-    for p in &all {
+    for (p, t) in &all {
         if is_tmp(p) {
             remove(p);
-        } else if p.extension().is_some_and(|x| x == "json") {
+        } else if t.is_file() && p.extension().is_some_and(|x| x == "json") {
             let id = stem(p);
             let was = format!("documents/{id}.json");
-            match std::fs::read(p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| check_document(&id, &b))
-            {
+            match read_checked(p, |b| check_document(&id, b)) {
                 Ok(_) => {
                     doc_ids.insert(id);
                 }
@@ -182,28 +222,25 @@ pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
             }
         }
     }
-    for p in &all {
+    for (p, t) in &all {
         let part = p
             .extension()
             .is_some_and(|x| x == "txt" || x == "rwkvstate");
-        if part && p.exists() && !doc_ids.contains(&stem(p)) {
+        if part && t.is_file() && !doc_ids.contains(&stem(p)) {
             remove(p);
         }
     }
 
     // Benchmark history: one file.
-    let bench = root.join("bench");
-    for p in entries(&bench)? {
+    let all = folder(root, "bench", &mut out)?;
+    for (p, _) in set_aside_links(root, "bench", all, &mut out) {
         if is_tmp(&p) {
             remove(&p);
         }
     }
-    let history = bench.join("history.json");
-    if history.exists() {
-        if let Err(reason) = std::fs::read(&history)
-            .map_err(|e| e.to_string())
-            .and_then(|b| check_history(&b).map(|_| ()))
-        {
+    let history = root.join("bench").join("history.json");
+    if std::fs::symlink_metadata(&history).is_ok_and(|m| m.file_type().is_file()) {
+        if let Err(reason) = read_checked(&history, |b| check_history(b).map(|_| ())) {
             out.push(set_aside(
                 root,
                 &history,
@@ -213,9 +250,10 @@ pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
             ));
         }
     }
-    for d in [&chats, &docs, &bench] {
-        if d.exists() {
-            sync_dir(d)?;
+    for name in ["chats", "documents", "bench"] {
+        let d = root.join(name);
+        if std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_dir()) {
+            sync_dir(&d)?;
         }
     }
     Ok(out)

@@ -8,7 +8,7 @@ use rwkv_engine::sampler::SamplerOptions;
 use rwkv_engine::{
     CancelToken, Engine, GenerateOptions, LoadOptions, Rows, SeqInput, StopReason, Want,
 };
-use rwkv_studio_lib::scope::UserFiles;
+use rwkv_studio_lib::scope::{Access, UserFiles};
 use rwkv_studio_lib::{default_model_path, manage_state, register};
 use serde_json::{json, Value};
 use tauri::ipc::{CallbackFn, InvokeBody, InvokeResponseBody};
@@ -83,8 +83,14 @@ impl TestApp {
         }
     }
 
+    /// `p` as if picked in an open dialog: readable.
     fn allow(&self, p: &Path) {
-        self.app.state::<UserFiles>().allow(p);
+        self.app.state::<UserFiles>().allow(p, Access::Read);
+    }
+
+    /// `p` as if picked in a save dialog: writable.
+    fn allow_write(&self, p: &Path) {
+        self.app.state::<UserFiles>().allow(p, Access::Write);
     }
 
     fn load_default(&self) -> Value {
@@ -159,6 +165,13 @@ fn user_paths_must_be_chosen_first() {
         t.ok("read_text_file", json!({ "path": p })),
         json!("Dear Sir,")
     );
+    // Issue 33, item 6: chosen to be opened, it cannot be overwritten.
+    let e = t.err(
+        "write_text_file",
+        json!({ "path": p, "contents": "overwritten" }),
+    );
+    assert_eq!(e["code"], "scope", "{e}");
+    assert_eq!(std::fs::read_to_string(&p).expect("read"), "Dear Sir,");
 }
 
 /// The app's chat turns equal one live engine state fed the same template: snapshots store
@@ -356,8 +369,12 @@ fn documents_feed_fields_and_export_their_state() {
 
     // Export, then import the state file as a new document.
     let out = t.dir.join("letter.rwkvstate");
-    t.allow(&out);
+    t.allow_write(&out);
     t.ok("doc_export", json!({ "id": id, "path": out }));
+    // Chosen in the save dialog: it cannot be read back until it is opened.
+    let e = t.err("doc_import", json!({ "path": out }));
+    assert_eq!(e["code"], "scope", "{e}");
+    t.allow(&out);
     let imported = t.ok("doc_import", json!({ "path": out }));
     assert_eq!(imported["name"], "letter", "named after the file");
     assert_eq!(imported["tokens"], doc["tokens"]);

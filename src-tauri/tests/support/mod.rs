@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rwkv_studio_lib::scope::UserFiles;
+use rwkv_studio_lib::scope::{Access, UserFiles};
 use rwkv_studio_lib::worker::EngineHandle;
 use rwkv_studio_lib::{default_model_path, manage_state, register};
 use serde_json::{json, Value};
@@ -125,8 +125,14 @@ impl Ipc {
         }
     }
 
+    /// `p` as if picked in an open dialog (or dropped): readable.
     pub fn allow(&self, p: &Path) {
-        self.window.state::<UserFiles>().allow(p);
+        self.window.state::<UserFiles>().allow(p, Access::Read);
+    }
+
+    /// `p` as if picked in a save dialog: writable.
+    pub fn allow_write(&self, p: &Path) {
+        self.window.state::<UserFiles>().allow(p, Access::Write);
     }
 
     pub fn load(&self, path: Option<&Path>) -> Result<Value, Value> {

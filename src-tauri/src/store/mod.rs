@@ -11,10 +11,16 @@
 //! set-aside/                     files `Store::open` could not read, moved out of the way
 //! ```
 //!
+//! Folders are private to the user (0700) and files too (0600); the store never follows a
+//! symbolic link, and a record is used only under its own id (`files.rs`, `recovery.rs`).
+//!
 //! Every write goes through a temporary file, an fsync and a rename ([`write_atomic`]), so a
 //! process killed at any moment leaves each file either old or new, never half written;
 //! [`Store::open`] (`recovery.rs`) removes what a killed write or delete left behind and sets
 //! aside files that do not read, so one damaged file never stops the app.
+
+mod files;
+mod types;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,9 +28,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rwkv_bench::BenchReport;
 use rwkv_engine::GenerateOptions;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::{AppError, AppResult};
+use crate::recovery::{check_chat, check_document};
+pub(crate) use files::read_json;
+use files::write_json;
+pub use files::{
+    create_new_private, describe, entries, open_regular, private_dir, read_regular, remove_entry,
+    sync_dir, write_atomic, MAX_RECORD_BYTES,
+};
+pub use types::*;
 
 /// The root of the app's data (cheap to clone into engine jobs).
 #[derive(Debug, Clone)]
@@ -32,135 +46,6 @@ pub struct Store {
     root: PathBuf,
     /// What [`Store::open`] found unreadable and moved to `set-aside/`.
     set_aside: Arc<Vec<SetAside>>,
-}
-
-/// A stored file that could not be read when the app started, moved to `set-aside/` (its
-/// content is kept there untouched) so that the rest of the store opens.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SetAside {
-    /// What it was, for people: `chat 0189…`, `document 0189…`, `benchmark history`.
-    pub item: String,
-    /// Where it was, relative to the data folder (`chats/0189….json`).
-    pub was: String,
-    /// Where it is now (absolute).
-    pub now: String,
-    /// Why it could not be read.
-    pub reason: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    User,
-    Assistant,
-}
-
-/// Timings of one reply (the engine's `GenerateStats`, kept on disk).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReplyStats {
-    pub prompt_tokens: usize,
-    pub generated_tokens: usize,
-    pub ttft_ms: f64,
-    pub prefill_ms: f64,
-    pub decode_ms: f64,
-    pub prefill_tok_s: f64,
-    pub decode_tok_s: f64,
-    /// `max_tokens`, `stop_token`, `stop_string`, `cancelled`, `callback`.
-    pub stop: String,
-    /// Whether the reply resumed from a stored state (`false`: the history was prefilled).
-    #[serde(default)]
-    pub resumed: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub id: String,
-    pub role: Role,
-    pub text: String,
-    #[serde(default)]
-    pub stats: Option<ReplyStats>,
-    /// The model file that wrote it (assistant messages).
-    #[serde(default)]
-    pub model: Option<String>,
-    pub created_ms: u64,
-}
-
-/// A LoRA in use: its file (as the user chose it in the Model view) and the scale `s` of
-/// its delta `s · B A`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LoraUse {
-    pub path: String,
-    pub scale: f32,
-}
-
-/// The adapters a chat, document, field analysis or benchmark run uses: LoRAs applied to
-/// every pass (in this order, each with its scale) and the initial-state file its first
-/// state starts from. Empty (the default, and what files written before adapters existed
-/// read as): the base model from the zero state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AdapterSet {
-    #[serde(default)]
-    pub loras: Vec<LoraUse>,
-    #[serde(default)]
-    pub init_state: Option<String>,
-}
-
-impl AdapterSet {
-    pub fn is_empty(&self) -> bool {
-        self.loras.is_empty() && self.init_state.is_none()
-    }
-}
-
-/// A chat's starting point: the zero state, or a document's state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DocRef {
-    pub id: String,
-    pub name: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Chat {
-    pub id: String,
-    pub title: String,
-    pub created_ms: u64,
-    pub updated_ms: u64,
-    pub settings: GenerateOptions,
-    #[serde(default)]
-    pub document: Option<DocRef>,
-    /// The adapters every turn runs with (a document's chat: the document's).
-    #[serde(default)]
-    pub adapters: AdapterSet,
-    pub messages: Vec<Message>,
-}
-
-/// A chat in the list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatSummary {
-    pub id: String,
-    pub title: String,
-    pub updated_ms: u64,
-    pub messages: usize,
-    pub document: Option<DocRef>,
-    #[serde(default)]
-    pub adapters: AdapterSet,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Document {
-    pub id: String,
-    pub name: String,
-    pub chars: usize,
-    pub tokens: usize,
-    /// Prefill until the state was read back (GPU done), ms.
-    pub prefill_ms: f64,
-    pub tok_s: f64,
-    pub model: String,
-    pub created_ms: u64,
-    /// The first characters, for the list.
-    pub preview: String,
-    /// The adapters its state was prefilled with (chats about it use them too).
-    #[serde(default)]
-    pub adapters: AdapterSet,
 }
 
 pub fn now_ms() -> u64 {
@@ -193,30 +78,34 @@ pub(crate) fn check_id(id: &str) -> AppResult<&str> {
     }
 }
 
-pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> AppResult<T> {
-    let bytes = std::fs::read(path).map_err(|e| AppError::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| AppError::corrupt(path, e))
+/// Record `<stem>.json` of `dir`, read and checked by `check` (its id is its name), the
+/// way [`Store::open`] checked it: a file changed since then never passes as another
+/// record.
+fn read_record<T>(
+    path: &Path,
+    stem: &str,
+    check: fn(&str, &[u8]) -> Result<T, String>,
+) -> AppResult<T> {
+    let bytes = read_regular(path, MAX_RECORD_BYTES).map_err(|e| AppError::io(path, e))?;
+    check(stem, &bytes).map_err(|e| AppError::corrupt(path, e))
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> AppResult<()> {
-    let bytes = serde_json::to_vec_pretty(value).map_err(|e| AppError::corrupt(path, e))?;
-    write_atomic(path, &bytes)
-}
-
-/// `*.json` files of a folder, parsed; unreadable ones are logged and skipped so that one
-/// bad file never hides the others.
-fn list_json<T: DeserializeOwned>(dir: &Path) -> Vec<T> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+/// `*.json` records of a folder, read with `check` ([`read_record`]); links and files that
+/// do not read are logged and skipped so that one bad file never hides the others.
+fn list_records<T>(dir: &Path, check: fn(&str, &[u8]) -> Result<T, String>) -> Vec<T> {
+    let Ok(all) = entries(dir) else {
         return Vec::new();
     };
-    rd.filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| match read_json(&p) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                log::warn!("skipping {}: {e}", p.display());
-                None
+    all.into_iter()
+        .filter(|(p, _)| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|(p, _)| {
+            let stem = p.file_stem()?.to_string_lossy().into_owned();
+            match read_record(&p, &stem, check) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    log::warn!("skipping {}: {e}", p.display());
+                    None
+                }
             }
         })
         .collect()
@@ -249,7 +138,7 @@ impl Store {
     /// ([`Store::set_aside`] names them). Fails only when `root` cannot be created or read.
     pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
         let root = root.into();
-        std::fs::create_dir_all(&root)?;
+        private_dir(&root)?;
         let set_aside = crate::recovery::recover(&root)?;
         for s in &set_aside {
             log::warn!("set aside {} ({}): {}", s.was, s.item, s.reason);
@@ -299,7 +188,7 @@ impl Store {
     }
 
     pub fn list_chats(&self) -> Vec<ChatSummary> {
-        let mut chats: Vec<Chat> = list_json(&self.root.join("chats"));
+        let mut chats: Vec<Chat> = list_records(&self.root.join("chats"), check_chat);
         chats.sort_by_key(|c| std::cmp::Reverse(c.updated_ms));
         chats
             .into_iter()
@@ -314,12 +203,13 @@ impl Store {
             .collect()
     }
 
+    /// Chat `id`, whose file must say it is chat `id` ([`check_chat`]).
     pub fn load_chat(&self, id: &str) -> AppResult<Chat> {
         let p = self.chat_path(id)?;
-        if !p.exists() {
+        if std::fs::symlink_metadata(&p).is_err() {
             return Err(AppError::not_found("chat", id));
         }
-        read_json(&p)
+        read_record(&p, id, check_chat)
     }
 
     pub fn save_chat(&self, chat: &Chat) -> AppResult<()> {
@@ -352,23 +242,25 @@ impl Store {
         // The chat is gone once its file is; its states folder follows (a kill in between
         // leaves an orphan folder, which `Store::open` removes).
         let _ = sync_dir(&self.root.join("chats"));
+        // (A link there goes, never what it points to.)
         let dir = self.root.join("chats").join(id);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| AppError::io(&dir, e))?;
+        match remove_entry(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(AppError::io(&dir, e)),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
-    /// Removes the state files of messages no longer in the chat.
+    /// Removes the state files of messages no longer in the chat. Only a real folder is
+    /// walked (a link in place of `chats/<id>/` is left alone: its target is not ours),
+    /// and only its files and links go, never a folder's content.
     pub fn prune_chat_states(&self, chat: &Chat) {
         let dir = self.root.join("chats").join(&chat.id);
-        let Ok(rd) = std::fs::read_dir(&dir) else {
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_dir()) {
             return;
-        };
-        for e in rd.filter_map(|e| e.ok()) {
-            let p = e.path();
+        }
+        for (p, t) in entries(&dir).unwrap_or_default() {
             let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned());
-            if stem.is_some_and(|s| !chat.messages.iter().any(|m| m.id == s)) {
+            if !t.is_dir() && stem.is_some_and(|s| !chat.messages.iter().any(|m| m.id == s)) {
                 let _ = std::fs::remove_file(&p);
             }
         }
@@ -388,22 +280,24 @@ impl Store {
     }
 
     pub fn list_documents(&self) -> Vec<Document> {
-        let mut docs: Vec<Document> = list_json(&self.root.join("documents"));
+        let mut docs: Vec<Document> = list_records(&self.root.join("documents"), check_document);
         docs.sort_by_key(|d| std::cmp::Reverse(d.created_ms));
         docs
     }
 
+    /// Document `id`, whose file must say it is document `id` ([`check_document`]).
     pub fn load_document(&self, id: &str) -> AppResult<Document> {
         let p = self.doc_file(id, "json")?;
-        if !p.exists() {
+        if std::fs::symlink_metadata(&p).is_err() {
             return Err(AppError::not_found("document", id));
         }
-        read_json(&p)
+        read_record(&p, id, check_document)
     }
 
     pub fn document_text(&self, id: &str) -> AppResult<String> {
         let p = self.doc_file(id, "txt")?;
-        std::fs::read_to_string(&p).map_err(|e| AppError::io(&p, e))
+        let bytes = read_regular(&p, MAX_RECORD_BYTES).map_err(|e| AppError::io(&p, e))?;
+        String::from_utf8(bytes).map_err(|e| AppError::corrupt(&p, e))
     }
 
     pub fn save_document(&self, doc: &Document, text: &str) -> AppResult<()> {
@@ -415,8 +309,11 @@ impl Store {
         self.load_document(id)?;
         for ext in ["json", "txt", "rwkvstate"] {
             let p = self.doc_file(id, ext)?;
-            if p.exists() {
-                std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(AppError::io(&p, e))
+                }
+                _ => {}
             }
         }
         Ok(())
@@ -446,7 +343,9 @@ impl Store {
     /// The last profile: its SVG chart and its time by op (JSON), if any.
     pub fn bench_profile(&self) -> (Option<String>, serde_json::Value) {
         let dir = self.root.join("bench");
-        let svg = std::fs::read_to_string(dir.join("profile.svg")).ok();
+        let svg = read_regular(&dir.join("profile.svg"), MAX_RECORD_BYTES)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok());
         let by_op = read_json(&dir.join("profile-by-op.json")).unwrap_or(serde_json::Value::Null);
         (svg, by_op)
     }
@@ -465,52 +364,6 @@ impl Store {
                 std::fs::remove_file(&p).map_err(|e| AppError::io(&p, e))?;
             }
         }
-        Ok(())
-    }
-}
-
-/// Writes through a temporary file and a rename, so a crash never leaves half a file: the
-/// bytes go to `<name>.<pid>-<n>.tmp` in the same folder (unique, so two writers of one
-/// file never share a temporary), are fsynced, renamed over `path`, and the folder is
-/// fsynced so that the rename itself survives a power cut (POSIX; Windows has no folder
-/// handles to sync, and its `MoveFileEx` rename is what `std` uses there).
-/// Leftover `*.tmp` files of a killed process are removed by [`Store::open`].
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> AppResult<()> {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| AppError::io(dir, e))?;
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(
-        ".{}-{}.tmp",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let tmp = dir.join(name);
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(AppError::io(path, e));
-    }
-    sync_dir(dir).map_err(|e| AppError::io(dir, e))
-}
-
-/// Makes a folder's entries (renames, removals) durable: fsync of the folder on Unix; a
-/// no-op elsewhere (Windows cannot open a folder as a file; NTFS journals the rename).
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        std::fs::File::open(dir)?.sync_all()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
         Ok(())
     }
 }
