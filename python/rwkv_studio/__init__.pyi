@@ -159,8 +159,15 @@ class Model:
             ValueError: an empty prompt, a sampler option out of range (named), a state
                 of another model (raised at the call, also with ``stream=True``).
             KeyboardInterrupt: Ctrl-C while waiting; generation is cancelled first and
-                ``state`` keeps every token fed so far.
+                ``state`` keeps every token fed so far. (Python turns Ctrl-C into
+                KeyboardInterrupt only where SIGINT is not ignored: a process started in
+                the background by a non-interactive shell inherits it ignored.)
         """
+    def cancel(self) -> int:
+        """Stops every generation running on this model at its next token, from any
+        thread (a stop button, a watchdog): a blocking :meth:`generate` returns the text
+        so far, a stream ends with ``stats["stop"] == "cancelled"``; states keep what was
+        fed. Returns how many generations were running."""
     def logits(
         self, ids: Sequence[int], *, state: Optional[State] = None
     ) -> npt.NDArray[np.float32]:

@@ -56,6 +56,7 @@ impl TextStream {
         let (tx, rx) = channel();
         let cancel = CancelToken::new();
         let c = cancel.clone();
+        let job = shared.start_job(&cancel);
         std::thread::Builder::new()
             .name("rwkv-generate".into())
             .spawn(move || {
@@ -85,6 +86,7 @@ impl TextStream {
                     }
                     r
                 })();
+                shared.finish_job(job);
                 let _ = tx.send(Msg::Done(res));
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start generation: {e}")))?;

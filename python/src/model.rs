@@ -239,6 +239,14 @@ impl Model {
         }
     }
 
+    /// Stops every generation running on this model at its next token, from any thread
+    /// (a GUI's stop button, a watchdog): a blocking `generate` returns the text so far,
+    /// a stream ends with `stats["stop"] == "cancelled"`; states keep what was fed.
+    /// Returns how many generations were running (`int`).
+    fn cancel(&self) -> usize {
+        self.shared.cancel_all()
+    }
+
     /// `[T, V]` float32 next-token logits after each of `ids` (from the zero state or a
     /// fork of `state`). ValueError: empty `ids`, an id >= vocab, a foreign state.
     #[pyo3(signature = (ids, *, state=None))]

@@ -3,11 +3,12 @@
 //! tokenizer (a cheap clone: tokenizing needs no lock), and the states dropped while the
 //! engine was busy.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use rwkv_engine::{Engine, EngineError, ModelInfo, StateId, Tokenizer};
+use rwkv_engine::{CancelToken, Engine, EngineError, ModelInfo, StateId, Tokenizer};
 
 use crate::errors::to_py;
 
@@ -21,6 +22,9 @@ pub struct Shared {
     /// The state-tuned initial state every new sequence starts from (`init_state=`),
     /// held in a slot of its own; `None`: zeros.
     pub init: Option<StateId>,
+    /// The generations running now, by job number: `Model.cancel()` stops them all.
+    running: Mutex<Vec<(u64, CancelToken)>>,
+    next_job: AtomicU64,
 }
 
 /// The engine, locked; orphaned states freed first.
@@ -47,6 +51,8 @@ impl Shared {
             info: engine.info().clone(),
             engine: Mutex::new(engine),
             orphans: Mutex::new(Vec::new()),
+            running: Mutex::new(Vec::new()),
+            next_job: AtomicU64::new(0),
         })
     }
 
@@ -77,6 +83,36 @@ impl Shared {
             f(&mut eng)
         })
         .map_err(to_py)
+    }
+
+    /// Registers a running generation's token; [`Shared::finish`] with the returned job
+    /// number removes it.
+    pub fn start_job(&self, cancel: &CancelToken) -> u64 {
+        let job = self.next_job.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut r) = self.running.lock() {
+            r.push((job, cancel.clone()));
+        }
+        job
+    }
+
+    /// The generation `job` ended.
+    pub fn finish_job(&self, job: u64) {
+        if let Ok(mut r) = self.running.lock() {
+            r.retain(|(j, _)| *j != job);
+        }
+    }
+
+    /// Cancels every running generation; returns how many were running.
+    pub fn cancel_all(&self) -> usize {
+        match self.running.lock() {
+            Ok(r) => {
+                for (_, c) in r.iter() {
+                    c.cancel();
+                }
+                r.len()
+            }
+            Err(_) => 0,
+        }
     }
 
     /// Frees `id` now if the engine is idle, else at the next lock.
