@@ -320,7 +320,7 @@ pub fn write_state_file(
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        let mut f = std::io::BufWriter::new(create_temporary(&tmp)?);
         f.write_all(&encode_header(&header, &sha))?;
         f.write_all(&le)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
@@ -338,6 +338,27 @@ pub fn write_state_file(
         EngineError::io(path, e)
     })?;
     Ok(header)
+}
+
+/// A new temporary file at `tmp`, readable by the user only (0600 on Unix). Created with
+/// `create_new`, so that a name planted there (a link to another file) is never written
+/// through: what has the name — a killed save's leftover, or such a link — is removed
+/// first (a link goes, its target stays).
+fn create_temporary(tmp: &Path) -> std::io::Result<std::fs::File> {
+    let create = || {
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        o.open(tmp)
+    };
+    match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            create()
+        }
+        r => r,
+    }
 }
 
 /// A state split into the fixtures' three arrays (C order).
@@ -452,6 +473,30 @@ mod tests {
         assert_eq!(a.att_x_prev, [&data[0..4], &data[12..16]].concat());
         assert_eq!(a.att_kv, [&data[4..8], &data[16..20]].concat());
         assert_eq!(a.ffn_x_prev, [&data[8..12], &data[20..24]].concat());
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+
+    /// Issue 33, item 6: a link planted at the temporary's name is never written through,
+    /// and the file is the user's only.
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_temporary_link_is_not_followed() -> anyhow::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rwkv-state-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let target = dir.join("victim.txt");
+        std::fs::write(&target, b"not a state")?;
+        let p = dir.join("s.rwkvstate");
+        std::os::unix::fs::symlink(&target, dir.join("s.rwkvstate.tmp"))?;
+        let l = layout();
+        let data = vec![0.5; l.values().ok_or_else(|| anyhow::anyhow!("overflow"))?];
+        write_state_file(&p, ModelFingerprint([7; 32]), l, 1, &data)?;
+        assert_eq!(std::fs::read(&target)?, b"not a state");
+        let meta = std::fs::symlink_metadata(&p)?;
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_state_file(&p)?.1, data);
         std::fs::remove_dir_all(&dir)?;
         Ok(())
     }
