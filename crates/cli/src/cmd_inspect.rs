@@ -98,27 +98,6 @@ struct Totals {
     by_type: BTreeMap<&'static str, TypeTotal>,
 }
 
-fn type_name(v: &MetaValue) -> String {
-    match v {
-        MetaValue::U8(_) => "u8".into(),
-        MetaValue::I8(_) => "i8".into(),
-        MetaValue::U16(_) => "u16".into(),
-        MetaValue::I16(_) => "i16".into(),
-        MetaValue::U32(_) => "u32".into(),
-        MetaValue::I32(_) => "i32".into(),
-        MetaValue::U64(_) => "u64".into(),
-        MetaValue::I64(_) => "i64".into(),
-        MetaValue::F32(_) => "f32".into(),
-        MetaValue::F64(_) => "f64".into(),
-        MetaValue::Bool(_) => "bool".into(),
-        MetaValue::String(_) => "string".into(),
-        MetaValue::Array(items) => match items.first() {
-            Some(first) => format!("array<{}>", type_name(first)),
-            None => "array".into(),
-        },
-    }
-}
-
 /// At most `max` characters of `s`, escaped, with an ellipsis when cut.
 fn short(s: &str, max: usize) -> String {
     let escaped: String = s.escape_debug().collect();
@@ -134,7 +113,7 @@ fn summarize(v: &MetaValue) -> String {
     match v {
         MetaValue::String(s) => format!("\"{}\"", short(s, 60)),
         MetaValue::Array(items) => {
-            let head: Vec<String> = items.iter().take(4).map(summarize).collect();
+            let head: Vec<String> = items.iter().take(4).map(|v| summarize(&v)).collect();
             let more = if items.len() > 4 { ", …" } else { "" };
             format!("[{}{more}] ({} items)", head.join(", "), items.len())
         }
@@ -211,7 +190,7 @@ fn report(file: &ModelFile) -> Report {
         .iter()
         .map(|(k, v)| Meta {
             key: k.clone(),
-            r#type: type_name(v),
+            r#type: v.type_name(),
             value: summarize(v),
         })
         .collect();

@@ -190,8 +190,14 @@ impl Tokenizer {
                 None => return Err(err("tokenizer.ggml.model is not a string".into())),
             }
         }
-        let MetaValue::Array(tokens) = tokens else {
+        let Some(tokens) = tokens.as_array() else {
             return Err(err("tokenizer.ggml.tokens is not an array".into()));
+        };
+        let Some(tokens) = tokens.as_strings() else {
+            return Err(err(format!(
+                "tokenizer.ggml.tokens is an array of {}, not of strings",
+                tokens.elem_type_name()
+            )));
         };
         if tokens.len() > vocab::MAX_VOCAB {
             return Err(err(format!(
@@ -213,23 +219,11 @@ impl Tokenizer {
             Some(_) => return Err(err("tokenizer.ggml.token_type is not an array".into())),
         };
         let mut pieces = Vec::with_capacity(tokens.len());
-        for (id, t) in tokens.iter().enumerate() {
-            let text = t
-                .as_str()
-                .ok_or_else(|| err(format!("tokenizer.ggml.tokens[{id}] is not a string")))?;
+        for (id, text) in tokens.iter().enumerate() {
             let ty = match types {
-                Some(types) => {
-                    let v = &types[id];
-                    match v {
-                        MetaValue::I32(x) => i64::from(*x),
-                        other => other
-                            .as_u64()
-                            .and_then(|x| i64::try_from(x).ok())
-                            .ok_or_else(|| {
-                                err(format!("tokenizer.ggml.token_type[{id}] is not an integer"))
-                            })?,
-                    }
-                }
+                Some(types) => types.int_at(id).ok_or_else(|| {
+                    err(format!("tokenizer.ggml.token_type[{id}] is not an integer"))
+                })?,
                 None => GGUF_TOKEN_NORMAL,
             };
             let is_text = id != END_OF_TEXT as usize

@@ -234,8 +234,8 @@ fn small_gguf(model: &str, extra: &[(&str, i32)]) -> Vec<u8> {
     support::Gguf::new()
         .kv("general.architecture", MetaValue::String("rwkv7".into()))
         .kv("tokenizer.ggml.model", MetaValue::String(model.into()))
-        .kv("tokenizer.ggml.tokens", MetaValue::Array(tokens))
-        .kv("tokenizer.ggml.token_type", MetaValue::Array(types))
+        .kv("tokenizer.ggml.tokens", support::arr(tokens))
+        .kv("tokenizer.ggml.token_type", support::arr(types))
         .bytes()
 }
 

@@ -377,11 +377,11 @@ pub(crate) fn gguf_metadata(
         ("tokenizer.ggml.model".to_string(), s("rwkv")),
         (
             "tokenizer.ggml.tokens".to_string(),
-            MetaValue::Array(tokens.into_iter().map(MetaValue::String).collect()),
+            MetaValue::Array(tokens.into()),
         ),
         (
             "tokenizer.ggml.token_type".to_string(),
-            MetaValue::Array(types.into_iter().map(MetaValue::I32).collect()),
+            MetaValue::Array(types.into()),
         ),
         ("tokenizer.ggml.bos_token_id".to_string(), MetaValue::U32(0)),
         ("tokenizer.ggml.eos_token_id".to_string(), MetaValue::U32(0)),

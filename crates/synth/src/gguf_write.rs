@@ -53,8 +53,7 @@ pub fn put_str(buf: &mut Vec<u8>, s: &str) {
 /// Appends the bytes of value `v` (without its type id: [`MetaValue::gguf_type`]). An array
 /// is its element type, `u64` length and items.
 ///
-/// Errors: [`EngineError::InvalidInput`] for nested arrays or items of different types
-/// (llama.cpp writes neither).
+/// Errors: [`EngineError::InvalidInput`] for nested arrays (llama.cpp writes none).
 pub fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
     match v {
         MetaValue::U8(x) => buf.push(*x),
@@ -70,22 +69,16 @@ pub fn put_value(buf: &mut Vec<u8>, v: &MetaValue) -> Result<()> {
         MetaValue::I64(x) => buf.extend_from_slice(&x.to_le_bytes()),
         MetaValue::F64(x) => buf.extend_from_slice(&x.to_le_bytes()),
         MetaValue::Array(items) => {
-            // An empty array still needs an element type; U8 is as good as any.
-            let elem = items.first().map(MetaValue::gguf_type).unwrap_or(0);
+            let elem = items.elem_type();
             if elem == 9 {
                 return Err(EngineError::invalid(
                     "GGUF writer: nested arrays are not written",
                 ));
             }
-            if items.iter().any(|i| i.gguf_type() != elem) {
-                return Err(EngineError::invalid(
-                    "GGUF writer: array items of different types",
-                ));
-            }
             buf.extend_from_slice(&elem.to_le_bytes());
             buf.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for i in items {
-                put_value(buf, i)?;
+            for i in items.iter() {
+                put_value(buf, &i)?;
             }
         }
     }

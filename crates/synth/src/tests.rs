@@ -75,7 +75,7 @@ fn meta_type(v: &MetaValue) -> Vec<&'static str> {
         }
     }
     match v {
-        MetaValue::Array(items) => vec!["ARRAY", items.first().map(one).unwrap_or("UINT8")],
+        MetaValue::Array(items) => vec!["ARRAY", items.get(0).as_ref().map(one).unwrap_or("UINT8")],
         _ => vec![one(v)],
     }
 }
@@ -140,10 +140,11 @@ fn check_layout(o: &SynthOptions, manifest: &str) -> anyhow::Result<()> {
                 let first = r["first"].as_array().context("first")?;
                 let last = r["last"].as_array().context("last")?;
                 for (a, b) in items.iter().zip(first) {
-                    ensure!(meta_json(a) == *b, "{k}: first items {:?} vs {b}", a);
+                    ensure!(meta_json(&a) == *b, "{k}: first items {:?} vs {b}", a);
                 }
-                for (a, b) in items[items.len() - last.len()..].iter().zip(last) {
-                    ensure!(meta_json(a) == *b, "{k}: last items {:?} vs {b}", a);
+                let tail = items.len().saturating_sub(last.len());
+                for (a, b) in items.iter().skip(tail).zip(last) {
+                    ensure!(meta_json(&a) == *b, "{k}: last items {:?} vs {b}", a);
                 }
             }
             // The manifest holds the f32 widened to f64: compare as f64.

@@ -16,10 +16,10 @@
 //! dimension, offset and size is capped and checked against the bytes that are really
 //! there *before* anything is allocated or sliced, with checked arithmetic throughout.
 
-use std::collections::HashSet;
 use std::path::Path;
 
-use super::{DType, MetaValue, TensorInfo};
+use super::meta::vt;
+use super::{DType, MetaArray, MetaValue, TensorInfo};
 use crate::error::{EngineError, Result};
 
 /// Most tensors a file may declare (the largest released models have a few thousand).
@@ -36,6 +36,39 @@ pub const MAX_DEPTH: usize = 4;
 pub const MAX_DIMS: u32 = 4;
 /// Alignment of the data section when `general.alignment` is absent (bytes).
 pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// Most metadata elements in all (keys, scalars, array elements, strings): 5× the
+/// largest tokenizer seen in a GGUF (Gemma 3: tokens, scores and types of 262,144 entries,
+/// 786,432 elements); RWKV's World vocabulary takes 131,072.
+pub const MAX_META_ELEMENTS: u64 = 1 << 22;
+/// Most bytes the decoded metadata may take in memory (packed arrays at their element
+/// size, each string its bytes plus its 24-byte header, each key/value pair its entry):
+/// the largest real tokenizer needs about 12 MiB (Qwen's 151,643 tokens and 151,387
+/// merges), so 64 MiB leaves room and still keeps a hostile header far below the
+/// 256 MiB every reader may spend beyond the file itself (`docs/reliability.md`).
+pub const MAX_META_BYTES: u64 = 64 << 20;
+
+/// What a header may cost once decoded: [`parse`] uses [`Limits::DEFAULT`];
+/// [`parse_with`] takes others (tests, tools with a known budget).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most metadata elements in all (see [`MAX_META_ELEMENTS`]).
+    pub meta_elements: u64,
+    /// Most decoded metadata bytes (see [`MAX_META_BYTES`]).
+    pub meta_bytes: u64,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits {
+        meta_elements: MAX_META_ELEMENTS,
+        meta_bytes: MAX_META_BYTES,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
 
 /// The parsed header of a GGUF file.
 #[derive(Debug, Clone)]
@@ -52,45 +85,6 @@ pub struct Parsed {
     pub data_offset: usize,
 }
 
-/// GGUF metadata value types (`gguf_metadata_value_type`).
-mod vt {
-    pub const U8: u32 = 0;
-    pub const I8: u32 = 1;
-    pub const U16: u32 = 2;
-    pub const I16: u32 = 3;
-    pub const U32: u32 = 4;
-    pub const I32: u32 = 5;
-    pub const F32: u32 = 6;
-    pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
-    pub const U64: u32 = 10;
-    pub const I64: u32 = 11;
-    pub const F64: u32 = 12;
-}
-
-impl MetaValue {
-    /// The GGUF value type id of this value (`gguf_type`: 0 UINT8 … 8 STRING, 9 ARRAY,
-    /// 10 UINT64, 11 INT64, 12 FLOAT64), as the header stores it before the value.
-    pub fn gguf_type(&self) -> u32 {
-        match self {
-            MetaValue::U8(_) => vt::U8,
-            MetaValue::I8(_) => vt::I8,
-            MetaValue::U16(_) => vt::U16,
-            MetaValue::I16(_) => vt::I16,
-            MetaValue::U32(_) => vt::U32,
-            MetaValue::I32(_) => vt::I32,
-            MetaValue::F32(_) => vt::F32,
-            MetaValue::Bool(_) => vt::BOOL,
-            MetaValue::String(_) => vt::STRING,
-            MetaValue::Array(_) => vt::ARRAY,
-            MetaValue::U64(_) => vt::U64,
-            MetaValue::I64(_) => vt::I64,
-            MetaValue::F64(_) => vt::F64,
-        }
-    }
-}
-
 /// Smallest number of bytes one value of type `t` takes in the file (used to bound array
 /// lengths by the bytes that remain). `None` for an unknown type.
 fn min_value_bytes(t: u32) -> Option<u64> {
@@ -105,11 +99,29 @@ fn min_value_bytes(t: u32) -> Option<u64> {
     })
 }
 
-/// A bounds-checked little-endian cursor over the file.
+/// A bounds-checked little-endian cursor over the file, with the metadata budget left.
 struct Reader<'a> {
     path: &'a Path,
     buf: &'a [u8],
     pos: usize,
+    /// Metadata elements still allowed ([`Limits::meta_elements`] minus those read).
+    elements_left: u64,
+    /// Decoded metadata bytes still allowed ([`Limits::meta_bytes`] minus those spent).
+    bytes_left: u64,
+    limits: Limits,
+}
+
+/// Memory one string takes once decoded: its bytes and its `String` header.
+fn string_cost(len: u64) -> u64 {
+    len.saturating_add(std::mem::size_of::<String>() as u64)
+}
+
+/// A vector of `n` elements of `T`, reserved up front without aborting: an allocation the
+/// system refuses is an error naming `what`.
+fn reserve<T>(n: usize, what: impl FnOnce() -> EngineError) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| what())?;
+    Ok(v)
 }
 
 impl<'a> Reader<'a> {
@@ -119,6 +131,26 @@ impl<'a> Reader<'a> {
             format: "GGUF",
             what: format!("at byte {}: {what}", self.pos),
         }
+    }
+
+    /// Spends `elements` elements and `bytes` decoded bytes of the metadata budget for
+    /// key `key`, or fails naming the key and both limits.
+    fn charge(&mut self, key: &str, elements: u64, bytes: u64) -> Result<()> {
+        if elements > self.elements_left || bytes > self.bytes_left {
+            let Limits {
+                meta_elements,
+                meta_bytes,
+            } = self.limits;
+            return Err(self.err(format_args!(
+                "`{key}`: the metadata would exceed its budget of {meta_elements} elements \
+                 and {meta_bytes} decoded bytes (this value: {elements} elements, {bytes} \
+                 bytes; left: {} elements, {} bytes)",
+                self.elements_left, self.bytes_left
+            )));
+        }
+        self.elements_left -= elements;
+        self.bytes_left -= bytes;
+        Ok(())
     }
 
     fn remaining(&self) -> u64 {
@@ -166,6 +198,7 @@ impl<'a> Reader<'a> {
     /// A GGUF string of at most `cap` bytes. Invalid UTF-8 is an error when `strict`
     /// (keys, tensor names: they are looked up), else replaced (values: llama.cpp does not
     /// validate them either, and one odd token string should not make a model unusable).
+    /// The caller charges the budget (it knows whose string this is).
     fn string(&mut self, cap: u64, strict: bool, what: &str) -> Result<String> {
         let start = self.pos;
         let len = self.u64(what)?;
@@ -184,8 +217,24 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// One metadata value of type `t`; arrays nest at most [`MAX_DEPTH`] deep.
-    fn value(&mut self, t: u32, depth: usize, key: &str) -> Result<MetaValue> {
+    /// A string value of key `key`, charged to the budget before it is copied.
+    fn value_string(&mut self, key: &str) -> Result<String> {
+        let len = self.peek_len(key)?;
+        if len <= MAX_STRING {
+            self.charge(key, 1, string_cost(len))?;
+        }
+        self.string(MAX_STRING, false, key)
+    }
+
+    /// The `u64` length prefix of the string that starts here, without consuming it.
+    fn peek_len(&mut self, what: &str) -> Result<u64> {
+        let len = self.u64(what)?;
+        self.pos -= 8;
+        Ok(len)
+    }
+
+    /// One scalar metadata value of type `t` (not an array).
+    fn scalar(&mut self, t: u32, key: &str) -> Result<MetaValue> {
         Ok(match t {
             vt::U8 => MetaValue::U8(self.u8(key)?),
             vt::I8 => MetaValue::I8(self.u8(key)? as i8),
@@ -205,37 +254,123 @@ impl<'a> Reader<'a> {
                     return Err(self.err(format_args!("`{key}`: bool byte is {b}, not 0 or 1")));
                 }
             },
-            vt::STRING => MetaValue::String(self.string(MAX_STRING, false, key)?),
-            vt::ARRAY => {
-                if depth >= MAX_DEPTH {
-                    return Err(self.err(format_args!(
-                        "`{key}`: arrays nested more than {MAX_DEPTH} deep"
-                    )));
-                }
-                let et = self.u32(key)?;
-                let Some(min) = min_value_bytes(et) else {
-                    self.pos -= 4;
-                    return Err(self.err(format_args!("`{key}`: unknown array element type {et}")));
-                };
-                let n = self.u64(key)?;
-                // Each element takes at least `min` bytes: a longer array cannot fit in
-                // what remains, so this bounds the allocation by the file size.
-                if n > self.remaining() / min {
-                    self.pos -= 8;
-                    return Err(self.err(format_args!(
-                        "`{key}`: array of {n} elements cannot fit in the {} bytes that remain",
-                        self.remaining()
-                    )));
-                }
-                let mut items = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    items.push(self.value(et, depth + 1, key)?);
-                }
-                MetaValue::Array(items)
-            }
+            vt::STRING => MetaValue::String(self.value_string(key)?),
             other => {
                 self.pos -= 4;
                 return Err(self.err(format_args!("`{key}`: unknown metadata value type {other}")));
+            }
+        })
+    }
+
+    /// One metadata value of type `t`; arrays nest at most [`MAX_DEPTH`] deep.
+    fn value(&mut self, t: u32, depth: usize, key: &str) -> Result<MetaValue> {
+        if t == vt::ARRAY {
+            Ok(MetaValue::Array(self.meta_array(depth, key)?))
+        } else {
+            self.scalar(t, key)
+        }
+    }
+
+    /// `n` packed little-endian numbers of `N` bytes each, decoded by `f`, the budget
+    /// charged and the vector reserved before anything is copied.
+    fn packed<const N: usize, T>(
+        &mut self,
+        n: u64,
+        key: &str,
+        f: impl Fn([u8; N]) -> T,
+    ) -> Result<Vec<T>> {
+        self.charge(key, n, n.saturating_mul(std::mem::size_of::<T>() as u64))?;
+        let bytes = self.take(n.saturating_mul(N as u64), key)?;
+        let mut v = reserve(bytes.len() / N, || {
+            self.err(format_args!(
+                "`{key}`: no memory for an array of {n} elements"
+            ))
+        })?;
+        v.extend(bytes.chunks_exact(N).map(|c| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(c);
+            f(a)
+        }));
+        Ok(v)
+    }
+
+    /// An array value (after its type id): element type, length, elements, packed by type.
+    fn meta_array(&mut self, depth: usize, key: &str) -> Result<MetaArray> {
+        if depth >= MAX_DEPTH {
+            return Err(self.err(format_args!(
+                "`{key}`: arrays nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let et = self.u32(key)?;
+        let Some(min) = min_value_bytes(et) else {
+            self.pos -= 4;
+            return Err(self.err(format_args!("`{key}`: unknown array element type {et}")));
+        };
+        let n = self.u64(key)?;
+        // Each element takes at least `min` bytes: a longer array cannot fit in what
+        // remains, so this bounds the length by the file size (the budget bounds it more).
+        if n > self.remaining() / min {
+            self.pos -= 8;
+            return Err(self.err(format_args!(
+                "`{key}`: array of {n} elements cannot fit in the {} bytes that remain",
+                self.remaining()
+            )));
+        }
+        Ok(match et {
+            vt::U8 => MetaArray::U8(self.packed(n, key, u8::from_le_bytes)?),
+            vt::I8 => MetaArray::I8(self.packed(n, key, i8::from_le_bytes)?),
+            vt::U16 => MetaArray::U16(self.packed(n, key, u16::from_le_bytes)?),
+            vt::I16 => MetaArray::I16(self.packed(n, key, i16::from_le_bytes)?),
+            vt::U32 => MetaArray::U32(self.packed(n, key, u32::from_le_bytes)?),
+            vt::I32 => MetaArray::I32(self.packed(n, key, i32::from_le_bytes)?),
+            vt::F32 => MetaArray::F32(self.packed(n, key, f32::from_le_bytes)?),
+            vt::U64 => MetaArray::U64(self.packed(n, key, u64::from_le_bytes)?),
+            vt::I64 => MetaArray::I64(self.packed(n, key, i64::from_le_bytes)?),
+            vt::F64 => MetaArray::F64(self.packed(n, key, f64::from_le_bytes)?),
+            vt::BOOL => {
+                self.charge(key, n, n)?;
+                let start = self.pos;
+                let raw = self.take(n, key)?;
+                if let Some(i) = raw.iter().position(|&b| b > 1) {
+                    self.pos = start + i;
+                    return Err(self.err(format_args!(
+                        "`{key}`[{i}]: bool byte is {}, not 0 or 1",
+                        raw[i]
+                    )));
+                }
+                let mut v = reserve(raw.len(), || {
+                    self.err(format_args!("`{key}`: no memory for {n} bools"))
+                })?;
+                v.extend(raw.iter().map(|&b| b == 1));
+                MetaArray::Bool(v)
+            }
+            vt::STRING => {
+                // Strings are charged one by one (their lengths are in the file); the
+                // vector of headers is reserved for the elements that fit the budget.
+                let header = std::mem::size_of::<String>() as u64;
+                let fit = (self.bytes_left / header).min(self.elements_left).min(n);
+                let mut v = reserve(fit as usize, || {
+                    self.err(format_args!("`{key}`: no memory for {n} strings"))
+                })?;
+                for _ in 0..n {
+                    v.push(self.value_string(key)?);
+                }
+                MetaArray::String(v)
+            }
+            _ => {
+                // Nested arrays: each element is an array header and its own elements.
+                self.charge(
+                    key,
+                    n,
+                    n.saturating_mul(std::mem::size_of::<MetaArray>() as u64),
+                )?;
+                let mut v = reserve(n as usize, || {
+                    self.err(format_args!("`{key}`: no memory for {n} nested arrays"))
+                })?;
+                for _ in 0..n {
+                    v.push(self.meta_array(depth + 1, key)?);
+                }
+                MetaArray::Array(v)
             }
         })
     }
@@ -253,10 +388,21 @@ impl<'a> Reader<'a> {
 /// [`EngineError::UnsupportedType`] (a tensor type the engine does not read, naming the
 /// tensor and the ggml type id). All name `path`.
 pub fn parse(path: &Path, map: &[u8]) -> Result<Parsed> {
+    parse_with(path, map, &Limits::DEFAULT)
+}
+
+/// [`parse`] with other metadata limits.
+///
+/// Errors: as [`parse`]; [`EngineError::Malformed`] naming the key at which the metadata
+/// passes `limits`.
+pub fn parse_with(path: &Path, map: &[u8], limits: &Limits) -> Result<Parsed> {
     let mut r = Reader {
         path,
         buf: map,
         pos: 0,
+        elements_left: limits.meta_elements,
+        bytes_left: limits.meta_bytes,
+        limits: *limits,
     };
     let magic = r.array::<4>("magic")?;
     if &magic != b"GGUF" {
@@ -306,19 +452,41 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<Parsed> {
         )));
     }
 
-    let mut metadata = Vec::with_capacity(n_kv as usize);
-    let mut keys = HashSet::with_capacity(n_kv as usize);
-    for _ in 0..n_kv {
-        let key_at = r.pos;
+    // Both counts were bounded by the bytes that remain; reserving can still fail.
+    let mut metadata: Vec<(String, MetaValue)> = reserve(n_kv as usize, || {
+        r.err(format_args!("no memory for {n_kv} metadata entries"))
+    })?;
+    let mut key_at = reserve(n_kv as usize, || {
+        r.err(format_args!("no memory for {n_kv} metadata entries"))
+    })?;
+    let pair = (std::mem::size_of::<(String, MetaValue)>() + std::mem::size_of::<usize>()) as u64;
+    for i in 0..n_kv {
+        key_at.push(r.pos);
+        let len = r.peek_len("metadata key")?;
+        if len <= MAX_STRING {
+            r.charge(&format!("metadata key #{i}"), 1, string_cost(len) + pair)?;
+        }
         let key = r.string(MAX_STRING, true, "metadata key")?;
         let t = r.u32("metadata value type")?;
         let value = r.value(t, 0, &key)?;
-        if !keys.insert(key.clone()) {
-            r.pos = key_at;
-            return Err(r.err(format_args!("metadata key `{key}` appears twice")));
-        }
         metadata.push((key, value));
     }
+    // Duplicate keys: sort indices by key (no copy of the keys), compare neighbours.
+    let mut order: Vec<usize> = reserve(metadata.len(), || r.err("no memory to sort the keys"))?;
+    order.extend(0..metadata.len());
+    order.sort_unstable_by(|&a, &b| metadata[a].0.cmp(&metadata[b].0));
+    if let Some(w) = order
+        .windows(2)
+        .find(|w| metadata[w[0]].0 == metadata[w[1]].0)
+    {
+        let later = w[0].max(w[1]);
+        r.pos = key_at[later];
+        return Err(r.err(format_args!(
+            "metadata key `{}` appears twice",
+            metadata[later].0
+        )));
+    }
+    drop((order, key_at));
 
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
         None => DEFAULT_ALIGNMENT,
@@ -341,7 +509,9 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<Parsed> {
         rel: u64,
         len: u64,
     }
-    let mut raws = Vec::with_capacity(n_tensors as usize);
+    let mut raws: Vec<Raw> = reserve(n_tensors as usize, || {
+        r.err(format_args!("no memory for {n_tensors} tensor infos"))
+    })?;
     for i in 0..n_tensors {
         let name = r.string(MAX_TENSOR_NAME, true, "tensor name")?;
         let what = format!("tensor #{i} `{name}`");
@@ -420,7 +590,9 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<Parsed> {
         })?;
 
     let file_len = map.len() as u64;
-    let mut tensors = Vec::with_capacity(raws.len());
+    let mut tensors = reserve(raws.len(), || {
+        r.err(format_args!("no memory for {} tensors", raws.len()))
+    })?;
     for raw in raws {
         let start = data_offset.checked_add(raw.rel);
         let end = start.and_then(|s| s.checked_add(raw.len));

@@ -5,6 +5,7 @@
 //! Tensor bytes are never copied here: a [`TensorView`] borrows them from the mapping.
 
 pub mod gguf;
+mod meta;
 pub mod pth;
 pub mod safetensors;
 
@@ -12,6 +13,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{EngineError, Result};
+
+pub use meta::{MetaArray, MetaValue};
 
 /// Element / block encodings the engine reads. Block sizes and byte sizes follow ggml
 /// (`ggml.c` type traits); the ids are GGUF's `ggml_type` values.
@@ -214,56 +217,6 @@ impl std::fmt::Debug for TensorView<'_> {
 impl TensorView<'_> {
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
-    }
-}
-
-/// A GGUF metadata value (GGUF spec: `gguf_metadata_value_type`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum MetaValue {
-    U8(u8),
-    I8(i8),
-    U16(u16),
-    I16(i16),
-    U32(u32),
-    I32(i32),
-    U64(u64),
-    I64(i64),
-    F32(f32),
-    F64(f64),
-    Bool(bool),
-    String(String),
-    Array(Vec<MetaValue>),
-}
-
-impl MetaValue {
-    /// The value as an unsigned integer, if it is a non-negative integer.
-    pub fn as_u64(&self) -> Option<u64> {
-        match *self {
-            MetaValue::U8(v) => Some(v.into()),
-            MetaValue::U16(v) => Some(v.into()),
-            MetaValue::U32(v) => Some(v.into()),
-            MetaValue::U64(v) => Some(v),
-            MetaValue::I8(v) => u64::try_from(v).ok(),
-            MetaValue::I16(v) => u64::try_from(v).ok(),
-            MetaValue::I32(v) => u64::try_from(v).ok(),
-            MetaValue::I64(v) => u64::try_from(v).ok(),
-            _ => None,
-        }
-    }
-
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            MetaValue::F32(v) => Some(v.into()),
-            MetaValue::F64(v) => Some(v),
-            _ => self.as_u64().map(|v| v as f64),
-        }
-    }
-
-    pub fn as_str(&self) -> Option<&str> {
-        match self {
-            MetaValue::String(s) => Some(s),
-            _ => None,
-        }
     }
 }
 

@@ -1,25 +1,28 @@
 //! A tiny GGUF writer (spec: ggml docs/gguf.md), enough to build good and bad files, and
 //! byte-patching helpers to break them.
 
-use rwkv_engine::format::MetaValue;
+use rwkv_engine::format::{MetaArray, MetaValue};
 
 pub use rwkv_synth::gguf_write::put_str;
 
-/// Like the synth writer's `put_value`, but any array is written, nested or mixed (the
-/// reader must reject or bound what the writer never produces): its element type is the
-/// first item's.
+/// Like the synth writer's `put_value`, but nested arrays are written too (the reader must
+/// bound what llama.cpp's writer never produces).
 pub fn put_value(out: &mut Vec<u8>, v: &MetaValue) {
     match v {
         MetaValue::Array(items) => {
-            let et = items.first().map_or(0, MetaValue::gguf_type);
-            out.extend_from_slice(&et.to_le_bytes());
+            out.extend_from_slice(&items.elem_type().to_le_bytes());
             out.extend_from_slice(&(items.len() as u64).to_le_bytes());
-            for i in items {
-                put_value(out, i);
+            for i in items.iter() {
+                put_value(out, &i);
             }
         }
         scalar => rwkv_synth::gguf_write::put_value(out, scalar).expect("a scalar encodes"),
     }
+}
+
+/// An array value of `items`, which must share one type.
+pub fn arr(items: Vec<MetaValue>) -> MetaValue {
+    MetaValue::Array(MetaArray::from_values(items).expect("array items of one type"))
 }
 
 /// One tensor for [`Gguf`]: name, `ne` (GGUF order, innermost first), ggml type id, bytes.
