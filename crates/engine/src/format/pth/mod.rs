@@ -11,18 +11,20 @@
 //! ```
 //! every entry STORED (uncompressed), so a tensor's bytes are a slice of the mapping.
 //!
-//! The zip directory is read with the `zip` crate (STORED only: a compressed entry is an
-//! error). `data.pkl` runs on a small, bounded pickle machine that knows only what
+//! The zip directory is read by `zipdir.rs` (STORED only: a compressed entry is an error;
+//! the entry count is checked before the directory is parsed). `data.pkl` runs on a
+//! small, bounded pickle machine that knows only what
 //! torch's pickles of state dicts use: containers, ints, strings, memo, `GLOBAL` of a short
 //! allow-list (`collections.OrderedDict`, `torch._utils._rebuild_tensor_v2`,
 //! `torch._utils._rebuild_parameter`, `torch.*Storage`), `REDUCE`/`BUILD` of those, and
 //! `BINPERSID` for `('storage', torch.<T>Storage, key, location, numel)`. Nothing from the
 //! file is ever executed; anything else is an error. Values live in an arena and the memo
-//! holds indices, so `BINGET` never copies: memory and time stay linear in the pickle's
-//! size, and no step recurses.
+//! holds indices, so `BINGET` never copies, and no step recurses. Memory is capped, not
+//! just linear: [`MAX_PICKLE`] bytes of pickle, [`MAX_VALUES`] values, [`MAX_STACK`]
+//! stack entries, [`MAX_MARKS`] open marks, [`MAX_MEMO`] memo entries, [`MAX_ITEMS`]
+//! container items — together at most ≈ 170 MiB whatever the pickle holds (a value is
+//! 32 bytes), where an unbounded machine took ≈ 70× the pickle.
 
-use std::collections::HashMap;
-use std::io::Cursor;
 use std::path::Path;
 
 use super::TensorInfo;
@@ -30,13 +32,29 @@ use crate::error::{EngineError, Result};
 
 mod pickle;
 mod torch;
+mod zipdir;
 
 use pickle::Vm;
 
-/// Largest `data.pkl` accepted, in bytes (a 65536-tensor state dict pickles to a few MB).
-pub const MAX_PICKLE: u64 = 64 << 20;
-/// Most zip entries.
-pub const MAX_ENTRIES: usize = 1 << 20;
+/// Largest `data.pkl` accepted, in bytes: a state dict pickles to ≈ 150 bytes a tensor
+/// (BlinkDL's 7B, 1,100 tensors: ≈ 170 KB), so 16 MiB holds 100,000 tensors.
+pub const MAX_PICKLE: u64 = 16 << 20;
+/// Most zip entries: one per storage plus a few records; twice the GGUF reader's 65,536
+/// tensors. Each costs ≈ 100 bytes in the map and at least 46 in the file.
+pub const MAX_ENTRIES: usize = 1 << 17;
+/// Most values the pickle machine creates (32 bytes each): a tensor takes ≈ 20 (its name,
+/// storage tuple, offset, size and stride tuples, rebuild call), so 1 Mi values hold
+/// 50,000 tensors; the largest RWKV-7 release has ≈ 2,000.
+pub const MAX_VALUES: usize = 1 << 20;
+/// Deepest the value stack may grow: Python's pickler closes a MARK every 1,000 items, so
+/// a state dict never needs more than a few thousand.
+pub const MAX_STACK: usize = 1 << 16;
+/// Most MARKs open at once (the nesting depth; a state dict nests ≈ 5).
+pub const MAX_MARKS: usize = 256;
+/// Most memo entries (torch memoizes about every value once).
+pub const MAX_MEMO: usize = 1 << 20;
+/// Most items in all tuples, lists and dicts together (8 bytes each, 16 a dict pair).
+pub const MAX_ITEMS: usize = 1 << 21;
 /// Most tensor dimensions.
 pub const MAX_DIMS: usize = 8;
 
@@ -68,7 +86,7 @@ struct Entry {
 /// value that is not a tensor), [`EngineError::UnsupportedType`] (storages other than
 /// BFloat16 / Half / Float, naming the tensor). All name `path`.
 pub fn parse(path: &Path, map: &[u8]) -> Result<Vec<TensorInfo>> {
-    let entries = zip_entries(path, map)?;
+    let entries = zipdir::entries(path, map)?;
 
     // The pickle: exactly one `<prefix>/data.pkl` (prefix = one folder) or `data.pkl`.
     let mut pkls: Vec<(&str, Entry)> = entries
@@ -112,7 +130,7 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<Vec<TensorInfo>> {
                 path,
                 format!(
                     "byteorder is {:?}; only little-endian files are read",
-                    String::from_utf8_lossy(bytes)
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(16)])
                 ),
             ));
         }
@@ -124,60 +142,4 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<Vec<TensorInfo>> {
     let mut vm = Vm::new(path, pickle);
     let root = vm.run()?;
     vm.tensors(root, prefix, &entries, map.len())
-}
-
-/// Every entry of the zip directory: name → location in the mapping. Entries that are
-/// not STORED are recorded as errors only when used (a compressed `data/<key>` is an
-/// error; a compressed `version` file would not matter).
-fn zip_entries(path: &Path, map: &[u8]) -> Result<HashMap<String, Entry>> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(map))
-        .map_err(|e| malformed(path, format!("zip directory: {e}")))?;
-    if zip.len() > MAX_ENTRIES {
-        return Err(malformed(
-            path,
-            format!(
-                "zip archive has {} entries (limit {MAX_ENTRIES})",
-                zip.len()
-            ),
-        ));
-    }
-    let mut out = HashMap::with_capacity(zip.len());
-    for i in 0..zip.len() {
-        let f = zip
-            .by_index_raw(i)
-            .map_err(|e| malformed(path, format!("zip entry #{i}: {e}")))?;
-        let name = f.name().to_string();
-        if f.compression() != zip::CompressionMethod::Stored || f.compressed_size() != f.size() {
-            return Err(malformed(
-                path,
-                format!(
-                    "zip entry `{name}` is compressed ({:?}); torch.save stores entries uncompressed — \
-                     re-save the file with torch.save",
-                    f.compression()
-                ),
-            ));
-        }
-        let start = f.data_start();
-        let end = start.checked_add(f.size());
-        let entry = match end {
-            Some(end) if end <= map.len() as u64 => Entry {
-                start: start as usize,
-                len: f.size() as usize,
-            },
-            _ => {
-                return Err(malformed(
-                    path,
-                    format!(
-                        "zip entry `{name}` ({} bytes at {start}) lies past the end of the {}-byte file",
-                        f.size(),
-                        map.len()
-                    ),
-                ))
-            }
-        };
-        if out.insert(name.clone(), entry).is_some() {
-            return Err(malformed(path, format!("zip entry `{name}` appears twice")));
-        }
-    }
-    Ok(out)
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::{malformed, MAX_DIMS};
+use super::{malformed, MAX_DIMS, MAX_ITEMS, MAX_MARKS, MAX_MEMO, MAX_STACK, MAX_VALUES};
 use crate::error::{EngineError, Result};
 use crate::format::DType;
 
@@ -22,7 +22,26 @@ pub(super) enum Global {
     StorageType(&'static str, Option<DType>),
 }
 
-/// A pickle value.
+/// A persistent storage reference (`BINPERSID`).
+#[derive(Debug, Clone)]
+pub(super) struct Storage {
+    pub(super) ty: &'static str,
+    pub(super) dtype: Option<DType>,
+    pub(super) key: String,
+    pub(super) numel: u64,
+}
+
+/// `_rebuild_tensor_v2(storage, offset, size, stride, ..)`.
+#[derive(Debug, Clone)]
+pub(super) struct Tensor {
+    pub(super) storage: Id,
+    pub(super) offset: u64,
+    pub(super) shape: Vec<u64>,
+    pub(super) stride: Vec<u64>,
+}
+
+/// A pickle value: 32 bytes (the two large variants are boxed; the arena holds up to
+/// [`MAX_VALUES`] of them).
 #[derive(Debug, Clone)]
 pub(super) enum Value {
     None,
@@ -35,21 +54,11 @@ pub(super) enum Value {
     List(Vec<Id>),
     Dict(Vec<(Id, Id)>),
     Global(Global),
-    /// A persistent storage reference.
-    Storage {
-        ty: &'static str,
-        dtype: Option<DType>,
-        key: String,
-        numel: u64,
-    },
-    /// `_rebuild_tensor_v2(storage, offset, size, stride, ..)`.
-    Tensor {
-        storage: Id,
-        offset: u64,
-        shape: Vec<u64>,
-        stride: Vec<u64>,
-    },
+    Storage(Box<Storage>),
+    Tensor(Box<Tensor>),
 }
+
+const _: () = assert!(std::mem::size_of::<Value>() == 32);
 
 impl Value {
     pub(super) fn kind(&self) -> &'static str {
@@ -64,8 +73,8 @@ impl Value {
             Value::List(_) => "list",
             Value::Dict(_) => "dict",
             Value::Global(_) => "class",
-            Value::Storage { .. } => "storage",
-            Value::Tensor { .. } => "tensor",
+            Value::Storage(_) => "storage",
+            Value::Tensor(_) => "tensor",
         }
     }
 }
@@ -81,6 +90,8 @@ pub(super) struct Vm<'a> {
     pub(super) stack: Vec<Id>,
     pub(super) marks: Vec<usize>,
     pub(super) memo: HashMap<u64, Id>,
+    /// Items in all containers so far (capped at [`MAX_ITEMS`]).
+    pub(super) items: usize,
 }
 
 impl<'a> Vm<'a> {
@@ -94,6 +105,7 @@ impl<'a> Vm<'a> {
             stack: Vec::new(),
             marks: Vec::new(),
             memo: HashMap::new(),
+            items: 0,
         }
     }
 
@@ -136,9 +148,44 @@ impl<'a> Vm<'a> {
         Ok(s)
     }
 
-    pub(super) fn push(&mut self, v: Value) {
+    /// A new value on the stack; past [`MAX_VALUES`] values or [`MAX_STACK`] entries an
+    /// error naming the cap. Container values count their items ([`MAX_ITEMS`]).
+    pub(super) fn push(&mut self, v: Value) -> Result<()> {
+        if self.arena.len() >= MAX_VALUES {
+            return Err(self.err(format_args!(
+                "more than {MAX_VALUES} values (the limit for a state dict's pickle)"
+            )));
+        }
+        let n = match &v {
+            Value::Tuple(t) | Value::List(t) => t.len(),
+            Value::Dict(d) => 2 * d.len(),
+            _ => 0,
+        };
+        self.count_items(n)?;
         self.arena.push(v);
-        self.stack.push(self.arena.len() - 1);
+        self.push_id(self.arena.len() - 1)
+    }
+
+    /// An existing value on the stack again (`BINGET`, `DUP`), within [`MAX_STACK`].
+    pub(super) fn push_id(&mut self, id: Id) -> Result<()> {
+        if self.stack.len() >= MAX_STACK {
+            return Err(self.err(format_args!(
+                "the stack grows past {MAX_STACK} entries (the limit for a state dict's pickle)"
+            )));
+        }
+        self.stack.push(id);
+        Ok(())
+    }
+
+    /// Counts `n` more container items against [`MAX_ITEMS`].
+    fn count_items(&mut self, n: usize) -> Result<()> {
+        self.items = self.items.saturating_add(n);
+        if self.items > MAX_ITEMS {
+            return Err(self.err(format_args!(
+                "containers hold more than {MAX_ITEMS} items (the limit for a state dict's pickle)"
+            )));
+        }
+        Ok(())
     }
 
     pub(super) fn pop(&mut self) -> Result<Id> {
@@ -222,11 +269,18 @@ impl<'a> Vm<'a> {
                     self.le(8)?;
                 }
                 b'.' => return self.pop(), // STOP
-                b'(' => self.marks.push(self.stack.len()),
-                b')' => self.push(Value::Tuple(Vec::new())),
+                b'(' => {
+                    if self.marks.len() >= MAX_MARKS {
+                        return Err(self.err(format_args!(
+                            "more than {MAX_MARKS} MARKs open (the limit for a state dict's pickle)"
+                        )));
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                b')' => self.push(Value::Tuple(Vec::new()))?,
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.push(Value::Tuple(items));
+                    self.push(Value::Tuple(items))?;
                 }
                 0x85..=0x87 => {
                     let n = usize::from(op - 0x84);
@@ -234,12 +288,12 @@ impl<'a> Vm<'a> {
                         return Err(self.err("stack underflow"));
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(Value::Tuple(items));
+                    self.push(Value::Tuple(items))?;
                 }
-                b']' => self.push(Value::List(Vec::new())),
+                b']' => self.push(Value::List(Vec::new()))?,
                 b'l' => {
                     let items = self.pop_mark()?;
-                    self.push(Value::List(items));
+                    self.push(Value::List(items))?;
                 }
                 b'a' => {
                     let v = self.pop()?;
@@ -251,11 +305,11 @@ impl<'a> Vm<'a> {
                     let l = self.top()?;
                     self.extend_list(l, items)?;
                 }
-                b'}' => self.push(Value::Dict(Vec::new())),
+                b'}' => self.push(Value::Dict(Vec::new()))?,
                 b'd' => {
                     let items = self.pop_mark()?;
                     let pairs = self.pairs(items)?;
-                    self.push(Value::Dict(pairs));
+                    self.push(Value::Dict(pairs))?;
                 }
                 b's' => {
                     let v = self.pop()?;
@@ -269,20 +323,20 @@ impl<'a> Vm<'a> {
                     let d = self.top()?;
                     self.extend_dict(d, pairs)?;
                 }
-                b'N' => self.push(Value::None),
-                0x88 => self.push(Value::Bool(true)),
-                0x89 => self.push(Value::Bool(false)),
+                b'N' => self.push(Value::None)?,
+                0x88 => self.push(Value::Bool(true))?,
+                0x89 => self.push(Value::Bool(false))?,
                 b'J' => {
                     let v = self.le(4)? as u32 as i32;
-                    self.push(Value::Int(v.into()));
+                    self.push(Value::Int(v.into()))?;
                 }
                 b'K' => {
                     let v = self.le(1)?;
-                    self.push(Value::Int(v as i64));
+                    self.push(Value::Int(v as i64))?;
                 }
                 b'M' => {
                     let v = self.le(2)?;
-                    self.push(Value::Int(v as i64));
+                    self.push(Value::Int(v as i64))?;
                 }
                 0x8a => {
                     // LONG1: n bytes of little-endian two's complement
@@ -299,12 +353,12 @@ impl<'a> Vm<'a> {
                         let shift = 64 - 8 * n as u32;
                         ((raw << shift) as i64) >> shift
                     };
-                    self.push(Value::Int(v));
+                    self.push(Value::Int(v))?;
                 }
                 b'G' => {
                     // BINFLOAT: no tensor metadata needs the value.
                     self.take(8)?;
-                    self.push(Value::Float);
+                    self.push(Value::Float)?;
                 }
                 b'X' | 0x8c | 0x8d | b'T' | b'U' => {
                     let n = match op {
@@ -322,7 +376,7 @@ impl<'a> Vm<'a> {
                             .map_err(|_| self.err("string is not UTF-8"))?
                             .to_owned()
                     };
-                    self.push(Value::Str(s));
+                    self.push(Value::Str(s))?;
                 }
                 b'C' | b'B' | 0x8e => {
                     let n = match op {
@@ -332,7 +386,7 @@ impl<'a> Vm<'a> {
                     };
                     let n = usize::try_from(n).map_err(|_| self.err("bytes length overflows"))?;
                     self.take(n)?;
-                    self.push(Value::Bytes);
+                    self.push(Value::Bytes)?;
                 }
                 b'c' => {
                     let module = self.line()?;
@@ -354,7 +408,7 @@ impl<'a> Vm<'a> {
                     let args = self.pop()?;
                     let f = self.pop()?;
                     let v = self.call(f, args)?;
-                    self.push(v);
+                    self.push(v)?;
                 }
                 b'b' => {
                     // BUILD: only an OrderedDict's state (state_dict()'s `_metadata`),
@@ -368,7 +422,7 @@ impl<'a> Vm<'a> {
                 b'Q' => {
                     let pid = self.pop()?;
                     let v = self.persistent_load(pid)?;
-                    self.push(v);
+                    self.push(v)?;
                 }
                 b'q' | b'r' | 0x94 => {
                     let idx = match op {
@@ -377,6 +431,11 @@ impl<'a> Vm<'a> {
                         _ => self.memo.len() as u64,
                     };
                     let top = self.top()?;
+                    if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&idx) {
+                        return Err(self.err(format_args!(
+                            "more than {MAX_MEMO} memo entries (the limit for a state dict's pickle)"
+                        )));
+                    }
                     self.memo.insert(idx, top);
                 }
                 b'h' | b'j' => {
@@ -384,7 +443,7 @@ impl<'a> Vm<'a> {
                     let id = *self.memo.get(&idx).ok_or_else(|| {
                         self.err(format_args!("memo entry {idx} was never stored"))
                     })?;
-                    self.stack.push(id);
+                    self.push_id(id)?;
                 }
                 b'0' => {
                     self.pop()?;
@@ -394,7 +453,7 @@ impl<'a> Vm<'a> {
                 }
                 b'2' => {
                     let t = self.top()?;
-                    self.stack.push(t);
+                    self.push_id(t)?;
                 }
                 other => {
                     return Err(self.err(format_args!(
@@ -419,6 +478,7 @@ impl<'a> Vm<'a> {
 
     pub(super) fn extend_list(&mut self, l: Id, items: Vec<Id>) -> Result<()> {
         let kind = self.arena.get(l).map(Value::kind);
+        self.count_items(items.len())?;
         match self.arena.get_mut(l) {
             Some(Value::List(v)) => {
                 v.extend(items);
@@ -430,6 +490,7 @@ impl<'a> Vm<'a> {
 
     pub(super) fn extend_dict(&mut self, d: Id, pairs: Vec<(Id, Id)>) -> Result<()> {
         let kind = self.arena.get(d).map(Value::kind);
+        self.count_items(2 * pairs.len())?;
         match self.arena.get_mut(d) {
             Some(Value::Dict(v)) => {
                 v.extend(pairs);

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::pickle::{Global, Id, Value, Vm};
+use super::pickle::{Global, Id, Storage, Tensor, Value, Vm};
 use super::{malformed, Entry};
 use crate::error::{EngineError, Result};
 use crate::format::{DType, TensorInfo};
@@ -33,10 +33,7 @@ impl Vm<'_> {
 
     pub(super) fn push_global(&mut self, module: &str, name: &str) -> Result<()> {
         match Self::global(module, name) {
-            Some(g) => {
-                self.push(Value::Global(g));
-                Ok(())
-            }
+            Some(g) => self.push(Value::Global(g)),
             None => Err(self.err(format_args!(
                 "global `{module}.{name}` is not one torch.save writes for a dict of tensors (not loaded)"
             ))),
@@ -72,7 +69,7 @@ impl Vm<'_> {
                     )));
                 }
                 let storage = args[0];
-                if !matches!(self.arena.get(storage), Some(Value::Storage { .. })) {
+                if !matches!(self.arena.get(storage), Some(Value::Storage(_))) {
                     return Err(self.err("_rebuild_tensor_v2: first argument is not a storage"));
                 }
                 let offset = self.int(args[1], "storage offset")?;
@@ -80,17 +77,17 @@ impl Vm<'_> {
                     .map_err(|_| self.err(format_args!("negative storage offset {offset}")))?;
                 let shape = self.ints(args[2], "size")?;
                 let stride = self.ints(args[3], "stride")?;
-                Ok(Value::Tensor {
+                Ok(Value::Tensor(Box::new(Tensor {
                     storage,
                     offset,
                     shape,
                     stride,
-                })
+                })))
             }
             Some(Value::Global(Global::RebuildParameter)) => {
                 // (data, requires_grad, backward_hooks): a Parameter is its tensor here.
                 match args.first().and_then(|&a| self.arena.get(a)) {
-                    Some(t @ Value::Tensor { .. }) if args.len() <= 4 => Ok(t.clone()),
+                    Some(t @ Value::Tensor(_)) if args.len() <= 4 => Ok(t.clone()),
                     _ => Err(self.err("_rebuild_parameter: first argument is not a tensor")),
                 }
             }
@@ -132,12 +129,12 @@ impl Vm<'_> {
         let numel = self.int(numel_id, "storage numel")?;
         let numel = u64::try_from(numel)
             .map_err(|_| self.err(format_args!("negative storage numel {numel}")))?;
-        Ok(Value::Storage {
+        Ok(Value::Storage(Box::new(Storage {
             ty,
             dtype,
             key,
             numel,
-        })
+        })))
     }
 
     /// Turns the root dict into tensor infos, checking every tensor against its storage.
@@ -159,7 +156,10 @@ impl Vm<'_> {
             }
             None => return Err(malformed(path, "data.pkl result is missing")),
         };
-        let mut out = Vec::with_capacity(pairs.len());
+        // Pairs are bounded by MAX_ITEMS; reserving can still fail.
+        let mut out = Vec::new();
+        out.try_reserve_exact(pairs.len())
+            .map_err(|_| malformed(path, format!("no memory for {} tensors", pairs.len())))?;
         for &(k, v) in pairs {
             let name = match self.arena.get(k) {
                 Some(Value::Str(s)) => s.clone(),
@@ -173,26 +173,21 @@ impl Vm<'_> {
             };
             let bad = |what: String| malformed(path, format!("tensor `{name}`: {what}"));
             let (storage, offset, shape, stride) = match self.arena.get(v) {
-                Some(Value::Tensor {
-                    storage,
-                    offset,
-                    shape,
-                    stride,
-                }) => (*storage, *offset, shape, stride),
+                Some(Value::Tensor(t)) => (t.storage, t.offset, &t.shape, &t.stride),
                 Some(other) => {
                     return Err(bad(format!("value is a {}, not a tensor", other.kind())))
                 }
                 None => return Err(bad("dangling value".into())),
             };
-            let Some(Value::Storage {
+            let Some(Value::Storage(st)) = self.arena.get(storage) else {
+                return Err(bad("no storage".into()));
+            };
+            let Storage {
                 ty,
                 dtype,
                 key,
                 numel: storage_numel,
-            }) = self.arena.get(storage)
-            else {
-                return Err(bad("no storage".into()));
-            };
+            } = &**st;
             let Some(dtype) = *dtype else {
                 return Err(EngineError::UnsupportedType {
                     path: path.to_path_buf(),
