@@ -17,6 +17,7 @@ mod read;
 mod state;
 
 pub use merge::{merge_to_safetensors, MergeSummary};
+pub use read::FACTOR_TYPES;
 
 use crate::error::{EngineError, Result};
 use crate::model::config::Rwkv7Config;
@@ -87,6 +88,37 @@ pub struct LoraMatrix {
     pub n_out: usize,
     pub a: Vec<f32>,
     pub b: Vec<f32>,
+}
+
+/// Bytes an adapter's decoded factors may take beyond its base model's file size: with the
+/// adapter's own pages (at most its file size) this keeps reading any adapter of S bytes
+/// within S + the model's size + 256 MiB of peak memory (`docs/reliability.md`), and no
+/// real adapter comes near it (rank 64 on every matrix of a 7B model: 0.6 GB of f32
+/// against a ≥ 4 GB model file).
+pub const LORA_HEADROOM_BYTES: u64 = 128 << 20;
+
+/// The base model an adapter file is checked against before any factor is decoded
+/// ([`LoraAdapter::open_for`]): its shapes, and a budget for the decoded factors of the
+/// model file's size + [`LORA_HEADROOM_BYTES`].
+#[derive(Debug, Clone, Copy)]
+pub struct LoraBase<'a> {
+    pub config: &'a Rwkv7Config,
+    /// Size of the base model's file in bytes.
+    pub model_file_bytes: u64,
+}
+
+impl<'a> LoraBase<'a> {
+    pub fn new(config: &'a Rwkv7Config, model_file_bytes: u64) -> Self {
+        LoraBase {
+            config,
+            model_file_bytes,
+        }
+    }
+
+    /// Most bytes the adapter's factors may take decoded to f32.
+    pub fn max_decoded_bytes(&self) -> u64 {
+        self.model_file_bytes.saturating_add(LORA_HEADROOM_BYTES)
+    }
 }
 
 /// The file format an adapter or initial state was read from.

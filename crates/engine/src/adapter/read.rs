@@ -21,9 +21,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::{AdapterFormat, LoraAdapter, LoraMatrix, LoraTarget};
+use super::{AdapterFormat, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 use crate::error::{EngineError, Result};
-use crate::format::{FileFormat, MetaValue, ModelFile, TensorInfo};
+use crate::format::{DType, FileFormat, MetaValue, ModelFile, TensorInfo};
 
 /// Most layers an adapter may name (as [`crate::model::names::MAX_LAYERS`]).
 const MAX_LAYER: usize = crate::model::names::MAX_LAYERS;
@@ -114,26 +114,58 @@ fn stray_hint(name: &str) -> &'static str {
     }
 }
 
+/// Encodings a factor may have: what RWKV-PEFT (F32 / F16 / BF16) and llama.cpp's
+/// `convert_lora_to_gguf.py` (F32 / F16 / BF16 / Q8_0) write. Decoding to f32 so takes at
+/// most 3.8× the factor's bytes (Q8_0: 34 bytes per 32 values); the 4-bit block types
+/// (7× and more) are refused before anything is decoded.
+pub const FACTOR_TYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::Q8_0];
+
+/// One pair of factors, checked, not yet decoded.
+struct Planned<'t> {
+    layer: usize,
+    target: LoraTarget,
+    rank: usize,
+    n_in: usize,
+    n_out: usize,
+    a: &'t TensorInfo,
+    b: &'t TensorInfo,
+}
+
 impl LoraAdapter {
     /// Reads a LoRA adapter file: RWKV-PEFT / BlinkDL `.pth` or `.safetensors`, or a
-    /// llama.cpp GGUF adapter, chosen by content. Every factor is decoded to f32 (F32, F16,
-    /// BF16 and, in GGUF, any block type the engine decodes, e.g. Q8_0). Matrices come out
-    /// sorted by (layer, target); `name` is the file name; alpha as the module docs say.
+    /// llama.cpp GGUF adapter, chosen by content. Every factor is decoded to f32 (from
+    /// F32, F16, BF16 or Q8_0). Matrices come out sorted by (layer, target); `name` is the
+    /// file name; alpha as the module docs say.
     ///
-    /// This checks the file alone (pairs complete, ranks equal, values finite, names
-    /// known); [`LoraAdapter::check`] then checks it against a base model.
+    /// This checks the file alone (pairs complete, ranks equal and at most
+    /// `min(n_in, n_out)`, encodings, values finite, names known) before decoding;
+    /// [`LoraAdapter::open_for`] also checks it against a base model first, and
+    /// [`LoraAdapter::check`] checks a read adapter against one.
     ///
     /// Errors: [`EngineError::Io`] / [`EngineError::Malformed`] (unreadable, truncated or
     /// corrupt container, naming the file), [`EngineError::UnsupportedType`], and
     /// [`EngineError::Adapter`] naming the file and tensor for: a base model or an initial
     /// state passed as an adapter, a GGUF whose `general.type` is not `adapter` or whose
     /// `adapter.type` is not `lora`, unknown tensor names, a factor without its pair,
-    /// factors that are not matrices, `lora_A`/`lora_B` ranks that differ, non-finite
-    /// values, no LoRA tensors at all.
+    /// factors that are not matrices, `lora_A`/`lora_B` ranks that differ or exceed
+    /// `min(n_in, n_out)`, a factor encoding other than F32/F16/BF16/Q8_0, non-finite
+    /// values, no LoRA tensors at all, no memory for the decoded factors.
     pub fn open(path: impl AsRef<Path>) -> Result<LoraAdapter> {
         let path = path.as_ref();
         let file = ModelFile::open(path)?;
         Self::from_file(&file)
+    }
+
+    /// As [`LoraAdapter::open`], and every factor checked against `base` before any is
+    /// decoded: its layer exists, `n_in`/`n_out` are the base matrix's, and the decoded
+    /// factors fit `base.max_decoded_bytes` — so a file with huge factors is refused
+    /// before anything large is allocated. What [`crate::Engine::read_lora`] calls.
+    ///
+    /// Errors: as [`LoraAdapter::open`]; [`EngineError::Adapter`] naming the tensor, the
+    /// adapter's and the model's sizes, or the decoded size and the budget.
+    pub fn open_for(path: impl AsRef<Path>, base: &LoraBase) -> Result<LoraAdapter> {
+        let file = ModelFile::open(path.as_ref())?;
+        Self::read(&file, Some(base))
     }
 
     /// As [`LoraAdapter::open`], from bytes held in memory (`name` names them in errors).
@@ -144,10 +176,33 @@ impl LoraAdapter {
         Self::from_file(&file)
     }
 
+    /// As [`LoraAdapter::open_for`], from bytes held in memory.
+    ///
+    /// Errors: as [`LoraAdapter::open_for`].
+    pub fn from_bytes_for(
+        name: impl AsRef<Path>,
+        bytes: &[u8],
+        base: &LoraBase,
+    ) -> Result<LoraAdapter> {
+        let file = ModelFile::from_bytes(name.as_ref(), bytes)?;
+        Self::read(&file, Some(base))
+    }
+
     /// As [`LoraAdapter::open`], from a file already mapped.
     ///
     /// Errors: as [`LoraAdapter::open`].
     pub fn from_file(file: &ModelFile) -> Result<LoraAdapter> {
+        Self::read(file, None)
+    }
+
+    /// As [`LoraAdapter::open_for`], from a file already mapped.
+    ///
+    /// Errors: as [`LoraAdapter::open_for`].
+    pub fn from_file_for(file: &ModelFile, base: &LoraBase) -> Result<LoraAdapter> {
+        Self::read(file, Some(base))
+    }
+
+    fn read(file: &ModelFile, base: Option<&LoraBase>) -> Result<LoraAdapter> {
         let name = display_name(file.path());
         let err = |what: String| EngineError::Adapter {
             name: name.clone(),
@@ -176,87 +231,37 @@ impl LoraAdapter {
                 return Err(err(format!("alpha {a} is not finite")));
             }
         }
-
-        // Pair the factors up.
-        type Pair<'t> = (Option<&'t TensorInfo>, Option<&'t TensorInfo>);
-        let mut pairs: BTreeMap<(usize, LoraTarget), Pair<'_>> = BTreeMap::new();
-        for t in file.tensors() {
-            let parsed = match format {
-                AdapterFormat::Gguf => parse_gguf(&t.name),
-                _ => parse_peft(&t.name),
-            };
-            let Some((layer, target, factor)) = parsed else {
-                let expected = match format {
-                    AdapterFormat::Gguf => "`blk.N.<time_mix_{receptance,key,value,output}|channel_mix_{key,value}>.weight.lora_a/lora_b`",
-                    _ => "`blocks.N.att.{receptance,key,value,output}.lora_A/lora_B` or `blocks.N.ffn.{key,value}.lora_A/lora_B`",
-                };
+        let plans = plan(file, format, base, &err)?;
+        let mut matrices = Vec::new();
+        matrices
+            .try_reserve_exact(plans.len())
+            .map_err(|_| err(format!("no memory for {} matrices", plans.len())))?;
+        let decode = |t: &TensorInfo| -> Result<Vec<f32>> {
+            let view = file.tensor(&t.name)?;
+            let n = view.numel();
+            let mut v = Vec::new();
+            v.try_reserve_exact(n)
+                .map_err(|_| err(format!("`{}`: no memory to decode {n} values", t.name)))?;
+            v.resize(n, 0.0);
+            crate::quant::dequantize(view.dtype, view.bytes, &mut v)
+                .map_err(|e| err(format!("`{}`: {e}", t.name)))?;
+            if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 return Err(err(format!(
-                    "tensor `{}` is not a LoRA factor this engine applies (expected {expected}){}",
-                    t.name,
-                    stray_hint(&t.name)
-                )));
-            };
-            let slot = pairs.entry((layer, target)).or_default();
-            match factor {
-                Factor::A => slot.0 = Some(t),
-                Factor::B => slot.1 = Some(t),
-            }
-        }
-        if pairs.is_empty() {
-            return Err(err("holds no LoRA tensors".into()));
-        }
-
-        let mut matrices = Vec::with_capacity(pairs.len());
-        for ((layer, target), pair) in pairs {
-            let (a, b) = match pair {
-                (Some(a), Some(b)) => (a, b),
-                (Some(one), None) | (None, Some(one)) => {
-                    return Err(err(format!(
-                        "`{}` has no matching {} factor",
-                        one.name,
-                        if pair.0.is_some() { "B" } else { "A" }
-                    )))
-                }
-                (None, None) => continue,
-            };
-            let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice()) else {
-                return Err(err(format!(
-                    "`{}` is {:?} and `{}` is {:?}: LoRA factors are matrices (A [r, in], B [out, r])",
-                    a.name, a.shape, b.name, b.shape
-                )));
-            };
-            if rank != rank_b {
-                return Err(err(format!(
-                    "rank mismatch: `{}` is [{rank}, {n_in}] (rank {rank}) but `{}` is [{n_out}, {rank_b}] (rank {rank_b})",
-                    a.name, b.name
+                    "`{}` holds a non-finite value ({}) at element {i}",
+                    t.name, v[i]
                 )));
             }
-            if rank == 0 || n_in == 0 || n_out == 0 {
-                return Err(err(format!(
-                    "`{}` / `{}` have an empty dimension ([{rank}, {n_in}], [{n_out}, {rank_b}])",
-                    a.name, b.name
-                )));
-            }
-            let decode = |t: &TensorInfo| -> Result<Vec<f32>> {
-                let view = file.tensor(&t.name)?;
-                let v = crate::quant::dequantize_to_vec(view.dtype, view.bytes, view.numel())
-                    .map_err(|e| err(format!("`{}`: {e}", t.name)))?;
-                if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-                    return Err(err(format!(
-                        "`{}` holds a non-finite value ({}) at element {i}",
-                        t.name, v[i]
-                    )));
-                }
-                Ok(v)
-            };
+            Ok(v)
+        };
+        for p in plans {
             matrices.push(LoraMatrix {
-                layer,
-                target,
-                rank,
-                n_in,
-                n_out,
-                a: decode(a)?,
-                b: decode(b)?,
+                layer: p.layer,
+                target: p.target,
+                rank: p.rank,
+                n_in: p.n_in,
+                n_out: p.n_out,
+                a: decode(p.a)?,
+                b: decode(p.b)?,
             });
         }
         Ok(LoraAdapter {
@@ -266,6 +271,133 @@ impl LoraAdapter {
             matrices,
         })
     }
+}
+
+/// Pairs the factors up and checks every pair — names, shapes, ranks, encodings and, with
+/// `base`, layers, sizes and the decoded total — before any factor is decoded.
+fn plan<'f>(
+    file: &'f ModelFile,
+    format: AdapterFormat,
+    base: Option<&LoraBase>,
+    err: &dyn Fn(String) -> EngineError,
+) -> Result<Vec<Planned<'f>>> {
+    type Pair<'t> = (Option<&'t TensorInfo>, Option<&'t TensorInfo>);
+    let mut pairs: BTreeMap<(usize, LoraTarget), Pair<'_>> = BTreeMap::new();
+    for t in file.tensors() {
+        let parsed = match format {
+            AdapterFormat::Gguf => parse_gguf(&t.name),
+            _ => parse_peft(&t.name),
+        };
+        let Some((layer, target, factor)) = parsed else {
+            let expected = match format {
+                AdapterFormat::Gguf => "`blk.N.<time_mix_{receptance,key,value,output}|channel_mix_{key,value}>.weight.lora_a/lora_b`",
+                _ => "`blocks.N.att.{receptance,key,value,output}.lora_A/lora_B` or `blocks.N.ffn.{key,value}.lora_A/lora_B`",
+            };
+            return Err(err(format!(
+                "tensor `{}` is not a LoRA factor this engine applies (expected {expected}){}",
+                t.name,
+                stray_hint(&t.name)
+            )));
+        };
+        let slot = pairs.entry((layer, target)).or_default();
+        match factor {
+            Factor::A => slot.0 = Some(t),
+            Factor::B => slot.1 = Some(t),
+        }
+    }
+    if pairs.is_empty() {
+        return Err(err("holds no LoRA tensors".into()));
+    }
+    let mut plans = Vec::with_capacity(pairs.len());
+    let mut decoded: u64 = 0;
+    for ((layer, target), pair) in pairs {
+        let (a, b) = match pair {
+            (Some(a), Some(b)) => (a, b),
+            (Some(one), None) | (None, Some(one)) => {
+                return Err(err(format!(
+                    "`{}` has no matching {} factor",
+                    one.name,
+                    if pair.0.is_some() { "B" } else { "A" }
+                )))
+            }
+            (None, None) => continue,
+        };
+        let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice()) else {
+            return Err(err(format!(
+                "`{}` is {:?} and `{}` is {:?}: LoRA factors are matrices (A [r, in], B [out, r])",
+                a.name, a.shape, b.name, b.shape
+            )));
+        };
+        if rank != rank_b {
+            return Err(err(format!(
+                "rank mismatch: `{}` is [{rank}, {n_in}] (rank {rank}) but `{}` is [{n_out}, {rank_b}] (rank {rank_b})",
+                a.name, b.name
+            )));
+        }
+        if rank == 0 || n_in == 0 || n_out == 0 {
+            return Err(err(format!(
+                "`{}` / `{}` have an empty dimension ([{rank}, {n_in}], [{n_out}, {rank_b}])",
+                a.name, b.name
+            )));
+        }
+        if let Some(t) = [a, b]
+            .into_iter()
+            .find(|t| !FACTOR_TYPES.contains(&t.dtype))
+        {
+            return Err(err(format!(
+                "`{}` is {}: LoRA factors are read as F32, F16, BF16 or Q8_0",
+                t.name, t.dtype
+            )));
+        }
+        // A rank past min(n_in, n_out) adds nothing a full-rank delta does not, and only
+        // makes the factors larger than the matrix they adapt.
+        if rank > n_in.min(n_out) {
+            return Err(err(format!(
+                "`{}`: rank {rank} exceeds min(n_in, n_out) = {} of a {n_out}×{n_in} matrix",
+                a.name,
+                n_in.min(n_out)
+            )));
+        }
+        let t = format!("blocks.{layer}.{}", target.name());
+        if let Some(base) = base {
+            let cfg = base.config;
+            if layer >= cfg.n_layer {
+                return Err(err(format!(
+                    "`{t}`: layer {layer} but the model has {} layers",
+                    cfg.n_layer
+                )));
+            }
+            let (m_out, m_in) = target.shape(cfg);
+            if (n_out, n_in) != (m_out, m_in) {
+                return Err(err(format!(
+                    "`{t}`: the adapter is for a {n_out}×{n_in} matrix, the model's is {m_out}×{m_in}"
+                )));
+            }
+        }
+        // rank ≤ min(n_in, n_out) and both are tensor dimensions that fit the file: exact.
+        decoded = decoded.saturating_add(4 * (rank * n_in + n_out * rank) as u64);
+        plans.push(Planned {
+            layer,
+            target,
+            rank,
+            n_in,
+            n_out,
+            a,
+            b,
+        });
+    }
+    if let Some(base) = base {
+        if decoded > base.max_decoded_bytes() {
+            return Err(err(format!(
+                "its factors decode to {decoded} bytes of f32, more than the {} allowed beside \
+                 the base model (the model file's {} bytes + {} MiB)",
+                base.max_decoded_bytes(),
+                base.model_file_bytes,
+                super::LORA_HEADROOM_BYTES >> 20
+            )));
+        }
+    }
+    Ok(plans)
 }
 
 /// Checks a GGUF adapter's header keys; returns `adapter.lora.alpha` (0 or absent = none,

@@ -112,7 +112,11 @@ impl InitState {
             }
         };
         let per = h * n * n;
-        let mut wkv = Vec::with_capacity(per.saturating_mul(n_layer));
+        // Every layer's tensor exists with this shape, so the file bounds the size; the
+        // reservation can still fail, and then it is an error, not an abort.
+        let mut wkv = Vec::new();
+        wkv.try_reserve_exact(per.saturating_mul(n_layer))
+            .map_err(|_| err(format!("no memory for {n_layer} layers of [{h}, {n}, {n}]")))?;
         for l in 0..n_layer {
             let tname = format!("blocks.{l}.att.time_state");
             let v = file.tensor(&tname)?;

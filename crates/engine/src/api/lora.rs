@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Engine, StateId};
-use crate::adapter::{InitState, LoraAdapter};
+use crate::adapter::{InitState, LoraAdapter, LoraBase};
 use crate::error::{EngineError, Result};
 use crate::model::lora::{ActiveLoras, GpuLora};
 
@@ -30,6 +30,17 @@ impl Adapters {
 }
 
 impl Engine {
+    /// Reads a LoRA adapter file for this model: every factor is checked against the
+    /// model's shapes, and the decoded size against the model file's size + 128 MiB,
+    /// before any is decoded (so a file with huge factors is refused before anything
+    /// large is allocated). Load it with [`Engine::load_lora`].
+    ///
+    /// Errors: as [`LoraAdapter::open_for`].
+    pub fn read_lora(&self, path: impl AsRef<std::path::Path>) -> Result<LoraAdapter> {
+        let base = LoraBase::new(&self.weights.config, self.info.file_bytes);
+        LoraAdapter::open_for(path, &base)
+    }
+
     /// Uploads a LoRA adapter (checked against this model first; on an error nothing
     /// is kept). It applies to no pass until it is in the active set
     /// ([`Engine::set_active_loras`]).
