@@ -49,6 +49,48 @@ say "cargo fmt --check"
 cargo fmt --all -- --check
 say "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# --- Supply chain (deny.toml; docs/reliability.md) -------------------------------------
+# cargo-deny: licences, bans and sources (crates.io only) from Cargo.lock alone.
+if ! cargo deny --version 2>/dev/null | grep -q '^cargo-deny 0\.20\.2$'; then
+  say "cargo install cargo-deny 0.20.2"
+  env -u CARGO_TARGET_DIR cargo install cargo-deny --version 0.20.2 --locked
+fi
+say "cargo deny check licenses bans sources"
+cargo deny --locked check licenses bans sources
+# Advisories need the RustSec database, a git repository that cargo-deny clones from its
+# host: not a package registry, so where only the registries can be reached (this
+# project's machines and CI) the fetch fails. Then a copy fetched earlier is checked
+# against offline, saying its date, and with no copy the check is skipped, saying why.
+adb=${CARGO_HOME:-$HOME/.cargo}/advisory-dbs
+timeout 120 cargo deny fetch db >/dev/null 2>&1 && fresh=1 || fresh=0
+adb_repo=$(find "$adb" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -1)
+if [ -n "$adb_repo" ] && [ -d "$adb_repo/.git" ]; then
+  adb_date=$(git -C "$adb_repo" log -1 --format=%cs 2>/dev/null || echo unknown)
+  say "cargo deny check advisories ($( [ $fresh = 1 ] && echo fetched now || echo "offline: no fetch"), database of $adb_date)"
+  cargo deny --locked --offline check advisories
+else
+  say "cargo deny check advisories: SKIPPED (the RustSec database cannot be fetched from here and no earlier copy is in $adb)"
+fi
+# npm audit of what the app ships (not the build tools). The registry's audit endpoint is a
+# POST that some networks refuse: a refused audit is skipped, saying so; a report with any
+# vulnerability fails.
+if [ -f package-lock.json ]; then
+  say "npm audit --omit=dev"
+  audit=$(npm audit --omit=dev --json 2>/dev/null || true)
+  verdict=$(printf '%s' "$audit" | python3 -c '
+import json, sys
+try:
+    v = json.load(sys.stdin).get("metadata", {}).get("vulnerabilities")
+except ValueError:
+    v = None
+print("refused" if v is None else "clean" if v.get("total", 0) == 0 else "vulnerable")')
+  case $verdict in
+    clean) echo "npm audit: no known vulnerability in the runtime dependencies" ;;
+    vulnerable) npm audit --omit=dev; exit 1 ;;
+    *) echo "npm audit: SKIPPED (the registry's audit endpoint did not answer here)" ;;
+  esac
+fi
 say "cargo test (engine, CLI$( [ -d src-tauri ] && echo ', app commands'))"
 # Release: the GPU tests run the same shaders faster on lavapipe and share the build
 # with the app binary of the end-to-end test.

@@ -17,7 +17,7 @@ mod error;
 #[path = "../../src-tauri/src/recovery.rs"]
 mod recovery;
 #[allow(dead_code)]
-#[path = "../../src-tauri/src/store.rs"]
+#[path = "../../src-tauri/src/store/mod.rs"]
 mod store;
 
 /// The id of the seed files (`fuzz/seeds/store/`), so that mutations keep passing the

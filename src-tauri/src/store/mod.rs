@@ -35,8 +35,8 @@ use crate::recovery::{check_chat, check_document};
 pub(crate) use files::read_json;
 use files::write_json;
 pub use files::{
-    create_new_private, describe, entries, open_regular, private_dir, read_regular, remove_entry,
-    sync_dir, write_atomic, MAX_RECORD_BYTES,
+    describe, entries, private_dir, read_regular, remove_entry, sync_dir, write_atomic,
+    MAX_RECORD_BYTES,
 };
 pub use types::*;
 
