@@ -4,11 +4,15 @@
 //! - `ValueError` for bad input: malformed or foreign files, not an RWKV-7 model, missing
 //!   tensors, wrong shapes, unsupported encodings, token ids out of range, empty prompts,
 //!   sampler options out of range, states of another model;
-//! - `RuntimeError` for the device: no adapter, GPU errors, a model too large for it.
+//! - `RuntimeError` for the device: no adapter, GPU errors, a model too large for it;
+//! - `MemoryError` for a result larger than one call may return (logits of a million
+//!   positions, …): what Python raises when a result does not fit in memory (numpy's
+//!   `_ArrayMemoryError` is one), refused before any work, so the call can be retried on
+//!   fewer positions.
 
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError, PyRuntimeError,
-    PyValueError,
+    PyFileNotFoundError, PyKeyboardInterrupt, PyMemoryError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyValueError,
 };
 use pyo3::PyErr;
 use rwkv_engine::EngineError;
@@ -34,6 +38,7 @@ pub fn to_py(e: EngineError) -> PyErr {
         EngineError::Gpu { .. } | EngineError::Op { .. } | EngineError::TooLarge { .. } => {
             PyRuntimeError::new_err(msg)
         }
+        EngineError::OutputTooLarge { .. } => PyMemoryError::new_err(msg),
         EngineError::Cancelled => PyKeyboardInterrupt::new_err(msg),
     }
 }

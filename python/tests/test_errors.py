@@ -52,6 +52,16 @@ def test_bad_inputs_are_value_errors(tiny):
         tiny.fields(None, {"Title": "  "})
 
 
+def test_too_large_outputs_are_memory_errors(tiny):
+    """A result larger than one call may return (2 GiB) is refused before any work, as a
+    MemoryError naming the sizes (issue 33): a million positions of logits would be
+    256 GiB; before the check it aborted the interpreter."""
+    with pytest.raises(MemoryError, match="2147483648"):
+        tiny.logits([1] * 1_000_000)
+    # The model still answers, and the same call on fewer positions works.
+    assert tiny.logits([1, 2]).shape == (2, tiny.info["vocab"])
+
+
 def test_state_errors(tiny, tiny_q8, tmp_path):
     st = tiny.prefill("Hello")
     with pytest.raises(ValueError, match="another Model"):

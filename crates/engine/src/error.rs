@@ -69,6 +69,19 @@ pub enum EngineError {
     #[error("model does not fit the device: {what}")]
     TooLarge { what: String },
 
+    /// A call asked for a result larger than one call may return
+    /// ([`crate::output::MAX_OUTPUT_BYTES`]): `what` names it (logits of T rows × vocab,
+    /// embeddings, …); nothing was computed.
+    #[error(
+        "output too large: {what} needs {requested} bytes, at most {allowed} per call \
+         (ask for fewer positions or sequences per call)"
+    )]
+    OutputTooLarge {
+        what: String,
+        requested: u64,
+        allowed: u64,
+    },
+
     /// A caller-supplied value is out of range (token id ≥ vocab, empty prompt, …).
     #[error("invalid input: {what}")]
     InvalidInput { what: String },
@@ -102,6 +115,7 @@ impl EngineError {
             EngineError::Gpu { .. } => "gpu",
             EngineError::Op { .. } => "op",
             EngineError::TooLarge { .. } => "too_large",
+            EngineError::OutputTooLarge { .. } => "output_too_large",
             EngineError::InvalidInput { .. } => "invalid_input",
             EngineError::Adapter { .. } => "adapter",
             EngineError::State { .. } => "state",

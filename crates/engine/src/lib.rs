@@ -15,12 +15,13 @@ pub mod kernel_bench;
 pub mod model;
 pub mod npy;
 pub mod ops;
+pub mod output;
 pub mod profile;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
 
-pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraMatrix, LoraTarget};
+pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 pub use analysis::{
     EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, ModelFingerprint,
     Pooling, PrefixCache, StateHeader, StateLayout,

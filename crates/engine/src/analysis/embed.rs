@@ -88,7 +88,10 @@ impl Engine {
     /// from a temporary zero state or fork, freed before returning (also on error).
     ///
     /// Errors: [`EngineError::InvalidInput`] naming the input for an empty token list or
-    /// a token id ≥ vocab; [`EngineError::State`] for an unknown `from` state; GPU errors.
+    /// a token id ≥ vocab; [`EngineError::OutputTooLarge`] when `B × C` f32 — or, with
+    /// [`Pooling::Mean`], one group's `tokens × C` rows — exceed
+    /// [`crate::output::MAX_OUTPUT_BYTES`] (checked before the work);
+    /// [`EngineError::State`] for an unknown `from` state; GPU errors.
     pub fn embed(&mut self, inputs: &[EmbedInput], pooling: Pooling) -> Result<Embeddings> {
         let c = self.config().n_embd;
         let vocab = self.config().vocab_size;
@@ -107,7 +110,10 @@ impl Engine {
                 });
             }
         }
-        let mut data = Vec::with_capacity(inputs.len() * c);
+        let mut data = crate::output::vec(
+            || format!("embeddings of {} inputs × {c}", inputs.len()),
+            inputs.len() * c,
+        )?;
         for group in inputs.chunks(self.embed_group_len()) {
             let mut temps = Vec::with_capacity(group.len());
             let res = self.embed_group(group, pooling, &mut temps);
@@ -157,7 +163,10 @@ impl Engine {
             },
             None,
         )?;
-        let mut data = Vec::with_capacity(group.len() * c);
+        let mut data = crate::output::vec(
+            || format!("embeddings of {} inputs × {c}", group.len()),
+            group.len() * c,
+        )?;
         for (i, (e, inp)) in out.embeddings.iter().zip(group).enumerate() {
             let rows_got = e.len() / c.max(1);
             let rows_want = match pooling {

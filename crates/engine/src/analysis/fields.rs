@@ -166,6 +166,14 @@ impl Engine {
                 )));
             }
         }
+        // What the analysis returns: F embeddings of C and the F × F matrix (bounded by
+        // MAX_FIELDS already; checked like every output all the same).
+        let (nf, c) = (fields.len() as u64, self.config().n_embd as u64);
+        crate::output::check(
+            || format!("a field analysis of {nf} fields × {c} and its {nf}×{nf} similarities"),
+            nf.saturating_mul(c).saturating_add(nf.saturating_mul(nf)),
+            4,
+        )?;
         let tokenize_ms = elapsed_ms(t0);
         let t1 = Instant::now();
         let inputs: Vec<EmbedInput> = ids

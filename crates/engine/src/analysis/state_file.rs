@@ -375,7 +375,8 @@ pub struct StateArrays {
 impl StateArrays {
     /// Splits `data` (`layout.values()` f32 in layout 1).
     ///
-    /// Errors: [`EngineError::State`] when the length disagrees with the layout.
+    /// Errors: [`EngineError::State`] when the length disagrees with the layout;
+    /// [`EngineError::OutputTooLarge`] past [`crate::output::MAX_OUTPUT_BYTES`].
     pub fn split(layout: &StateLayout, data: &[f32]) -> Result<Self> {
         if layout.values() != Some(data.len()) {
             return Err(EngineError::State {
@@ -388,10 +389,13 @@ impl StateArrays {
         }
         let c = layout.n_embd;
         let pl = layout.per_layer();
+        let part = |name: &'static str, n: usize| {
+            crate::output::vec(move || format!("state array {name} of {n} values"), n)
+        };
         let mut a = StateArrays {
-            att_x_prev: Vec::with_capacity(layout.n_layer * c),
-            att_kv: Vec::with_capacity(layout.n_layer * (pl - 2 * c)),
-            ffn_x_prev: Vec::with_capacity(layout.n_layer * c),
+            att_x_prev: part("att_x_prev", layout.n_layer * c)?,
+            att_kv: part("att_kv", layout.n_layer * (pl - 2 * c))?,
+            ffn_x_prev: part("ffn_x_prev", layout.n_layer * c)?,
         };
         for layer in data.chunks_exact(pl) {
             a.att_x_prev.extend_from_slice(&layer[..c]);

@@ -72,8 +72,13 @@ impl Engine {
     }
 
     /// Reads a whole state back to the host (`state_len()` f32, layout 1).
+    ///
+    /// Errors: unknown state; [`EngineError::OutputTooLarge`] when one state exceeds
+    /// [`crate::output::MAX_OUTPUT_BYTES`]; GPU read-back errors.
     pub fn read_state_vec(&self, id: StateId) -> Result<Vec<f32>> {
-        let mut v = vec![0f32; self.state_len()];
+        let n = self.state_len();
+        let mut v = crate::output::vec(|| format!("a state of {n} values"), n)?;
+        v.resize(n, 0.0);
         self.read_state(id, &mut v)?;
         Ok(v)
     }

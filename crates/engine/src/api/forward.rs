@@ -3,6 +3,7 @@
 use super::{CancelToken, Engine, StateId};
 use crate::error::{EngineError, Result};
 use crate::gpu::buffer;
+use crate::output;
 
 /// Which positions of a sequence produce outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +42,16 @@ impl Engine {
     /// fresh zero state or from a fork of `from`, which is left as it was; the state used
     /// is freed. What the Python package's `Model.logits` and `rwkv pybench` time.
     ///
-    /// Errors: as [`Engine::forward`]; an unknown `from`; no free state slot.
+    /// Errors: as [`Engine::forward`] ([`EngineError::OutputTooLarge`] when `T × vocab`
+    /// f32 exceed [`output::MAX_OUTPUT_BYTES`], before any state is made); an unknown
+    /// `from`; no free state slot.
     pub fn logits_all(&mut self, tokens: &[u32], from: Option<StateId>) -> Result<Vec<f32>> {
+        let vocab = self.weights.config.vocab_size as u64;
+        output::check(
+            || format!("logits of {} positions × {vocab}", tokens.len()),
+            (tokens.len() as u64).saturating_mul(vocab),
+            4,
+        )?;
         let st = match from {
             Some(p) => self.fork_state(p)?,
             None => self.new_state()?,
@@ -67,6 +76,8 @@ impl Engine {
     /// that batch sequences together. Returns the wanted outputs per sequence.
     ///
     /// Errors: empty token list, token id ≥ vocab, unknown state, the same state twice,
+    /// [`EngineError::OutputTooLarge`] when the wanted rows × (vocab, C) f32 exceed
+    /// [`output::MAX_OUTPUT_BYTES`] (checked before any pass runs),
     /// [`EngineError::Cancelled`] (states then hold the tokens of the passes that ran).
     pub fn forward(
         &mut self,
@@ -93,20 +104,51 @@ impl Engine {
                 )));
             }
         }
-        let mut out = ForwardOutput {
-            logits: vec![Vec::new(); seqs.len()],
-            embeddings: vec![Vec::new(); seqs.len()],
-        };
-        let mut cursor = vec![0usize; seqs.len()];
         // Rows a pass would take: every token of a `Rows::All` sequence, one for the others.
-        let rows: usize = seqs
-            .iter()
-            .map(|s| match s.rows {
-                Rows::All => s.tokens.len(),
-                Rows::Last => 1,
-                Rows::None => 0,
-            })
-            .sum();
+        let rows_of = |s: &SeqInput| match s.rows {
+            Rows::All => s.tokens.len(),
+            Rows::Last => 1,
+            Rows::None => 0,
+        };
+        let rows: usize = seqs.iter().map(rows_of).sum();
+        // What the call returns, checked before any pass runs, then reserved per sequence.
+        let per_row = (if want.logits { vocab } else { 0 }) + (if want.embeddings { c } else { 0 });
+        output::check(
+            || {
+                format!(
+                    "{}{}{} of {rows} rows in {} sequences",
+                    if want.logits {
+                        format!("logits (× {vocab})")
+                    } else {
+                        String::new()
+                    },
+                    if want.logits && want.embeddings {
+                        " and "
+                    } else {
+                        ""
+                    },
+                    if want.embeddings {
+                        format!("embeddings (× {c})")
+                    } else {
+                        String::new()
+                    },
+                    seqs.len()
+                )
+            },
+            (rows as u64).saturating_mul(per_row as u64),
+            4,
+        )?;
+        let mut out = ForwardOutput::default();
+        for s in seqs {
+            let n = rows_of(s);
+            let n_logits = if want.logits { n * vocab } else { 0 };
+            let n_emb = if want.embeddings { n * c } else { 0 };
+            out.logits
+                .push(output::vec(|| format!("logits of {n} rows"), n_logits)?);
+            out.embeddings
+                .push(output::vec(|| format!("embeddings of {n} rows"), n_emb)?);
+        }
+        let mut cursor = vec![0usize; seqs.len()];
         self.want_rows(rows);
         let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
         loop {
@@ -189,7 +231,9 @@ impl Engine {
                 (true, false) => (0, n_logits),
                 (false, _) => (emb_at_f, n_emb),
             };
-            let mut host = vec![0f32; len];
+            // At most one pass's rows (the graph's r_cap), not the whole call's.
+            let mut host = output::vec(|| format!("one pass's {len} output values"), len)?;
+            host.resize(len, 0.0);
             buffer::read_staged(
                 &self.gpu,
                 &self.graph.readback,

@@ -170,6 +170,11 @@ impl Engine {
         pooling: Pooling,
     ) -> Result<(Embeddings, Vec<bool>)> {
         let c = self.config().n_embd;
+        crate::output::check(
+            || format!("embeddings of {} inputs × {c}", inputs.len()),
+            (inputs.len() as u64).saturating_mul(c as u64),
+            4,
+        )?;
         let model = self.fingerprint();
         let mut contexts: HashMap<StateId, StateKey> = HashMap::new();
         let mut keys = Vec::with_capacity(inputs.len());
@@ -207,7 +212,10 @@ impl Engine {
                 found[i] = Some(row.into());
             }
         }
-        let mut data = Vec::with_capacity(inputs.len() * c);
+        let mut data = crate::output::vec(
+            || format!("embeddings of {} inputs × {c}", inputs.len()),
+            inputs.len() * c,
+        )?;
         for v in found.into_iter().flatten() {
             data.extend_from_slice(&v);
         }
