@@ -18,8 +18,13 @@ use safetensors::Dtype;
 use super::{DType, MetaValue, TensorInfo};
 use crate::error::{EngineError, Result};
 
-/// Longest JSON header accepted, in bytes (the `safetensors` crate's own limit).
-pub const MAX_HEADER: u64 = 100_000_000;
+/// Longest JSON header accepted, in bytes. Parsed, a header takes ≈ 12× its size (the
+/// `safetensors` crate's map and records, then ours: a 42 MB header of 600,000 tensors
+/// peaked at 537 MiB), so the crate's own limit of 100 MB let a file ask for ≈ 1.2 GB;
+/// 8 MiB keeps that at ≈ 110 MiB, well under the 256 MiB every reader may spend beyond
+/// the file (`docs/reliability.md`), and holds ≈ 115,000 tensors (the GGUF reader's cap
+/// is 65,536) — a 7B checkpoint's header is ≈ 100 KB.
+pub const MAX_HEADER: u64 = 8 << 20;
 
 /// Parses the header of the SafeTensors file `map` (`path` only names it in errors).
 ///
@@ -47,7 +52,12 @@ pub fn parse(path: &Path, map: &[u8]) -> Result<(Vec<TensorInfo>, Vec<(String, M
     n.copy_from_slice(len_bytes);
     let header_len = u64::from_le_bytes(n);
     let avail = map.len() as u64 - 8;
-    if header_len > MAX_HEADER || header_len > avail {
+    if header_len > MAX_HEADER && header_len <= avail {
+        return Err(bad(format!(
+            "header of {header_len} bytes exceeds the limit of {MAX_HEADER} bytes"
+        )));
+    }
+    if header_len > avail {
         return Err(bad(format!(
             "header length {header_len} is past the end of the file ({avail} bytes follow; limit {MAX_HEADER}) — \
              not a SafeTensors file (nor GGUF, nor a .pth zip)?"
