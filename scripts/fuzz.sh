@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets one after the other (one fuzzing process at a time), each for a
 # number of executions, from the committed seeds (fuzz/seeds/<target>/, made by
-# fuzz/make_seeds.py) plus the working corpus, then merges what found new paths into the
-# committed, minimized regression corpus fuzz/corpus-min/<target>/ (replayed by
-# `cargo test`: crates/engine/tests/fuzz_corpora.rs, src-tauri/tests/store_corpus.rs).
+# fuzz/make_seeds.py), the working corpus and the committed, minimized regression corpus
+# fuzz/corpus-min/<target>/ (which holds the crafted hostile files of issue 33,
+# `hostile-*`, written by crates/engine/tests/hostile_input.rs), then merges what found new
+# paths into corpus-min (replayed by `cargo test`: crates/engine/tests/fuzz_corpora.rs,
+# adapters_fuzz_corpus.rs, src-tauri/tests/store_corpus.rs).
+# Every target runs with -rss_limit_mb=2048: an input that makes a reader allocate far
+# more than its size (the GGUF metadata amplification of issue 33) is a finding.
 #
 # usage: bash scripts/fuzz.sh [RUNS] [TARGET…]
 #   RUNS     executions per target (default 1000000)
@@ -24,7 +28,7 @@ for t in $targets; do
   cargo fuzz build -O "$t" >/dev/null
   bin=$(ls target/*/release/"$t" | head -1)
   echo "== $t: $runs runs ($(date +%T))"
-  "$bin" "corpus/$t" -runs="$runs" -print_final_stats=1 -max_len=65536 \
+  "$bin" "corpus/$t" "corpus-min/$t" -runs="$runs" -print_final_stats=1 -max_len=65536 \
     -rss_limit_mb=2048 -timeout=10 -artifact_prefix="artifacts/$t-" >"logs/$t.log" 2>&1 || {
       echo "!! $t failed: see fuzz/logs/$t.log and fuzz/artifacts/"; tail -30 "logs/$t.log"; exit 1; }
   grep -E "stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added|cov:" \

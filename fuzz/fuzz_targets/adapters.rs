@@ -1,11 +1,12 @@
 //! LoRA adapter and initial-state readers (`LoraAdapter::from_bytes`,
+//! `LoraAdapter::from_bytes_for` — factors checked against the base before decoding —,
 //! `InitState::from_bytes`: GGUF / SafeTensors / `.pth` sniffed by magic) and the checks
 //! against a base shape: any input must give `Ok` or an error naming the file, never a
 //! panic; what is accepted is consistent (factor lengths, finite values, state size).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rwkv_engine::{InitState, LoraAdapter, LoraRanks, Rwkv7Config};
+use rwkv_engine::{InitState, LoraAdapter, LoraBase, LoraRanks, Rwkv7Config};
 
 fn cfg(c: usize, f: usize, layers: usize, head: usize) -> Rwkv7Config {
     Rwkv7Config {
@@ -40,9 +41,17 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => assert!(e.to_string().contains("fuzz.bin"), "{e}"),
     }
+    // Against the base: what it accepts fits the base (and was checked before decoding).
+    match LoraAdapter::from_bytes_for("fuzz.bin", data, &LoraBase::new(&base, 0)) {
+        Ok(a) => assert!(a.check(&base).is_ok()),
+        Err(e) => assert!(e.to_string().contains("fuzz.bin"), "{e}"),
+    }
     match InitState::from_bytes("fuzz.bin", data) {
         Ok(s) => {
-            assert_eq!(s.wkv.len(), s.n_layer * s.n_head * s.head_size * s.head_size);
+            assert_eq!(
+                s.wkv.len(),
+                s.n_layer * s.n_head * s.head_size * s.head_size
+            );
             assert!(s.wkv.iter().all(|v| v.is_finite()));
             if s.check(&base).is_ok() {
                 let v = s.to_state(&base).expect("to_state after check");

@@ -1,6 +1,8 @@
 //! GGUF header reader, then the RWKV-7 mapping and `to_f32` of every vector, on arbitrary
 //! bytes: any input must give `Ok` or an error, never a panic, and what parses lies inside
-//! the input.
+//! the input. The header is also parsed under small metadata limits (4,096 elements,
+//! 64 KiB), so inputs of a few KiB reach the budget's paths (the committed cases in
+//! `corpus-min/gguf/hostile-*` do); what passes them is within them.
 #![no_main]
 
 use std::path::Path;
@@ -9,7 +11,24 @@ use libfuzzer_sys::fuzz_target;
 use rwkv_engine::format::gguf;
 use rwkv_engine::{ModelFile, Rwkv7Weights};
 
+/// As `crates/engine/tests/hostile/mod.rs` `FUZZ_GGUF_LIMITS`.
+const SMALL: gguf::Limits = gguf::Limits {
+    meta_elements: 4096,
+    meta_bytes: 64 << 10,
+};
+
 fuzz_target!(|data: &[u8]| {
+    match gguf::parse_with(Path::new("fuzz.gguf"), data, &SMALL) {
+        Ok(p) => {
+            let elements: usize = p
+                .metadata
+                .iter()
+                .map(|(_, v)| 1 + v.as_array().map_or(0, |a| a.len()))
+                .sum();
+            assert!(elements as u64 <= SMALL.meta_elements);
+        }
+        Err(e) => assert!(e.to_string().contains("fuzz.gguf"), "{e}"),
+    }
     if let Ok(p) = gguf::parse(Path::new("fuzz.gguf"), data) {
         for t in &p.tensors {
             assert!(t.offset.checked_add(t.len).is_some_and(|e| e <= data.len()));

@@ -2,12 +2,13 @@
 //! The `adapters` fuzz target's seeds and minimized corpus (`fuzz/seeds/adapters/`,
 //! `fuzz/corpus-min/adapters/`) replayed as an ordinary test with the target's checks
 //! (`fuzz/fuzz_targets/adapters.rs`): every input gives `Ok` or an error naming the file;
-//! what is accepted is consistent. The seeds are valid files: each must be accepted by
-//! the reader its name says (LoRA or state) and fit the seeds' base shape.
+//! what is accepted is consistent (also read against the base, `from_bytes_for`). The
+//! seeds are valid files: each must be accepted by the reader its name says (LoRA or
+//! state) and fit the seeds' base shape.
 
 use std::path::Path;
 
-use rwkv_engine::{InitState, LoraAdapter, LoraRanks, Rwkv7Config};
+use rwkv_engine::{InitState, LoraAdapter, LoraBase, LoraRanks, Rwkv7Config};
 
 fn inputs() -> Vec<(String, Vec<u8>, bool)> {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
@@ -65,6 +66,18 @@ fn adapters_corpus_replays() {
             }
             Err(e) => {
                 assert!(!seed || !is_lora, "seed {name} rejected: {e}");
+                assert!(e.to_string().contains("fuzz.bin"), "{name}: {e}");
+            }
+        }
+        // Checked against the base before decoding: the LoRA seeds still read, and what
+        // reads fits the base; the corpus's hostile-* files are refused.
+        match LoraAdapter::from_bytes_for("fuzz.bin", &data, &LoraBase::new(&base, 0)) {
+            Ok(a) => a.check(&base).unwrap(),
+            Err(e) => {
+                assert!(
+                    !seed || !is_lora,
+                    "seed {name} rejected against the base: {e}"
+                );
                 assert!(e.to_string().contains("fuzz.bin"), "{name}: {e}");
             }
         }
