@@ -31,6 +31,9 @@ enum Msg {
 /// up to date) or a temporary zero state.
 pub struct Target {
     pub state: Option<(StateId, Arc<AtomicU64>)>,
+    /// The caller's state's slot, held until the generation ends: a `del state` meanwhile
+    /// must not free it for another state to take.
+    pub slot: Option<Arc<crate::state::Slot>>,
 }
 
 /// An iterator over the text pieces of one generation (`Model.generate(stream=True)`).
@@ -87,6 +90,8 @@ impl TextStream {
                     r
                 })();
                 shared.finish_job(job);
+                // The slot goes back (if its `State` died) before the caller hears the end.
+                drop(target);
                 let _ = tx.send(Msg::Done(res));
             })
             .map_err(|e| PyRuntimeError::new_err(format!("cannot start generation: {e}")))?;

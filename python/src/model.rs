@@ -224,8 +224,9 @@ impl Model {
         }
         let target = Target {
             state: state_of(&self.shared, state.as_ref())?,
+            // The worker shares the slot with the Python `State`, which may die first.
+            slot: state.as_ref().map(|s| s.slot.clone()),
         };
-        // The Python `State` keeps owning the slot; the worker only uses it.
         drop(state);
         let opts = GenerateOptions {
             max_tokens,

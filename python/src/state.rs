@@ -15,18 +15,38 @@ use crate::shared::{shape_err, Shared};
 
 /// A sequence's recurrent state on its model's GPU (per layer `[att_shift C | wkv H×N×N |
 /// ffn_shift C]` f32): `model.prefill(text)`, `fork()`, `to_numpy()`, `save(path)`,
-/// `State.load(model, path)`. Freed when garbage-collected.
+/// `State.load(model, path)`. Freed when garbage-collected and no generation runs on it.
 #[pyclass(frozen, module = "rwkv_studio")]
 pub struct State {
     pub shared: Arc<Shared>,
     pub id: StateId,
     /// Tokens fed since the zero state (what `save` records; 0 = unknown).
     pub tokens: Arc<AtomicU64>,
+    /// The slot's owner, shared with every generation running on this state.
+    pub slot: Arc<Slot>,
+}
+
+/// Owns a state's slot: frees it when the last holder lets go — the Python `State`, or a
+/// streaming generation still writing into it after `del state` (which would otherwise
+/// free the slot under it, for the next new state to take).
+pub struct Slot {
+    shared: Arc<Shared>,
+    id: StateId,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.shared.release(self.id);
+    }
 }
 
 impl State {
     pub fn new(shared: Arc<Shared>, id: StateId, tokens: u64) -> Self {
         State {
+            slot: Arc::new(Slot {
+                shared: shared.clone(),
+                id,
+            }),
             shared,
             id,
             tokens: Arc::new(AtomicU64::new(tokens)),
@@ -35,12 +55,6 @@ impl State {
 
     pub fn token_count(&self) -> u64 {
         self.tokens.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for State {
-    fn drop(&mut self) {
-        self.shared.release(self.id);
     }
 }
 

@@ -1,5 +1,7 @@
 """States: fork, save/load, to_numpy, prefill after a state, logits after a state."""
 
+import gc
+
 import numpy as np
 
 import rwkv_studio
@@ -57,3 +59,24 @@ def test_logits_after_a_state(tiny):
     tail = tiny.logits(ids[2:], state=st)
     np.testing.assert_allclose(tail, full[2:], atol=1e-3)
     assert st.tokens == 2  # untouched by logits()
+
+
+GREEDY = dict(temperature=0.0, presence_penalty=0.0, frequency_penalty=0.0)
+
+
+def test_a_stream_keeps_its_state_alive_after_del(tiny):
+    """Issue 33, item 4: `del state` while a stream waits to run on it must not free the
+    slot under the stream (which then ran on a freed slot, or on whichever new state took
+    it). Deterministic: a busy stream holds the engine, so the second stream's worker is
+    still waiting when its `State` dies."""
+    st = tiny.prefill("The quick brown fox")
+    want = tiny.generate(" jumps over", 8, state=st.fork(), **GREEDY)
+    busy = tiny.generate("Hello", 100_000, seed=1, stream=True)
+    next(busy)  # its worker is inside the engine now, holding it
+    stream = tiny.generate(" jumps over", 8, state=st, stream=True, **GREEDY)
+    del st
+    gc.collect()
+    busy.cancel()
+    list(busy)  # the engine is free: only the second stream's worker wants it
+    assert "".join(stream) == want
+    assert stream.stats["generated_tokens"] == 8
