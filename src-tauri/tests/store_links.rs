@@ -105,6 +105,23 @@ fn recovery_never_walks_a_linked_chats_folder() {
     std::fs::remove_dir_all(&base).ok();
 }
 
+/// The data folder itself may be a link (moved to another disk by its user): followed, and
+/// nothing under it is set aside for it.
+#[test]
+fn a_linked_data_folder_is_followed() {
+    let base = scratch("links-root");
+    let real = base.join("elsewhere");
+    std::fs::create_dir_all(&real).expect("real");
+    symlink(&real, base.join("data")).expect("symlink");
+    let s = Store::open(base.join("data")).expect("open");
+    let chat = s.create_chat(None, Default::default()).expect("chat");
+    assert!(real.join(format!("chats/{}.json", chat.id)).is_file());
+    let s = Store::open(base.join("data")).expect("open again");
+    assert!(s.set_aside().is_empty(), "{:?}", s.set_aside());
+    assert_eq!(s.list_chats().len(), 1);
+    std::fs::remove_dir_all(&base).ok();
+}
+
 #[test]
 fn pruning_never_follows_a_linked_states_folder() {
     let base = scratch("links-prune");

@@ -123,16 +123,23 @@ pub fn remove_entry(p: &Path) -> io::Result<()> {
 }
 
 /// Creates folder `dir` and its missing parents, private to the user (0700 on Unix;
-/// folders that exist keep their mode), and checks that `dir` is a real folder.
-///
-/// Errors: the OS's, or `InvalidData` when `dir` is a link or not a folder (the store
-/// would write through it into its target).
-pub fn private_dir(dir: &Path) -> io::Result<()> {
+/// folders that exist keep their mode). A link on the way is followed: the data folder
+/// itself, or a user's save folder, may be a link the user made (to another disk).
+pub fn create_private(dir: &Path) -> io::Result<()> {
     let mut b = std::fs::DirBuilder::new();
     b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b.create(dir)?;
+    b.create(dir)
+}
+
+/// [`create_private`], then checks that `dir` itself is a real folder: for the store's own
+/// folders (`chats/<id>/`, `documents/`, `set-aside/`), where a link would take what the
+/// store writes or moves there into its target.
+///
+/// Errors: the OS's, or `InvalidData` when `dir` is a link or not a folder.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    create_private(dir)?;
     let t = std::fs::symlink_metadata(dir)?.file_type();
     if t.is_dir() {
         Ok(())
@@ -155,7 +162,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> AppResult<()> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
-    private_dir(dir).map_err(|e| AppError::io(dir, e))?;
+    create_private(dir).map_err(|e| AppError::io(dir, e))?;
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(
         ".{}-{}.tmp",

@@ -35,8 +35,8 @@ use crate::recovery::{check_chat, check_document};
 pub(crate) use files::read_json;
 use files::write_json;
 pub use files::{
-    describe, entries, private_dir, read_regular, remove_entry, sync_dir, write_atomic,
-    MAX_RECORD_BYTES,
+    create_private, describe, entries, private_dir, read_regular, remove_entry, sync_dir,
+    write_atomic, MAX_RECORD_BYTES,
 };
 pub use types::*;
 
@@ -138,7 +138,7 @@ impl Store {
     /// ([`Store::set_aside`] names them). Fails only when `root` cannot be created or read.
     pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
         let root = root.into();
-        private_dir(&root)?;
+        create_private(&root)?;
         let set_aside = crate::recovery::recover(&root)?;
         for s in &set_aside {
             log::warn!("set aside {} ({}): {}", s.was, s.item, s.reason);
