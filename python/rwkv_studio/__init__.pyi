@@ -228,7 +228,8 @@ class Model:
 
 class State:
     """A sequence's recurrent state on its model's GPU: per layer
-    ``[att_shift C | wkv H×N×N | ffn_shift C]`` float32. Freed when garbage-collected."""
+    ``[att_shift C | wkv H×N×N | ffn_shift C]`` float32. Freed when garbage-collected and
+    no generation (a stream started on it) runs on it any more."""
 
     @property
     def tokens(self) -> int:
