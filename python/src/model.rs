@@ -12,9 +12,7 @@ use pyo3::types::{PyDict, PyString};
 use rwkv_engine::analysis::{EmbedInput, Field, FieldOptions};
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::sampler::SamplerOptions;
-use rwkv_engine::{
-    Engine, EngineError, GenerateOptions, InitState, LoadOptions, LoraAdapter, Pooling, StateId,
-};
+use rwkv_engine::{Engine, EngineError, GenerateOptions, InitState, LoadOptions, Pooling, StateId};
 
 use crate::fields::FieldAnalysis;
 use crate::generate::{Target, TextStream};
@@ -122,7 +120,7 @@ impl Model {
                 let mut engine = Engine::load(&path, &opts)?;
                 let mut active = Vec::new();
                 for (p, scale) in &loras {
-                    let a = LoraAdapter::open(p)?;
+                    let a = engine.read_lora(p)?;
                     let s = scale.unwrap_or_else(|| a.default_scale());
                     active.push((engine.load_lora(&a)?, s));
                 }

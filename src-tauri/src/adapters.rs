@@ -1,6 +1,7 @@
 //! Adapters on the engine thread, and the Model view's commands over them.
 //!
-//! A LoRA file is read (`LoraAdapter::open`) and loaded on the GPU (`Engine::load_lora`)
+//! A LoRA file is read (`Engine::read_lora`: checked against the model before its factors
+//! are decoded) and loaded on the GPU (`Engine::load_lora`)
 //! once per loaded model, and kept by path ([`AdapterCache`]); before each pass for a chat,
 //! document or field analysis the worker makes that item's [`AdapterSet`] the engine's active
 //! set (`Engine::set_active_loras`, [`Worker::prepare`]), so switching between chats with
@@ -54,7 +55,8 @@ impl AdapterCache {
     /// engine's (`adapter`: shapes or layers that do not fit the model).
     pub fn load_lora(&mut self, eng: &mut Engine, path: &Path) -> AppResult<LoraAdapter> {
         let st = stamp(path)?;
-        let adapter = LoraAdapter::open(path)?;
+        // Checked against the model before its factors are decoded.
+        let adapter = eng.read_lora(path)?;
         self.unload_lora(eng, path);
         let id = eng.load_lora(&adapter)?;
         self.lora_loads += 1;

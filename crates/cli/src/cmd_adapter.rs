@@ -210,9 +210,12 @@ pub struct MergeArgs {
 /// `rwkv merge`.
 pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     let base = ModelFile::open(&args.base)?;
+    // Each adapter is checked against the base's shapes before its factors are decoded.
+    let cfg = rwkv_engine::Rwkv7Weights::from_file(&base)?.config;
+    let lora_base = rwkv_engine::LoraBase::new(&cfg, base.file_len() as u64);
     let mut loaded = Vec::new();
     for spec in &args.loras {
-        let a = LoraAdapter::open(&spec.path)?;
+        let a = LoraAdapter::open_for(&spec.path, &lora_base)?;
         let s = spec.scale.unwrap_or_else(|| a.default_scale());
         loaded.push((a, s));
     }

@@ -6,8 +6,8 @@ use std::time::Instant;
 use clap::Args;
 use rwkv_engine::gpu::AdapterChoice;
 use rwkv_engine::{
-    CancelToken, Engine, GenerateOptions, InitState, LoadOptions, LoadProgress, LoraAdapter,
-    StateId, TextEvent, TextOutput,
+    CancelToken, Engine, GenerateOptions, InitState, LoadOptions, LoadProgress, StateId, TextEvent,
+    TextOutput,
 };
 
 /// A `--lora FILE[:SCALE]` argument.
@@ -140,7 +140,8 @@ impl ModelArgs {
     pub fn apply_loras(&self, eng: &mut Engine, quiet: bool) -> anyhow::Result<()> {
         let mut active = Vec::new();
         for l in &self.lora {
-            let a = LoraAdapter::open(&l.path)?;
+            // Checked against the model before its factors are decoded.
+            let a = eng.read_lora(&l.path)?;
             let s = l.scale.unwrap_or_else(|| a.default_scale());
             if !quiet {
                 eprintln!(
