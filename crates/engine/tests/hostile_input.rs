@@ -300,6 +300,24 @@ fn lora_decoded_size_is_budgeted_beside_the_base() {
     assert_adapter(&e, "big.gguf", &["136314880 bytes", "134217728 allowed"]);
 }
 
+/// A zip written in the `zip` crate's large-file mode (zip64 extra fields in the local
+/// headers, which shift the data) reads through the new directory reader; the central
+/// directory's zip64 fields and end record are `format::pth::zipdir`'s unit test.
+#[test]
+fn pth_zip64_archives_read() {
+    use std::io::Write;
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .large_file(true);
+    w.start_file("archive/data.pkl", o).unwrap();
+    w.write_all(b"\x80\x02}q\x00.").unwrap(); // an empty dict
+    w.start_file("archive/data/0", o).unwrap();
+    w.write_all(&[0; 16]).unwrap();
+    let b = w.finish().unwrap().into_inner();
+    assert_eq!(pth::parse(Path::new("z64.pth"), &b).unwrap().len(), 0);
+}
+
 /// Writes the small crafted cases into the fuzzers' committed regression corpus
 /// (`fuzz/corpus-min/<target>/hostile-*`; `scripts/fuzz.sh` fuzzes from it and
 /// `fuzz_corpora.rs` replays it):

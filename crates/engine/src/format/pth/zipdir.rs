@@ -217,3 +217,76 @@ pub(super) fn entries(path: &Path, map: &[u8]) -> Result<HashMap<String, Entry>>
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-entry zip as a writer of files over 4 GiB lays it out (miniz for torch.save):
+    /// sizes and offset in the central header are 0xFFFFFFFF with their values in the
+    /// zip64 extra field, a local extra field pads the data, zip64 end record + locator.
+    fn zip64_one_entry(name: &str, data: &[u8], pad: usize) -> Vec<u8> {
+        let mut b = b"PK\x03\x04".to_vec();
+        b.extend_from_slice(&[45, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // ver, flags, method, time, date, crc
+        b.extend_from_slice(&u32::MAX.to_le_bytes()); // sizes in the local zip64 field
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        b.extend_from_slice(&(pad as u16).to_le_bytes());
+        b.extend_from_slice(name.as_bytes());
+        b.extend(std::iter::repeat_n(0u8, pad));
+        let data_at = b.len();
+        b.extend_from_slice(data);
+        let cd = b.len() as u64;
+        b.extend_from_slice(b"PK\x01\x02");
+        b.extend_from_slice(&[45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]); // versions, flags, method, time, date, crc
+        b.extend_from_slice(&u32::MAX.to_le_bytes()); // compressed size
+        b.extend_from_slice(&u32::MAX.to_le_bytes()); // uncompressed size
+        b.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        b.extend_from_slice(&28u16.to_le_bytes()); // extra: 4 + 24
+        b.extend_from_slice(&[0; 6]); // comment length, disk, internal attributes
+        b.extend_from_slice(&[0; 4]); // external attributes
+        b.extend_from_slice(&u32::MAX.to_le_bytes()); // local header offset
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&24u16.to_le_bytes());
+        for v in [data.len() as u64, data.len() as u64, 0] {
+            b.extend_from_slice(&v.to_le_bytes()); // uncompressed, compressed, offset
+        }
+        let cd_size = b.len() as u64 - cd;
+        let rec = b.len() as u64;
+        b.extend_from_slice(b"PK\x06\x06");
+        b.extend_from_slice(&44u64.to_le_bytes());
+        b.extend_from_slice(&[45, 0, 45, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        for v in [1u64, 1, cd_size, cd] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(b"PK\x06\x07");
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&rec.to_le_bytes());
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(b"PK\x05\x06");
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&u16::MAX.to_le_bytes());
+        b.extend_from_slice(&u16::MAX.to_le_bytes());
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        b.extend_from_slice(&u32::MAX.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        assert_eq!(&b[data_at..data_at + data.len()], data);
+        b
+    }
+
+    #[test]
+    fn zip64_fields_and_local_padding() {
+        let p = Path::new("z.pth");
+        let b = zip64_one_entry("archive/data/0", b"0123456789", 37);
+        let e = entries(p, &b).unwrap_or_default();
+        let got = e.get("archive/data/0").map(|x| (x.start, x.len));
+        // 30-byte local header + 14-byte name + 37 bytes of padding.
+        assert_eq!(got, Some((30 + 14 + 37, 10)));
+        // A zip64 field the extra does not hold is an error, not a guess.
+        let mut short = b.clone();
+        let at = b.windows(4).position(|w| w == b"PK\x01\x02").unwrap_or(0);
+        short[at + 30] = 4; // extra length 4: the zip64 header without its values
+        assert!(entries(p, &short).is_err());
+    }
+}
