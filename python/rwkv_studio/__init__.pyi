@@ -178,6 +178,8 @@ class Model:
 
         Raises:
             ValueError: ``ids`` empty, an id ≥ vocab, a state of another model.
+            MemoryError: more than 2 GiB of logits in one call (8,192 positions of a
+                65,536-token vocabulary), refused before any work: ask in parts.
         """
     def embed(
         self,
@@ -196,6 +198,8 @@ class Model:
         Raises:
             ValueError: a text with no tokens (named by index), an unknown pooling, a
                 state of another model.
+            MemoryError: more than 2 GiB of output in one call (with ``"mean"``: every
+                token's row), refused before any work.
         """
     def fields(
         self,

@@ -248,6 +248,7 @@ impl Model {
 
     /// `[T, V]` float32 next-token logits after each of `ids` (from the zero state or a
     /// fork of `state`). ValueError: empty `ids`, an id >= vocab, a foreign state.
+    /// MemoryError: more than 2 GiB of logits in one call (refused before any work).
     #[pyo3(signature = (ids, *, state=None))]
     fn logits<'py>(
         &self,
