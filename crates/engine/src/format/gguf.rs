@@ -15,6 +15,10 @@
 //! Everything read from the file is untrusted: every count, string length, nesting depth,
 //! dimension, offset and size is capped and checked against the bytes that are really
 //! there *before* anything is allocated or sliced, with checked arithmetic throughout.
+//! The metadata is decoded within a budget ([`Limits`]: elements and bytes in all), arrays
+//! packed by element type (`gguf/values.rs`), and every vector sized from the file is
+//! reserved with `try_reserve`: a header of S bytes costs at most ≈ S + 64 MiB, where one
+//! U8 array once took 32 bytes an element (issue 33).
 
 use std::path::Path;
 
@@ -213,9 +217,10 @@ impl<'a> Reader<'a> {
 /// first) and absolute `offset`s, and the metadata in file order.
 ///
 /// Errors: [`EngineError::Malformed`] (bad magic or version, truncation, absurd counts or
-/// lengths, bad alignment, offsets or sizes past the end of the file, duplicate keys),
-/// [`EngineError::UnsupportedType`] (a tensor type the engine does not read, naming the
-/// tensor and the ggml type id). All name `path`.
+/// lengths, bad alignment, offsets or sizes past the end of the file, duplicate keys,
+/// metadata past [`Limits::DEFAULT`], naming the key), [`EngineError::UnsupportedType`]
+/// (a tensor type the engine does not read, naming the tensor and the ggml type id). All
+/// name `path`.
 pub fn parse(path: &Path, map: &[u8]) -> Result<Parsed> {
     parse_with(path, map, &Limits::DEFAULT)
 }
