@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use rwkv_engine::{
-    CancelToken, Engine, InitState, LoadOptions, LoraAdapter, Result, Rows, SeqInput, StateId, Want,
+    CancelToken, Engine, InitState, LoadOptions, Result, Rows, SeqInput, StateId, Want,
 };
 
 use crate::quality;
@@ -70,7 +70,7 @@ fn apply_adapters(
     let mut active = Vec::new();
     let mut names = Vec::new();
     for (path, scale) in &opts.loras {
-        let a = LoraAdapter::open(path)?;
+        let a = eng.read_lora(path)?;
         let s = scale.unwrap_or_else(|| a.default_scale());
         names.push(format!("{} ×{s} (rank {})", a.name, a.rank()));
         active.push((eng.load_lora(&a)?, s));
