@@ -47,6 +47,8 @@ export function errorTitle(code: string): string {
       return 'GPU problem';
     case 'too_large':
       return 'The model does not fit this GPU';
+    case 'output_too_large':
+      return 'Too much output for one request';
     case 'no_model':
       return 'No model loaded';
     case 'invalid_input':

@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod analysis;
 pub mod api;
 pub mod error;
+mod files;
 pub mod format;
 pub mod gpu;
 pub mod kernel_bench;

@@ -217,7 +217,8 @@ pub fn merge_to_safetensors(
     partial.push(".partial");
     let partial = std::path::PathBuf::from(partial);
     let io = |e: std::io::Error| EngineError::io(out, e);
-    let f = std::fs::File::create(&partial).map_err(io)?;
+    // create_new, 0600: a link planted at the temporary's name is never written through.
+    let f = crate::files::create_temporary(&partial).map_err(io)?;
     let mut wr = std::io::BufWriter::new(f);
     let result = (|| -> Result<()> {
         wr.write_all(&(hbytes.len() as u64).to_le_bytes())

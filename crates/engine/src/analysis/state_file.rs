@@ -320,7 +320,7 @@ pub fn write_state_file(
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
-        let mut f = std::io::BufWriter::new(create_temporary(&tmp)?);
+        let mut f = std::io::BufWriter::new(crate::files::create_temporary(&tmp)?);
         f.write_all(&encode_header(&header, &sha))?;
         f.write_all(&le)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
@@ -338,27 +338,6 @@ pub fn write_state_file(
         EngineError::io(path, e)
     })?;
     Ok(header)
-}
-
-/// A new temporary file at `tmp`, readable by the user only (0600 on Unix). Created with
-/// `create_new`, so that a name planted there (a link to another file) is never written
-/// through: what has the name — a killed save's leftover, or such a link — is removed
-/// first (a link goes, its target stays).
-fn create_temporary(tmp: &Path) -> std::io::Result<std::fs::File> {
-    let create = || {
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        o.open(tmp)
-    };
-    match create() {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::remove_file(tmp)?;
-            create()
-        }
-        r => r,
-    }
 }
 
 /// A state split into the fixtures' three arrays (C order).

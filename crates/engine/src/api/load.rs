@@ -206,7 +206,6 @@ impl Engine {
         t0: Instant,
     ) -> Result<Self> {
         let cfg = weights.config;
-        let release = |b: &[u8]| file.release(b);
         let t_upload = Instant::now();
         // Buffers first (limits checked, nothing copied), then two things at once: this
         // thread streams the weights into them while another builds the graph, whose
@@ -272,7 +271,7 @@ impl Engine {
                 })
                 .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
             let (streamed, oom) = oom_scope(&gpu, || {
-                pending.stream(&gpu, &opts.upload, &release, &mut |p| {
+                pending.stream(&gpu, &opts.upload, file, &mut |p| {
                     progress(LoadProgress::Upload {
                         tensors_done: p.tensors_done,
                         tensors_total: p.tensors_total,
@@ -298,6 +297,9 @@ impl Engine {
                 ));
             }
             streamed?;
+            // Every byte is in staging memory: a file written to meanwhile (its length or
+            // time changed) would leave a mix of two files on the GPU.
+            file.check_unchanged()?;
             let tokenizer = tokenizing
                 .join()
                 .map_err(|_| EngineError::gpu("building the tokenizer panicked"))??;

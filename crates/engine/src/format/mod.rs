@@ -228,6 +228,48 @@ pub struct ModelFile {
     tensors: Vec<TensorInfo>,
     by_name: HashMap<String, usize>,
     metadata: Vec<(String, MetaValue)>,
+    /// The file behind the mapping, with its length and modification time when it was
+    /// opened; `None` for [`ModelFile::from_bytes`].
+    opened: Option<Opened>,
+}
+
+/// See [`ModelFile::read_into`] and [`ModelFile::check_unchanged`].
+struct Opened {
+    file: std::fs::File,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+/// Where the weights' bytes come from during an upload: `read` copies a slice of the
+/// file's mapping into staging memory, `release` drops the slice's pages afterwards.
+/// [`ModelFile`] reads with `pread`; [`InMemory`] copies (bytes that are no file's).
+pub trait FileBytes {
+    /// Copies `part` (a slice of the file's mapping) into `dst` (of the same length).
+    ///
+    /// Errors: [`EngineError::Io`] naming the file when it no longer holds those bytes.
+    fn read(&self, part: &[u8], dst: &mut [u8]) -> Result<()>;
+    /// Drops `part`'s pages from the process's resident set (a hint).
+    fn release(&self, part: &[u8]);
+}
+
+/// [`FileBytes`] for bytes in memory: plain copies, nothing to release.
+pub struct InMemory;
+
+impl FileBytes for InMemory {
+    fn read(&self, part: &[u8], dst: &mut [u8]) -> Result<()> {
+        dst.copy_from_slice(part);
+        Ok(())
+    }
+    fn release(&self, _part: &[u8]) {}
+}
+
+impl FileBytes for ModelFile {
+    fn read(&self, part: &[u8], dst: &mut [u8]) -> Result<()> {
+        self.read_into(part, dst)
+    }
+    fn release(&self, part: &[u8]) {
+        ModelFile::release(self, part)
+    }
 }
 
 impl std::fmt::Debug for ModelFile {
@@ -271,7 +313,88 @@ impl ModelFile {
         // mapped would fault on access — the same contract every mmap-based loader
         // (llama.cpp, candle, safetensors) accepts for model files.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| EngineError::io(&path, e))?;
-        Self::from_map(path, map)
+        let mut mf = Self::from_map(path, map)?;
+        mf.opened = Some(Opened {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            file,
+        });
+        Ok(mf)
+    }
+
+    /// Copies `src` — a slice of this mapping — into `dst` by reading the file (`pread`),
+    /// not the mapping: the weights' bulk goes to the GPU this way, so a file that another
+    /// process cuts short while the model loads (a download or a copy over it) is an error
+    /// naming the file, never a SIGBUS that nothing can catch. Slices from elsewhere (and
+    /// every slice of [`Self::from_bytes`], or where the OS has no `pread`) are copied.
+    ///
+    /// Errors: [`EngineError::Io`] when the file now ends before `src` does, or the read
+    /// fails.
+    pub fn read_into(&self, src: &[u8], dst: &mut [u8]) -> Result<()> {
+        let base = self.map.as_ptr() as usize;
+        let start = src.as_ptr() as usize;
+        let inside = start >= base && start + src.len() <= base + self.map.len();
+        match &self.opened {
+            #[cfg(unix)]
+            Some(o) if inside && dst.len() == src.len() => {
+                use std::os::unix::fs::FileExt;
+                let off = (start - base) as u64;
+                o.file.read_exact_at(dst, off).map_err(|e| {
+                    let now = o.file.metadata().map(|m| m.len()).unwrap_or(0);
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        self.changed(format!(
+                            "it was {} bytes when opened and is {now} now (bytes {off}..{} \
+                             are gone)",
+                            o.len,
+                            off + src.len() as u64
+                        ))
+                    } else {
+                        EngineError::io(&self.path, e)
+                    }
+                })
+            }
+            _ => {
+                if dst.len() != src.len() {
+                    return Err(EngineError::Op {
+                        op: "read_into",
+                        what: format!("{} bytes into {}", src.len(), dst.len()),
+                    });
+                }
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+        }
+    }
+
+    /// Errors ([`EngineError::Io`] naming the file) when the file's length or modification
+    /// time differ from when it was opened: its bytes changed under the load, which must
+    /// not keep a mix of two files. `Ok` for [`Self::from_bytes`].
+    pub fn check_unchanged(&self) -> Result<()> {
+        let Some(o) = &self.opened else {
+            return Ok(());
+        };
+        let m = o
+            .file
+            .metadata()
+            .map_err(|e| EngineError::io(&self.path, e))?;
+        if m.len() != o.len || m.modified().ok() != o.modified {
+            return Err(self.changed(format!(
+                "it was {} bytes when opened and is {} now, or was written to",
+                o.len,
+                m.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn changed(&self, how: String) -> EngineError {
+        EngineError::io(
+            &self.path,
+            std::io::Error::other(format!(
+                "the file changed while the model was loading ({how}); load it again once \
+                 it is complete"
+            )),
+        )
     }
 
     /// Parses a model held in memory, as if it were a file called `name` (tests, fuzzing,
@@ -323,6 +446,7 @@ impl ModelFile {
             tensors,
             by_name,
             metadata,
+            opened: None,
         })
     }
 

@@ -350,11 +350,11 @@ impl GpuWeights {
         w: &Rwkv7Weights,
         limit: Option<u64>,
         opts: &UploadOptions,
-        release: &(dyn Fn(&[u8]) + Sync),
+        bytes: &(dyn crate::format::FileBytes + Sync),
         progress: &mut dyn FnMut(UploadProgress),
     ) -> Result<Self> {
         let (weights, pending) = Self::plan(gpu, w, limit)?;
-        pending.stream(gpu, opts, release, progress)?;
+        pending.stream(gpu, opts, bytes, progress)?;
         Ok(weights)
     }
 

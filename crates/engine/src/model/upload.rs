@@ -8,7 +8,8 @@
 //!    of at most [`UploadOptions::piece_bytes`], pieces packed into waves, one wave per
 //!    reusable staging buffer (`MAP_WRITE | COPY_SRC`, [`UploadOptions::wave_bytes`]).
 //!    Workers copy or decode their piece from the file mapping into the mapped staging
-//!    buffer and drop the piece's file pages from the resident set (`release`). When a
+//!    buffer (read from the file with `pread`, not the mapping: `FileBytes`) and drop the
+//!    piece's file pages from the resident set (`release`). When a
 //!    wave is full the coordinator unmaps it, records one `copy_buffer_to_buffer` per
 //!    piece, submits, and asks for the buffer to be mapped again once the GPU has copied
 //!    it. At most `in_flight_bytes / wave_bytes` staging buffers exist; the coordinator
@@ -33,7 +34,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
 use crate::error::{EngineError, Result};
-use crate::format::DType;
+use crate::format::{DType, FileBytes};
 use crate::gpu::GpuContext;
 
 /// How the upload is cut up. The defaults suit any GPU; tests force tiny waves to run
@@ -75,7 +76,7 @@ pub struct UploadProgress {
 
 /// What fills a destination buffer.
 pub(crate) enum Source<'a> {
-    /// Bytes of the file mapping, copied as they are (and released after).
+    /// Bytes of the file mapping, read from the file as they are (and released after).
     File(&'a [u8]),
     /// Rows of `n_in` values of a non-native encoding in the file, decoded to F16.
     Decode {
@@ -141,7 +142,7 @@ fn fill(
     job: &Job,
     off: u64,
     view: &mut wgpu::BufferViewMut,
-    release: &(dyn Fn(&[u8]) + Sync),
+    bytes: &(dyn FileBytes + Sync),
 ) -> Result<()> {
     let off = off as usize;
     let n = view.len();
@@ -155,10 +156,21 @@ fn fill(
             let end = (off + n).min(b.len());
             let part = b.get(off.min(end)..end).unwrap_or(&[]);
             if !part.is_empty() {
-                view.slice(..part.len()).copy_from_slice(part);
-            }
-            if from_file {
-                release(part);
+                if from_file {
+                    // Read from the file, not its mapping: a file cut short meanwhile is an
+                    // error here, not a SIGBUS (`ModelFile::read_into`).
+                    let mut dst = view.slice(..part.len());
+                    let len = dst.len();
+                    let ptr = dst.as_raw_element_ptr().as_ptr();
+                    // SAFETY: `ptr`/`len` are this worker's exclusive, live mapped range of a
+                    // staging buffer (wgpu zero-fills it, so every byte is initialised); the
+                    // slice lives only for the read, which writes it and never reads it.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+                    bytes.read(part, dst)?;
+                    bytes.release(part);
+                } else {
+                    view.slice(..part.len()).copy_from_slice(part);
+                }
             }
             part.len()
         }
@@ -180,15 +192,17 @@ fn fill(
                         op: "upload",
                         what: format!("`{}`: rows {r0}..{r1} past the tensor's end", job.name),
                     })?;
+            let mut raw = vec![0u8; part.len()];
+            bytes.read(part, &mut raw)?;
             let mut f = vec![0f32; r1.saturating_sub(r0) * n_in];
-            crate::quant::dequantize(*dtype, part, &mut f)?;
+            crate::quant::dequantize(*dtype, &raw, &mut f)?;
             let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
-            let bytes: &[u8] = bytemuck::cast_slice(&h);
-            if !bytes.is_empty() {
-                view.slice(..bytes.len()).copy_from_slice(bytes);
+            let out: &[u8] = bytemuck::cast_slice(&h);
+            if !out.is_empty() {
+                view.slice(..out.len()).copy_from_slice(out);
             }
-            release(part);
-            bytes.len()
+            bytes.release(part);
+            out.len()
         }
         (_, None) => 0,
     };
@@ -236,7 +250,7 @@ fn worker(
     rx: &Mutex<mpsc::Receiver<Work>>,
     tx: mpsc::Sender<Done>,
     cancel: &AtomicBool,
-    release: &(dyn Fn(&[u8]) + Sync),
+    bytes: &(dyn FileBytes + Sync),
 ) {
     loop {
         let next = match rx.lock() {
@@ -246,7 +260,7 @@ fn worker(
         let Ok(mut work) = next else { return };
         let result = match jobs.get(work.piece.job) {
             _ if cancel.load(Ordering::Relaxed) => Ok(()),
-            Some(job) => fill(job, work.piece.off, &mut work.view, release),
+            Some(job) => fill(job, work.piece.off, &mut work.view, bytes),
             None => Err(EngineError::gpu("upload: piece of an unknown tensor")),
         };
         // The mapped range must be gone before the coordinator unmaps the wave.
@@ -268,7 +282,7 @@ fn stream(
     gpu: &GpuContext,
     jobs: &[Job],
     opts: &UploadOptions,
-    release: &(dyn Fn(&[u8]) + Sync),
+    bytes: &(dyn FileBytes + Sync),
     progress: &mut dyn FnMut(UploadProgress),
 ) -> Result<FillStats> {
     let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
@@ -309,7 +323,7 @@ fn stream(
             let (rx, tx, cancel) = (&work_rx, done_tx.clone(), &cancel);
             std::thread::Builder::new()
                 .name(format!("rwkv-upload-{i}"))
-                .spawn_scoped(s, move || worker(jobs, rx, tx, cancel, release))
+                .spawn_scoped(s, move || worker(jobs, rx, tx, cancel, bytes))
                 .map_err(|e| EngineError::gpu(format!("upload: cannot start a thread: {e}")))?;
         }
         drop(done_tx);
@@ -494,11 +508,11 @@ impl PendingUpload<'_> {
         self,
         gpu: &GpuContext,
         opts: &UploadOptions,
-        release: &(dyn Fn(&[u8]) + Sync),
+        bytes: &(dyn FileBytes + Sync),
         progress: &mut dyn FnMut(UploadProgress),
     ) -> Result<()> {
         let t0 = Instant::now();
-        let stats = stream(gpu, &self.jobs, opts, release, progress)?;
+        let stats = stream(gpu, &self.jobs, opts, bytes, progress)?;
         let t = t0.elapsed().as_secs_f64();
         let total: u64 = self.jobs.iter().map(|j| j.len).sum();
         log::debug!(
