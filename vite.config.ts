@@ -27,5 +27,10 @@ export default defineConfig({
     globals: true,
     include: ['src/**/*.test.ts'],
     setupFiles: ['src/test-setup.ts'],
+    // Every test, hook and teardown has a deadline (vitest's defaults, stated): a hang
+    // fails the test by name in seconds (issue 26).
+    testTimeout: 5_000,
+    hookTimeout: 10_000,
+    teardownTimeout: 10_000,
   },
 });
