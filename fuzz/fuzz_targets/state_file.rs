@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 use libfuzzer_sys::fuzz_target;
-use rwkv_engine::analysis::{read_state_file, read_state_header, write_state_file};
+use rwkv_engine::format::{read_state_file, read_state_header, write_state_file};
 use sha2::{Digest, Sha256};
 
 fn scratch(name: &str) -> PathBuf {

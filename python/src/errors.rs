@@ -28,6 +28,7 @@ pub fn to_py(e: EngineError) -> PyErr {
         },
         EngineError::Malformed { .. }
         | EngineError::NotRwkv7 { .. }
+        | EngineError::Unsupported { .. }
         | EngineError::MissingTensor { .. }
         | EngineError::Shape { .. }
         | EngineError::UnsupportedType { .. }

@@ -79,6 +79,7 @@ impl From<EngineError> for AppError {
             EngineError::Io { path, .. }
             | EngineError::Malformed { path, .. }
             | EngineError::NotRwkv7 { path, .. }
+            | EngineError::Unsupported { path, .. }
             | EngineError::MissingTensor { path, .. }
             | EngineError::Shape { path, .. }
             | EngineError::UnsupportedType { path, .. } => Some(path.display().to_string()),

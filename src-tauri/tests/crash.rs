@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rwkv_engine::analysis::read_state_file;
+use rwkv_engine::format::read_state_file;
 use rwkv_studio_lib::store::{Role, Store};
 use serde_json::{json, Value};
 use support::app_at;

@@ -1,7 +1,7 @@
 //! Adapter files from the command line: `rwkv inspect FILE` on a LoRA adapter or a
 //! state-tuning file (format, rank, alpha, default scale, targets, the base shape they
 //! imply), and `rwkv merge --base MODEL --lora FILE[:SCALE] … --out OUT.safetensors`
-//! (a standalone model with `W + SCALE·B·A` in F32, `rwkv_engine::adapter::merge`).
+//! (a standalone model with `W + SCALE·B·A` in F32, `rwkv_engine::api::merge_to_safetensors`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -221,7 +221,7 @@ pub fn merge(args: MergeArgs) -> anyhow::Result<()> {
     }
     let pairs: Vec<(&LoraAdapter, f32)> = loaded.iter().map(|(a, s)| (a, *s)).collect();
     let t0 = std::time::Instant::now();
-    let sum = rwkv_engine::adapter::merge_to_safetensors(&base, &pairs, &args.out)
+    let sum = rwkv_engine::api::merge_to_safetensors(&base, &pairs, &args.out)
         .with_context(|| format!("merging into {}", args.out.display()))?;
     for (a, s) in &pairs {
         eprintln!(

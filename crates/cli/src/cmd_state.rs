@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use rwkv_engine::analysis::{read_state_header, StateHeader};
+use rwkv_engine::format::{read_state_header, StateHeader};
 use rwkv_engine::sampler::SamplerOptions;
 use rwkv_engine::{CancelToken, GenerateOptions};
 

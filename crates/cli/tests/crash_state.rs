@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rwkv_engine::analysis::read_state_file;
+use rwkv_engine::format::read_state_file;
 use rwkv_engine::Tokenizer;
 
 fn demo_model() -> PathBuf {

@@ -32,6 +32,11 @@ pub enum EngineError {
     #[error("{path}: not an RWKV-7 model: {what}")]
     NotRwkv7 { path: PathBuf, what: String },
 
+    /// An RWKV-7 model this engine cannot run (a head size other than
+    /// [`crate::HEAD_SIZE`], …): `what` names the value and what the engine supports.
+    #[error("{path}: unsupported model: {what}")]
+    Unsupported { path: PathBuf, what: String },
+
     /// A tensor the model needs is absent.
     #[error("{path}: missing tensor `{tensor}`")]
     MissingTensor { path: PathBuf, tensor: String },
@@ -108,6 +113,7 @@ impl EngineError {
             EngineError::Io { .. } => "io",
             EngineError::Malformed { .. } => "malformed_file",
             EngineError::NotRwkv7 { .. } => "not_rwkv7",
+            EngineError::Unsupported { .. } => "unsupported_model",
             EngineError::MissingTensor { .. } => "missing_tensor",
             EngineError::Shape { .. } => "tensor_shape",
             EngineError::UnsupportedType { .. } => "unsupported_type",

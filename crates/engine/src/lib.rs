@@ -8,6 +8,7 @@
 pub mod adapter;
 pub mod analysis;
 pub mod api;
+pub mod config;
 pub mod error;
 mod files;
 pub mod format;
@@ -24,16 +25,19 @@ pub mod tokenizer;
 
 pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 pub use analysis::{
-    EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, ModelFingerprint,
-    Pooling, PrefixCache, StateHeader, StateLayout,
+    EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, Pooling,
+    PrefixCache,
 };
 pub use api::{
     CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,
     LoraId, ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
 };
+pub use config::{LoraRanks, Rwkv7Config, GN_EPS, HEAD_SIZE, LN_EPS};
 pub use error::{EngineError, Result};
-pub use format::{DType, FileFormat, ModelFile, TensorInfo, TensorView};
-pub use model::config::{LoraRanks, Rwkv7Config};
+pub use format::{
+    DType, FileFormat, ModelFile, ModelFingerprint, StateHeader, StateLayout, TensorInfo,
+    TensorView,
+};
 pub use model::gpu_weights::{UploadOptions, UploadProgress};
 pub use model::weights::Rwkv7Weights;
 pub use tokenizer::{StreamDecoder, Tokenizer};

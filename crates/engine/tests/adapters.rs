@@ -17,7 +17,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use rwkv_engine::adapter::merge_to_safetensors;
+use rwkv_engine::api::merge_to_safetensors;
 use rwkv_engine::{AdapterFormat, Engine, InitState, LoadOptions, LoraAdapter, ModelFile};
 use support::*;
 

@@ -100,7 +100,7 @@ fn wrong_base_shape_names_the_tensor() {
     );
     // … and merging it is refused before anything is written.
     let out = scratch("adapters-err-merge").join("m.safetensors");
-    let e = rwkv_engine::adapter::merge_to_safetensors(&small, &[(&a, 1.0)], &out).unwrap_err();
+    let e = rwkv_engine::api::merge_to_safetensors(&small, &[(&a, 1.0)], &out).unwrap_err();
     assert_adapter(&e, "rwkv7-tiny.lora.safetensors", &["256×256"]);
     assert!(!out.exists());
     // A layer the model lacks.

@@ -18,7 +18,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use rwkv_engine::adapter::merge_to_safetensors;
+use rwkv_engine::api::merge_to_safetensors;
 use rwkv_engine::{Engine, InitState, LoadOptions, LoraAdapter, ModelFile, Rows, SeqInput, Want};
 use support::*;
 

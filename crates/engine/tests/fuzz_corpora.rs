@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 use std::path::{Path, PathBuf};
 
-use rwkv_engine::analysis::{read_state_file, read_state_header, write_state_file};
+use rwkv_engine::format::{read_state_file, read_state_header, write_state_file};
 use rwkv_engine::npy;
 use sha2::{Digest, Sha256};
 

@@ -15,9 +15,9 @@
 mod support;
 
 use rwkv_engine::analysis::{
-    read_state_header, EmbedInput, EmbeddingCache, Field, FieldOptions, Pooling, PrefixCache,
-    STATE_HEADER_BYTES,
+    EmbedInput, EmbeddingCache, Field, FieldOptions, Pooling, PrefixCache,
 };
+use rwkv_engine::format::{read_state_header, STATE_HEADER_BYTES};
 use rwkv_engine::{EngineError, Rows, SeqInput, StateId, Want};
 use support::*;
 

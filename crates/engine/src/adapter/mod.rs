@@ -12,15 +12,14 @@
 
 use serde::Serialize;
 
-pub mod merge;
 mod read;
 mod state;
 
-pub use merge::{merge_to_safetensors, MergeSummary};
+pub(crate) use read::display_name;
 pub use read::FACTOR_TYPES;
 
+use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
-use crate::model::config::Rwkv7Config;
 
 /// The matrices of a block a LoRA may adapt (BlinkDL names, without `blocks.N.`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

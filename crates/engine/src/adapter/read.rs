@@ -25,8 +25,8 @@ use super::{AdapterFormat, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 use crate::error::{EngineError, Result};
 use crate::format::{DType, FileFormat, MetaValue, ModelFile, TensorInfo};
 
-/// Most layers an adapter may name (as [`crate::model::names::MAX_LAYERS`]).
-const MAX_LAYER: usize = crate::model::names::MAX_LAYERS;
+/// Most layers an adapter may name (as a model may have).
+const MAX_LAYER: usize = crate::config::MAX_LAYERS;
 
 /// Which factor of a pair a tensor is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::cache::EmbeddingCache;
 use crate::analysis::embed::{cosine, norm, EmbedInput, Pooling};
-use crate::analysis::state_file::ModelFingerprint;
 use crate::api::{Engine, StateId};
 use crate::error::{EngineError, Result};
+use crate::format::state_file::ModelFingerprint;
 
 /// Most fields per analysis: the similarity matrix grows as the square (1024 fields:
 /// 1 M entries, ≈ 4 MiB as f32, ≈ 10 MB as JSON). More is an error, not a slow answer.

@@ -8,11 +8,11 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::Engine;
+use crate::config::{Rwkv7Config, HEAD_SIZE};
 use crate::error::{EngineError, Result};
 use crate::format::ModelFile;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{AdapterChoice, GpuContext};
-use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::{GpuWeights, UploadOptions};
 use crate::model::graph::{Graph, Regions};
 use crate::model::weights::Rwkv7Weights;
@@ -84,7 +84,7 @@ pub struct ModelInfo {
     pub load_ms: f64,
     /// sha256 of the config and the tensor table (names, types, shapes); states and
     /// cached embeddings are tied to it (see `analysis::model_fingerprint`).
-    pub fingerprint: crate::analysis::ModelFingerprint,
+    pub fingerprint: crate::format::ModelFingerprint,
 }
 
 /// Runs `f` inside an out-of-memory error scope on this thread; returns its result and the
@@ -206,6 +206,16 @@ impl Engine {
         t0: Instant,
     ) -> Result<Self> {
         let cfg = weights.config;
+        if cfg.head_size != HEAD_SIZE {
+            return Err(EngineError::Unsupported {
+                path: file.path().to_path_buf(),
+                what: format!(
+                    "unsupported head size {} (the WKV kernels are built for head size \
+                     {HEAD_SIZE}, as every released RWKV-7)",
+                    cfg.head_size
+                ),
+            });
+        }
         let t_upload = Instant::now();
         // Buffers first (limits checked, nothing copied), then two things at once: this
         // thread streams the weights into them while another builds the graph, whose
@@ -338,7 +348,7 @@ impl Engine {
             adapter: gpu.summary.clone(),
             features: gpu.features,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
-            fingerprint: crate::analysis::model_fingerprint(file, &cfg),
+            fingerprint: crate::format::model_fingerprint(file, &cfg),
         };
         if tokenizer.vocab_size() > cfg.vocab_size {
             return Err(EngineError::Tokenizer {

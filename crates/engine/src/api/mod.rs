@@ -10,7 +10,9 @@ mod forward;
 mod generate;
 mod load;
 mod lora;
+mod merge;
 mod state;
+mod state_files;
 
 pub use forward::{ForwardOutput, Rows, SeqInput, Want};
 pub use generate::{
@@ -18,15 +20,16 @@ pub use generate::{
 };
 pub use load::{LoadOptions, LoadProgress, ModelInfo};
 pub use lora::LoraId;
+pub use merge::{merge_to_safetensors, MergeSummary};
 pub use state::StateId;
 
 use std::sync::Arc;
 
+use crate::config::Rwkv7Config;
 use crate::error::Result;
 use crate::format::DType;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::GpuContext;
-use crate::model::config::Rwkv7Config;
 use crate::model::gpu_weights::GpuWeights;
 use crate::model::graph::Graph;
 use crate::tokenizer::Tokenizer;

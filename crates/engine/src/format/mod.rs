@@ -1,20 +1,28 @@
-//! Model files over a memory map: GGUF, SafeTensors and PyTorch `.pth`.
+//! Model files over a memory map: GGUF, SafeTensors and PyTorch `.pth`; and the files the
+//! engine writes about a model: `.rwkvstate` states and the model fingerprint they carry.
 //!
 //! [`ModelFile::open`] maps the file, parses and validates its header (every offset and
 //! size checked against the file length before any slice), and lists its tensors.
 //! Tensor bytes are never copied here: a [`TensorView`] borrows them from the mapping.
 
+pub mod fingerprint;
 pub mod gguf;
 mod meta;
 pub mod pth;
 pub mod safetensors;
+pub mod state_file;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{EngineError, Result};
 
+pub use fingerprint::{model_fingerprint, ModelFingerprint};
 pub use meta::{MetaArray, MetaValue};
+pub use state_file::{
+    read_state_file, read_state_header, write_state_file, StateArrays, StateHeader, StateLayout,
+    LAYOUT_PER_LAYER_V1, STATE_HEADER_BYTES, STATE_MAGIC, STATE_VERSION,
+};
 
 /// Element / block encodings the engine reads. Block sizes and byte sizes follow ggml
 /// (`ggml.c` type traits); the ids are GGUF's `ggml_type` values.

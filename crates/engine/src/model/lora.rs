@@ -23,9 +23,9 @@
 use std::sync::Arc;
 
 use crate::adapter::{LoraAdapter, LoraTarget};
+use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
 use crate::gpu::{buffer, GpuContext};
-use crate::model::config::Rwkv7Config;
 use crate::ops::matmul::LoraArgs;
 use crate::ops::GpuMatrix;
 

@@ -1,15 +1,11 @@
-//! RWKV-7: config, typed weights (built from a file's tensors by `names`), the weights on
-//! the GPU and the forward graph. `model/` reads `format/`; `format/` knows nothing of it.
-pub mod config;
+//! RWKV-7: typed weights (built from a file's tensors by `names`), the weights on the GPU
+//! (`gpu_weights`, streamed by `upload`), the active LoRA adapters on the GPU (`lora`),
+//! the forward graph (`graph/`) and a CPU reference of the forward pass (`cpu_ref`).
+//! `model/` reads `format/`, `adapter/` and `ops/`; none of them knows it.
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
-mod graph_group;
-mod graph_layer;
-mod graph_lora;
-mod graph_pass;
 pub mod lora;
 pub mod names;
-pub mod regions;
 pub mod upload;
 pub mod weights;

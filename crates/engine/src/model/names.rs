@@ -27,17 +27,12 @@
 
 use std::path::PathBuf;
 
+use crate::config::{LoraRanks, Rwkv7Config, HEAD_SIZE, MAX_LAYERS};
 use crate::error::{EngineError, Result};
 use crate::format::{DType, FileFormat, ModelFile, TensorView};
-use crate::model::config::{LoraRanks, Rwkv7Config};
 use crate::model::weights::{
     Block, ChannelMix, Matrix, MatrixLayout, Norm, Rwkv7Weights, TimeMix, Vector,
 };
-
-/// Head size of every released RWKV-7 (used when a GGUF lacks `rwkv7.wkv.head_size`).
-pub const DEFAULT_HEAD_SIZE: usize = 64;
-/// Most layers accepted (released models have at most 61).
-pub const MAX_LAYERS: usize = 4096;
 
 /// Which tensor names a file uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +54,18 @@ pub fn naming(file: &ModelFile) -> Option<Naming> {
     }
 }
 
+impl<'a> Rwkv7Weights<'a> {
+    /// Maps `file`'s tensors (GGUF names or BlinkDL names) to the typed description,
+    /// inferring the config from shapes and metadata and checking every shape.
+    ///
+    /// Errors: [`crate::EngineError::NotRwkv7`], [`crate::EngineError::MissingTensor`],
+    /// [`crate::EngineError::Shape`], [`crate::EngineError::UnsupportedType`], each
+    /// naming the file and the tensor.
+    pub fn from_file(file: &'a ModelFile) -> Result<Self> {
+        map_rwkv7(file)
+    }
+}
+
 /// Maps `file`'s tensors to the typed RWKV-7 description (views into the mapping; nothing
 /// is copied or decoded).
 ///
@@ -66,7 +73,7 @@ pub fn naming(file: &ModelFile) -> Option<Naming> {
 /// other than `rwkv7`, neither naming present, an RWKV-4/5/6 checkpoint, unusable
 /// metadata), [`EngineError::MissingTensor`], [`EngineError::Shape`] (naming the tensor,
 /// expected and got), [`EngineError::UnsupportedType`] (a vector not F32/F16/BF16).
-pub fn map_rwkv7(file: &ModelFile) -> Result<Rwkv7Weights<'_>> {
+fn map_rwkv7(file: &ModelFile) -> Result<Rwkv7Weights<'_>> {
     let path = file.path().to_path_buf();
     let not_rwkv7 = |what: String| EngineError::NotRwkv7 {
         path: path.clone(),
@@ -245,7 +252,7 @@ impl<'a> Mapper<'a> {
 
         let head_size = self.dim("rwkv7.wkv.head_size", || {
             if gguf {
-                Ok(DEFAULT_HEAD_SIZE)
+                Ok(HEAD_SIZE)
             } else {
                 self.axis(&self.names(0).att("r_k"), 2, 1)
             }

@@ -3,9 +3,9 @@
 //! Every tensor stays a view into the file mapping. Names, shapes and the math they feed
 //! follow BlinkDL's `RWKV_x070` (rwkv pip package) and llama.cpp's `rwkv7.cpp`.
 
+use crate::config::Rwkv7Config;
 use crate::error::Result;
-use crate::format::{DType, ModelFile};
-use crate::model::config::Rwkv7Config;
+use crate::format::DType;
 
 /// How a matrix's elements are ordered in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,16 +174,4 @@ pub struct Rwkv7Weights<'a> {
     pub ln_out: Norm<'a>,
     /// Head `[vocab, C]`.
     pub head: Matrix<'a>,
-}
-
-impl<'a> Rwkv7Weights<'a> {
-    /// Maps `file`'s tensors (GGUF names or BlinkDL names) to the typed description,
-    /// inferring the config from shapes and metadata and checking every shape.
-    ///
-    /// Errors: [`crate::EngineError::NotRwkv7`], [`crate::EngineError::MissingTensor`],
-    /// [`crate::EngineError::Shape`], [`crate::EngineError::UnsupportedType`], each
-    /// naming the file and the tensor.
-    pub fn from_file(file: &'a ModelFile) -> Result<Self> {
-        crate::model::names::map_rwkv7(file)
-    }
 }

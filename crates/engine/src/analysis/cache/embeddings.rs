@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::{CacheStats, StateKey};
 use crate::analysis::embed::{EmbedInput, Embeddings, Pooling};
-use crate::analysis::fingerprint::ModelFingerprint;
 use crate::api::{Engine, StateId};
 use crate::error::{EngineError, Result};
+use crate::format::fingerprint::ModelFingerprint;
 
 /// Key of a cached embedding.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -18,9 +18,9 @@ pub use prefix::{Prefilled, PrefixCache, PREFIX_NODE_BYTES};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::analysis::fingerprint::hex;
 use crate::api::{Engine, StateId};
 use crate::error::Result;
+use crate::format::fingerprint::hex;
 
 /// Counters and sizes of a cache.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

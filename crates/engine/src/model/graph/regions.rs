@@ -1,7 +1,7 @@
 //! Where each activation lives: the static offsets of the forward pass's regions in its one
 //! f32 buffer (`t_cap` rows each), so every bind group is built once.
 
-use crate::model::config::Rwkv7Config;
+use crate::config::Rwkv7Config;
 
 /// Offsets (f32 elements) of the activation regions.
 #[derive(Debug, Clone, Copy)]

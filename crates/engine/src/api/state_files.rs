@@ -1,14 +1,14 @@
-//! The engine's state operations built on the state files: prefill (from zero or from a
-//! parent), feed, read back, save to and load from `.rwkvstate`, export as `.npy`.
+//! States as files: save to and load from `.rwkvstate` (the format is
+//! `format/state_file.rs`, `docs/state-format.md`), export as the fixtures' `.npy` arrays.
 
 use std::path::{Path, PathBuf};
 
-use super::fingerprint::ModelFingerprint;
-use super::state_file::{
+use super::{Engine, StateId};
+use crate::error::{EngineError, Result};
+use crate::format::state_file::{
     read_state_file, read_state_header, write_state_file, StateArrays, StateHeader, StateLayout,
 };
-use crate::api::{Engine, Rows, SeqInput, StateId, Want};
-use crate::error::{EngineError, Result};
+use crate::format::ModelFingerprint;
 
 impl Engine {
     /// This model's fingerprint (also in [`Engine::info`]).
@@ -19,68 +19,6 @@ impl Engine {
     /// The layout of this model's states.
     pub fn state_layout(&self) -> StateLayout {
         StateLayout::of(self.config())
-    }
-
-    /// A new state holding `tokens` fed from the zero state (the head never runs).
-    /// An empty `tokens` gives the zero state. The caller owns the state (free it with
-    /// [`Engine::free_state`]).
-    ///
-    /// Errors: as [`Engine::forward`] (token id ≥ vocab, cancelled…); nothing is leaked.
-    pub fn prefill(&mut self, tokens: &[u32]) -> Result<StateId> {
-        let st = self.new_state()?;
-        self.feed_or_free(st, tokens)
-    }
-
-    /// A new state: a fork of `parent` fed with `tokens` (`parent` is untouched).
-    ///
-    /// Errors: unknown `parent`; as [`Engine::prefill`].
-    pub fn prefill_from(&mut self, parent: StateId, tokens: &[u32]) -> Result<StateId> {
-        let st = self.fork_state(parent)?;
-        self.feed_or_free(st, tokens)
-    }
-
-    /// Feeds `tokens` into the existing `state` (no outputs).
-    ///
-    /// Errors: as [`Engine::forward`]; an empty `tokens` does nothing.
-    pub fn feed(&mut self, state: StateId, tokens: &[u32]) -> Result<()> {
-        if tokens.is_empty() {
-            return Ok(());
-        }
-        self.forward(
-            &[SeqInput {
-                state,
-                tokens,
-                rows: Rows::None,
-            }],
-            Want {
-                logits: false,
-                embeddings: false,
-            },
-            None,
-        )?;
-        Ok(())
-    }
-
-    fn feed_or_free(&mut self, st: StateId, tokens: &[u32]) -> Result<StateId> {
-        match self.feed(st, tokens) {
-            Ok(()) => Ok(st),
-            Err(e) => {
-                let _ = self.free_state(st);
-                Err(e)
-            }
-        }
-    }
-
-    /// Reads a whole state back to the host (`state_len()` f32, layout 1).
-    ///
-    /// Errors: unknown state; [`EngineError::OutputTooLarge`] when one state exceeds
-    /// [`crate::output::MAX_OUTPUT_BYTES`]; GPU read-back errors.
-    pub fn read_state_vec(&self, id: StateId) -> Result<Vec<f32>> {
-        let n = self.state_len();
-        let mut v = crate::output::vec(|| format!("a state of {n} values"), n)?;
-        v.resize(n, 0.0);
-        self.read_state(id, &mut v)?;
-        Ok(v)
     }
 
     /// Saves state `id` to `path` as a `.rwkvstate` file, recording `tokens` (how many

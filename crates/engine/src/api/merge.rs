@@ -17,7 +17,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{LoraAdapter, LoraMatrix, LoraTarget};
+use crate::adapter::{LoraAdapter, LoraMatrix, LoraTarget};
 use crate::error::{EngineError, Result};
 use crate::format::{DType, ModelFile};
 use crate::model::weights::{Matrix, MatrixLayout, Rwkv7Weights, Vector};
@@ -186,7 +186,7 @@ pub fn merge_to_safetensors(
     meta.insert("format".into(), "pt".into());
     meta.insert(
         "merged_from".into(),
-        super::read::display_name(base.path()).into(),
+        crate::adapter::display_name(base.path()).into(),
     );
     let list: Vec<String> = loras
         .iter()

@@ -1,71 +1,16 @@
-//! The LoRA side of a block's nodes (`graph_layer.rs`): the adapters' first products
+//! The LoRA side of a block's nodes (`time_mix.rs`, `channel_mix.rs`): the adapters' first products
 //! `h = s · A x`, the base products with their `B h` term, and — for a one-token pass —
 //! the output, channel-mix key and value products that make their own h
-//! ([`matvec_hprod`]: no dispatch of its own before them), with the plan of their h sets.
+//! ([`matvec_hprod`]: no dispatch of its own before them), with the plan of their h sets in `hplan.rs`.
 
+use super::blocks::{mm, Blocks};
+use super::group::{push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::error::{EngineError, Result};
-use crate::gpu::GpuContext;
-use crate::model::graph_group::{push_grouped, Member};
-use crate::model::graph_layer::{mm, Blocks};
-use crate::model::lora::ActiveLoras;
 use crate::ops::matmul::{
-    h_sets, hprod_spin, lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs,
-    MatmulArgs,
+    hprod_spin, lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs, MatmulArgs,
 };
 use crate::ops::{Count, GpuMatrix, Node, Small};
-
-/// The adapted products whose one-token variant makes its own h, in pass order (per
-/// layer: output, channel-mix key, channel-mix value — the products whose input comes
-/// from the dispatch right before them; r, k and v's first products already share the
-/// low-rank chains' dispatch), each with a set of `R₃₂` slots in one buffer. Each one
-/// empties the set of the next (the last the first's, for the next pass).
-pub struct HPlan {
-    pub sets: wgpu::Buffer,
-    /// `[layer][target]`: (its set, the set it empties), u32 offsets.
-    at: Vec<[Option<(usize, usize)>; 6]>,
-}
-
-impl HPlan {
-    /// The plan for `loras` over `n_layer` blocks: the sites with one adapter (a site of
-    /// several keeps its first-product dispatch), when at least two are (`None` otherwise,
-    /// or with `RWKV_LORA_HPROD=0`).
-    ///
-    /// Errors: as [`h_sets`].
-    pub fn new(gpu: &GpuContext, loras: &ActiveLoras, n_layer: usize) -> Result<Option<Self>> {
-        if std::env::var("RWKV_LORA_HPROD").is_ok_and(|v| v == "0") {
-            return Ok(None);
-        }
-        let mut order = Vec::new();
-        let mut slots = 0;
-        for l in 0..n_layer {
-            for t in [LoraTarget::Output, LoraTarget::FfnKey, LoraTarget::FfnValue] {
-                if let Some(site) = loras.site(l, t).filter(|s| s.parts.len() == 1) {
-                    order.push((l, t, slots));
-                    slots += site.width;
-                }
-            }
-        }
-        if order.len() < 2 {
-            return Ok(None);
-        }
-        let mut at: Vec<[Option<(usize, usize)>; 6]> =
-            (0..n_layer).map(|_| Default::default()).collect();
-        for (i, &(l, t, set)) in order.iter().enumerate() {
-            let next = order[(i + 1) % order.len()].2;
-            at[l][t.index()] = Some((set, next));
-        }
-        Ok(Some(HPlan {
-            sets: h_sets(gpu, slots)?,
-            at,
-        }))
-    }
-
-    /// (set, set it empties) of (layer, target), if its product makes its own h.
-    pub fn at(&self, l: usize, t: LoraTarget) -> Option<(usize, usize)> {
-        self.at.get(l).and_then(|r| r[t.index()])
-    }
-}
 
 /// The one-token variant of `node` (the end of its chain of small variants).
 fn one_token(node: &Node) -> Result<&Node> {

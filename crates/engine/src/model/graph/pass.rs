@@ -1,7 +1,7 @@
 //! Recording a pass of the [`Graph`]: the token metadata, the dispatches (each node's
 //! variant for the pass size), and the profiled form with a timestamp around each.
 
-use super::graph::{DispatchLabel, Graph};
+use super::build::{DispatchLabel, Graph};
 use crate::error::{EngineError, Result};
 use crate::gpu::GpuContext;
 use crate::ops::{self, Dims, Node};

@@ -1,7 +1,6 @@
 //! The `.rwkvstate` format (see `docs/state-format.md`) and `.npy` export in the fixtures'
 //! three-array layout. The model fingerprint is in `fingerprint.rs`, the engine's state
-//! operations built on these files (`prefill`, `save_state`, `load_state`) in
-//! `state_ops.rs`.
+//! operations on these files (`save_state`, `load_state`, export) in `api/state_files.rs`.
 //!
 //! A `.rwkvstate` file is a 128-byte little-endian header followed by the state's f32
 //! values, little-endian, in the engine's slot layout (layout id 1):
@@ -16,8 +15,8 @@ use sha2::{Digest, Sha256};
 
 use super::fingerprint::hex;
 pub use super::fingerprint::{model_fingerprint, ModelFingerprint};
+use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
-use crate::model::config::Rwkv7Config;
 
 /// First 8 bytes of every state file.
 pub const STATE_MAGIC: [u8; 8] = *b"RWKVSTAT";

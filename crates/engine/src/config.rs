@@ -1,6 +1,26 @@
-//! RWKV-7 hyper-parameters, inferred from tensor shapes and (for GGUF) metadata.
+//! RWKV-7 constants and hyper-parameters: what every layer of the engine may read.
+//!
+//! The constants are the architecture's fixed numbers (BlinkDL `RWKV_x070`, llama.cpp
+//! `rwkv7.cpp`); [`Rwkv7Config`] is one model's shape, inferred from its tensors and (for
+//! GGUF) metadata by `model::names`.
 
 use serde::{Deserialize, Serialize};
+
+/// Head size N of the WKV kernels: every released RWKV-7 uses 64, and the kernels are
+/// written for it (a head is one workgroup of N lanes holding an N×N state). A model with
+/// another head size is refused at load ([`crate::EngineError::NotRwkv7`], "unsupported
+/// head size"). Also the default when a GGUF lacks `rwkv7.wkv.head_size`.
+pub const HEAD_SIZE: usize = 64;
+
+/// LayerNorm eps of `ln0`, `ln1`, `ln2` and `ln_out` (torch's default, as `RWKV_x070`).
+pub const LN_EPS: f32 = 1e-5;
+
+/// GroupNorm eps of `ln_x` (the WKV output norm): `64e-5`, i.e. `1e-5 · head_size`, as
+/// `RWKV_x070` (`F.group_norm(..., eps=64e-5)`) and llama.cpp.
+pub const GN_EPS: f32 = 64e-5;
+
+/// Most layers accepted in a model or an adapter (released models have at most 61).
+pub const MAX_LAYERS: usize = 4096;
 
 /// Low-rank (LoRA) dimensions of the time-mix: decay `w`, in-context learning rate `a`,
 /// value residual `v` and gate `g` (RWKV-LM `RWKV_Tmix_x070`).

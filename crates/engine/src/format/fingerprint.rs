@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::Rwkv7Config;
 use crate::format::ModelFile;
-use crate::model::config::Rwkv7Config;
 
 /// Version string hashed first into every fingerprint; bump it if the hashed text changes.
 const FINGERPRINT_DOMAIN: &str = "rwkv-studio model fingerprint v1\n";

@@ -1,0 +1,272 @@
+//! The [`Graph`]: its buffers at a given capacity and its nodes, block by block.
+
+use super::blocks::Blocks;
+use super::hplan::HPlan;
+use super::regions::Regions;
+use crate::config::{Rwkv7Config, LN_EPS};
+use crate::error::{EngineError, Result};
+use crate::gpu::pipeline::PipelineCache;
+use crate::gpu::{buffer, GpuContext};
+use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
+use crate::model::lora::ActiveLoras;
+use crate::ops::matmul::{coop_ksplit, matmul, waves_plan, Act, MatmulArgs};
+use crate::ops::{self, Count, Ctx, Dims, Node};
+
+/// A profiled dispatch: (label `op@layer`, op, layer).
+pub type DispatchLabel = (String, &'static str, Option<usize>);
+
+/// GPU buffers and nodes of the forward pass at a given capacity.
+pub struct Graph {
+    pub t_cap: usize,
+    pub r_cap: usize,
+    pub b_cap: usize,
+    pub n_slots: usize,
+    pub slot_len: usize,
+    pub regions: Regions,
+    pub dims: wgpu::Buffer,
+    pub meta: wgpu::Buffer,
+    pub act: wgpu::Buffer,
+    pub state: wgpu::Buffer,
+    pub logits: wgpu::Buffer,
+    /// Host-readable copy of the logits (first `r_cap × vocab` f32) and the embeddings
+    /// (`r_cap × C` f32 after them), filled by the pass that computes them.
+    pub readback: wgpu::Buffer,
+    /// Embedding … ln_out (everything but the head).
+    pub body: Vec<Node>,
+    pub head: Vec<Node>,
+    pub(super) dims_host: Dims,
+    /// The LoRA h sets of the one-token products that make their own (bound by them).
+    h_sets: Option<wgpu::Buffer>,
+}
+
+impl Graph {
+    /// GPU bytes of its buffers that scale with the model: activations, states, logits
+    /// (and the LoRA h sets).
+    pub fn bytes(&self) -> u64 {
+        let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
+        self.act.size() + self.state.size() + self.logits.size() + h_sets
+    }
+
+    /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
+    /// pass and `n_slots` states, and builds every node.
+    ///
+    /// Errors: [`EngineError::TooLarge`] when a buffer exceeds one binding; pipeline
+    /// compilation errors ([`PipelineCache::finish`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: &GpuContext,
+        pipelines: &PipelineCache,
+        wts: &GpuWeights,
+        t_cap: usize,
+        r_cap: usize,
+        b_cap: usize,
+        n_slots: usize,
+        loras: Option<&ActiveLoras>,
+    ) -> Result<Self> {
+        let cfg = wts.config;
+        let regions = Regions::new(&cfg, t_cap, r_cap, loras.map_or(0, |l| l.max_rank));
+        let slot_len = cfg.state_len();
+        check_bindings(gpu, &cfg, &regions, r_cap, slot_len * n_slots)?;
+        let dims_host = Dims {
+            t_cap: t_cap as u32,
+            off_tok_seq: t_cap as u32,
+            off_tok_pos: 2 * t_cap as u32,
+            off_seqs: 3 * t_cap as u32,
+            off_rows: (3 * t_cap + 4 * b_cap) as u32,
+            ..Default::default()
+        };
+        let dims = buffer::uniform(gpu, "dims", &dims_host);
+        let meta = buffer::storage(gpu, "meta", (3 * t_cap + 4 * b_cap + r_cap) as u64 * 4);
+        let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
+        let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
+        let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
+        let (split, split_ok) = split_scratch(gpu, &cfg, t_cap);
+        let readback = buffer::readback(
+            gpu,
+            "readback",
+            ((r_cap * cfg.vocab_size).next_multiple_of(2) + r_cap * cfg.n_embd) as u64 * 4,
+        );
+        let cx = Ctx {
+            gpu,
+            pipelines,
+            dims: &dims,
+            lora: loras.map(|l| &l.b),
+        };
+        let hplan = match loras {
+            Some(l) => HPlan::new(gpu, l, cfg.n_layer)?,
+            None => None,
+        };
+        let blocks = Blocks {
+            cx: &cx,
+            cfg,
+            rg: regions,
+            t_cap,
+            slot_len,
+            meta: &meta,
+            state: &state,
+            act: &act,
+            split: &split,
+            split_ok,
+            loras,
+            hplan: hplan.as_ref(),
+        };
+        let body = body_nodes(&blocks, wts)?;
+        let head = head_nodes(&cx, wts, &regions, &act, &logits)?;
+        // The pipelines compile on worker threads while the graph is built (and the
+        // weights upload): the graph is ready once every compile is done.
+        pipelines.finish()?;
+        Ok(Graph {
+            t_cap,
+            r_cap,
+            b_cap,
+            n_slots,
+            slot_len,
+            regions,
+            dims,
+            meta,
+            act,
+            state,
+            logits,
+            readback,
+            body,
+            head,
+            dims_host,
+            h_sets: hplan.map(|p| p.sets),
+        })
+    }
+}
+
+/// Checks that the activations, `states` f32 of states and `r_cap` rows of logits each fit
+/// one binding ([`EngineError::TooLarge`] naming the one that does not).
+fn check_bindings(
+    gpu: &GpuContext,
+    cfg: &Rwkv7Config,
+    regions: &Regions,
+    r_cap: usize,
+    states: usize,
+) -> Result<()> {
+    let max = gpu.max_binding();
+    let need = [
+        ("activations", regions.len as u64 * 4),
+        ("states", states as u64 * 4),
+        ("logits", (r_cap * cfg.vocab_size) as u64 * 4),
+    ];
+    for (what, bytes) in need {
+        if bytes > max {
+            return Err(EngineError::TooLarge {
+                what: format!("{what} need {bytes} bytes in one binding; the device allows {max}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The scratch of the k-split tensor-core products, and whether they may split: `[KSPLIT][T][N]`
+/// f32 for the largest split one of the C-row products, the channel-mix key (N = ffn_dim;
+/// not split unless `RWKV_KSPLIT_WIDE` asks) and the key's k-split tail rows
+/// (`matmul_waves`). A group of low-rank products whose slices do not fit in it runs its
+/// products one by one (`push_grouped`).
+fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Buffer, bool) {
+    let tail = waves_plan(gpu, cfg.ffn_dim, cfg.n_embd, t_cap).map_or(0, |w| w.2 as u64 * 4);
+    let split_bytes = [
+        (cfg.n_embd, cfg.n_embd),
+        (cfg.n_embd, cfg.ffn_dim),
+        (cfg.ffn_dim, cfg.n_embd),
+    ]
+    .iter()
+    .map(|&(n, k)| match coop_ksplit(n, k, t_cap) {
+        1 => 0,
+        ks => ks as u64 * (t_cap * n) as u64 * 4,
+    })
+    .max()
+    .unwrap_or(0)
+    .max(tail);
+    let split_ok = gpu.features.coopmat && split_bytes <= gpu.max_binding();
+    let bytes = if split_ok { split_bytes.max(16) } else { 16 };
+    (
+        buffer::storage(gpu, "k-split partial sums", bytes),
+        split_ok,
+    )
+}
+
+/// Embedding … `ln_out`: the embedding, `ln0`, every block (time mix, channel mix), the
+/// gather of the wanted rows and `ln_out` (everything but the head).
+fn body_nodes(b: &Blocks, wts: &GpuWeights) -> Result<Vec<Node>> {
+    let (cx, rg, act, c) = (b.cx, &b.rg, b.act, b.cfg.n_embd);
+    let mut body = Vec::new();
+    for chunk in &wts.emb {
+        body.push(ops::embed::embed(cx, chunk, b.meta, act, rg.x)?);
+    }
+    let (g, ln0, ln_out) = (&wts.globals, GlobalVecs::LN0 * c, GlobalVecs::LN_OUT * c);
+    body.push(ops::layer_norm::layer_norm(
+        cx,
+        None,
+        c,
+        g,
+        act,
+        rg.x,
+        rg.x,
+        ln0,
+        Count::Tokens,
+        LN_EPS,
+    )?);
+    for (l, ly) in wts.layers.iter().enumerate() {
+        b.time_mix(l, ly, &mut body)?;
+        b.channel_mix(l, ly, &mut body)?;
+    }
+    body.push(ops::gather_rows::gather_rows(
+        cx, c, b.meta, act, rg.x, rg.head_in,
+    )?);
+    body.push(ops::layer_norm::layer_norm(
+        cx,
+        None,
+        c,
+        g,
+        act,
+        rg.head_in,
+        rg.head_norm,
+        ln_out,
+        Count::Rows,
+        LN_EPS,
+    )?);
+    Ok(body)
+}
+
+/// The head: logits of the wanted rows, one product per row chunk of the head matrix.
+fn head_nodes(
+    cx: &Ctx,
+    wts: &GpuWeights,
+    rg: &Regions,
+    act: &wgpu::Buffer,
+    logits: &wgpu::Buffer,
+) -> Result<Vec<Node>> {
+    let cfg = &wts.config;
+    let args = MatmulArgs {
+        x_off: rg.head_norm,
+        x_stride: cfg.n_embd,
+        y_off: 0,
+        y_stride: cfg.vocab_size,
+        act: Act::None,
+        accumulate: false,
+        add_before_act: false,
+        bias_off: None,
+        rows: Count::Rows,
+        scale: 1.0,
+        lora: None,
+    };
+    let mut head = Vec::new();
+    for chunk in &wts.head {
+        let g = &wts.globals;
+        head.push(matmul(
+            cx,
+            "head",
+            None,
+            chunk,
+            g,
+            act,
+            Some(logits),
+            &args,
+        )?);
+    }
+    Ok(head)
+}
