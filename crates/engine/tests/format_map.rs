@@ -363,6 +363,38 @@ fn metadata_disagreeing_with_shapes_is_a_shape_error() {
 }
 
 #[test]
+fn head_size_other_than_64_maps_and_is_refused_at_load() {
+    // rwkv7.wkv.head_size 64 → 32: GGUF's `r_k` is flat [C], so the file maps (4 heads of
+    // 32 over C = 128) and the name mapping stays general; the WKV kernels are not, and the
+    // load says so, naming the file and the head size, before anything reaches the GPU.
+    let mut b = gguf_fixture();
+    let key = b"rwkv7.wkv.head_size";
+    let at = find(&b, key).unwrap() + key.len() + 4;
+    assert_eq!(
+        b[at..at + 4],
+        64u32.to_le_bytes(),
+        "the fixture's head size"
+    );
+    b[at..at + 4].copy_from_slice(&32u32.to_le_bytes());
+    let f = ModelFile::from_bytes("head32.gguf", &b).unwrap();
+    let w = Rwkv7Weights::from_file(&f).unwrap();
+    assert_eq!((w.config.head_size, w.config.n_head), (32, 4));
+    let opts = rwkv_engine::LoadOptions::default();
+    let t0 = std::time::Instant::now();
+    let e = rwkv_engine::Engine::from_weights(gpu(), &f, &w, &opts, &mut |_| {}, t0)
+        .err()
+        .expect("head size 32 must be refused");
+    assert!(matches!(e, EngineError::Unsupported { .. }), "{e:?}");
+    assert_eq!(e.code(), "unsupported_model");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("head32.gguf") && msg.contains("unsupported head size 32"),
+        "{msg}"
+    );
+    assert_eq!(rwkv_engine::HEAD_SIZE, 64);
+}
+
+#[test]
 fn missing_tensor_is_named() {
     let mut b = gguf_fixture();
     patch(

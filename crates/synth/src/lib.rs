@@ -37,8 +37,8 @@ pub use self::safetensors::write_safetensors;
 pub use gguf::write_gguf;
 pub use lora::write_lora;
 
-/// RWKV-7 head size N (every released model).
-pub const HEAD_SIZE: usize = 64;
+/// RWKV-7 head size N (every released model; the engine's kernels need it).
+pub use rwkv_engine::HEAD_SIZE;
 
 /// Encoding of the big matrices of a synthetic GGUF.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
