@@ -19,6 +19,11 @@ pub const LN_EPS: f32 = 1e-5;
 /// `RWKV_x070` (`F.group_norm(..., eps=64e-5)`) and llama.cpp.
 pub const GN_EPS: f32 = 64e-5;
 
+/// e^-0.5, the scale of the decay: `w = exp(-e^-0.5 · σ(w0 + tanh(x_w W1) W2))`, so each
+/// step keeps between e^(-e^-0.5) ≈ 0.545 and 1 of the state (`RWKV_x070`: `-0.606531 *
+/// sigmoid(...)`; llama.cpp `rwkv7.cpp`).
+pub const DECAY_SCALE: f32 = 0.606531;
+
 /// Most layers accepted in a model or an adapter (released models have at most 61).
 pub const MAX_LAYERS: usize = 4096;
 

@@ -85,8 +85,29 @@ impl Engine {
         want: Want,
         cancel: Option<&CancelToken>,
     ) -> Result<ForwardOutput> {
+        self.check_inputs(seqs)?;
+        let rows: usize = seqs.iter().map(rows_of).sum();
+        let mut out = self.reserve_outputs(seqs, want, rows)?;
+        let mut cursor = vec![0usize; seqs.len()];
+        self.want_rows(rows);
+        loop {
+            if cancel.is_some_and(|c| c.is_cancelled()) {
+                return Err(EngineError::Cancelled);
+            }
+            let (pass, rows) = self.fill_pass(seqs, &mut cursor);
+            if pass.is_empty() {
+                break;
+            }
+            self.run_pass(&pass, &rows, want, &mut out)?;
+        }
+        self.gpu.check_lost()?;
+        Ok(out)
+    }
+
+    /// Every sequence's state is live and appears once, its tokens are below the
+    /// vocabulary size and it has at least one ([`EngineError::InvalidInput`] otherwise).
+    fn check_inputs(&self, seqs: &[SeqInput]) -> Result<()> {
         let vocab = self.weights.config.vocab_size;
-        let c = self.weights.config.n_embd;
         for (i, s) in seqs.iter().enumerate() {
             self.check(s.state)?;
             if s.tokens.is_empty() {
@@ -104,14 +125,15 @@ impl Engine {
                 )));
             }
         }
-        // Rows a pass would take: every token of a `Rows::All` sequence, one for the others.
-        let rows_of = |s: &SeqInput| match s.rows {
-            Rows::All => s.tokens.len(),
-            Rows::Last => 1,
-            Rows::None => 0,
-        };
-        let rows: usize = seqs.iter().map(rows_of).sum();
-        // What the call returns, checked before any pass runs, then reserved per sequence.
+        Ok(())
+    }
+
+    /// The call's outputs, empty and reserved per sequence, once their total (`rows`
+    /// rows of logits and / or embeddings) was checked against
+    /// [`output::MAX_OUTPUT_BYTES`] ([`EngineError::OutputTooLarge`] otherwise).
+    fn reserve_outputs(&self, seqs: &[SeqInput], want: Want, rows: usize) -> Result<ForwardOutput> {
+        let vocab = self.weights.config.vocab_size;
+        let c = self.weights.config.n_embd;
         let per_row = (if want.logits { vocab } else { 0 }) + (if want.embeddings { c } else { 0 });
         output::check(
             || {
@@ -148,120 +170,134 @@ impl Engine {
             out.embeddings
                 .push(output::vec(|| format!("embeddings of {n} rows"), n_emb)?);
         }
-        let mut cursor = vec![0usize; seqs.len()];
-        self.want_rows(rows);
+        Ok(out)
+    }
+
+    /// One pass's sequences — (index, slot, tokens), in order, as many tokens as the
+    /// graph's capacity allows from each one's `cursor` (advanced) — and the token
+    /// positions of its output rows.
+    fn fill_pass<'s>(
+        &self,
+        seqs: &'s [SeqInput],
+        cursor: &mut [usize],
+    ) -> (Vec<(usize, u32, &'s [u32])>, Vec<u32>) {
         let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
-        loop {
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(EngineError::Cancelled);
-            }
-            // Fill one pass: sequences in order, as many tokens as capacity allows.
-            let mut pass: Vec<(usize, u32, &[u32])> = Vec::new();
-            let mut rows: Vec<u32> = Vec::new();
-            let (mut t, mut r) = (0usize, 0usize);
-            for (i, s) in seqs.iter().enumerate() {
-                let left = s.tokens.len() - cursor[i];
-                if left == 0 || pass.len() == self.max_batch || t == t_cap {
-                    continue;
-                }
-                let mut n = left.min(t_cap - t);
-                if s.rows == Rows::All {
-                    n = n.min(r_cap - r);
-                    if n == 0 {
-                        continue;
-                    }
-                }
-                if s.rows == Rows::Last && n == left && r == r_cap {
-                    n -= 1; // leave the last token (and its row) to the next pass
-                    if n == 0 {
-                        continue;
-                    }
-                }
-                let toks = &s.tokens[cursor[i]..cursor[i] + n];
-                match s.rows {
-                    Rows::All => rows.extend((t..t + n).map(|x| x as u32)),
-                    Rows::Last if n == left => rows.push((t + n - 1) as u32),
-                    _ => {}
-                }
-                pass.push((i, s.state.0, toks));
-                cursor[i] += n;
-                t += n;
-                r = rows.len();
-            }
-            if pass.is_empty() {
-                break;
-            }
-            let run_head = want.logits && !rows.is_empty();
-            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-            let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
-            self.graph
-                .encode(&self.gpu, &mut enc, &seq_list, &rows, run_head)?;
-            // Results go to the graph's readback buffer in the same submission: logits
-            // first, embeddings after them.
-            let n_logits = if run_head { rows.len() * vocab } else { 0 };
-            let n_emb = if want.embeddings { rows.len() * c } else { 0 };
-            // Embeddings start 8-byte aligned (a mapping's offset must be).
-            let emb_at_f = (r_cap * vocab).next_multiple_of(2);
-            let emb_at = emb_at_f as u64 * 4;
-            if n_logits > 0 {
-                enc.copy_buffer_to_buffer(
-                    &self.graph.logits,
-                    0,
-                    &self.graph.readback,
-                    0,
-                    n_logits as u64 * 4,
-                );
-            }
-            if n_emb > 0 {
-                enc.copy_buffer_to_buffer(
-                    &self.graph.act,
-                    self.graph.regions.head_norm as u64 * 4,
-                    &self.graph.readback,
-                    emb_at,
-                    n_emb as u64 * 4,
-                );
-            }
-            self.gpu.queue.submit([enc.finish()]);
-            if rows.is_empty() {
+        let mut pass: Vec<(usize, u32, &[u32])> = Vec::new();
+        let mut rows: Vec<u32> = Vec::new();
+        let (mut t, mut r) = (0usize, 0usize);
+        for (i, s) in seqs.iter().enumerate() {
+            let left = s.tokens.len() - cursor[i];
+            if left == 0 || pass.len() == self.max_batch || t == t_cap {
                 continue;
             }
-            // One mapping: the logits, up to the embeddings' end when both are wanted.
-            let (from, len) = match (n_logits > 0, n_emb > 0) {
-                (true, true) => (0, emb_at_f + n_emb),
-                (true, false) => (0, n_logits),
-                (false, _) => (emb_at_f, n_emb),
-            };
-            // At most one pass's rows (the graph's r_cap), not the whole call's.
-            let mut host = output::vec(|| format!("one pass's {len} output values"), len)?;
-            host.resize(len, 0.0);
-            buffer::read_staged(
-                &self.gpu,
-                &self.graph.readback,
-                from as u64 * 4,
-                bytemuck::cast_slice_mut(&mut host),
-            )?;
-            let logits = &host[..n_logits];
-            let emb: &[f32] = &host[host.len() - n_emb..];
-            // Hand rows back to their sequences, in order.
-            let mut at = 0usize;
-            let mut tok_at = 0usize;
-            for &(i, _, toks) in &pass {
-                let n_rows = rows
-                    .iter()
-                    .filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len())
-                    .count();
-                if run_head {
-                    out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
+            let mut n = left.min(t_cap - t);
+            if s.rows == Rows::All {
+                n = n.min(r_cap - r);
+                if n == 0 {
+                    continue;
                 }
-                if want.embeddings {
-                    out.embeddings[i].extend_from_slice(&emb[at * c..(at + n_rows) * c]);
-                }
-                at += n_rows;
-                tok_at += toks.len();
             }
+            if s.rows == Rows::Last && n == left && r == r_cap {
+                n -= 1; // leave the last token (and its row) to the next pass
+                if n == 0 {
+                    continue;
+                }
+            }
+            let toks = &s.tokens[cursor[i]..cursor[i] + n];
+            match s.rows {
+                Rows::All => rows.extend((t..t + n).map(|x| x as u32)),
+                Rows::Last if n == left => rows.push((t + n - 1) as u32),
+                _ => {}
+            }
+            pass.push((i, s.state.0, toks));
+            cursor[i] += n;
+            t += n;
+            r = rows.len();
         }
-        self.gpu.check_lost()?;
-        Ok(out)
+        (pass, rows)
+    }
+
+    /// Runs one pass (`fill_pass`) and appends its logits / embeddings rows to each
+    /// sequence's outputs in `out`.
+    fn run_pass(
+        &self,
+        pass: &[(usize, u32, &[u32])],
+        rows: &[u32],
+        want: Want,
+        out: &mut ForwardOutput,
+    ) -> Result<()> {
+        let vocab = self.weights.config.vocab_size;
+        let c = self.weights.config.n_embd;
+        let r_cap = self.graph.r_cap;
+        let run_head = want.logits && !rows.is_empty();
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
+        self.graph
+            .encode(&self.gpu, &mut enc, &seq_list, rows, run_head)?;
+        // Results go to the graph's readback buffer in the same submission: logits
+        // first, embeddings after them.
+        let n_logits = if run_head { rows.len() * vocab } else { 0 };
+        let n_emb = if want.embeddings { rows.len() * c } else { 0 };
+        // Embeddings start 8-byte aligned (a mapping's offset must be).
+        let emb_at_f = (r_cap * vocab).next_multiple_of(2);
+        let emb_at = emb_at_f as u64 * 4;
+        if n_logits > 0 {
+            enc.copy_buffer_to_buffer(
+                &self.graph.logits,
+                0,
+                &self.graph.readback,
+                0,
+                n_logits as u64 * 4,
+            );
+        }
+        if n_emb > 0 {
+            enc.copy_buffer_to_buffer(
+                &self.graph.act,
+                self.graph.regions.head_norm as u64 * 4,
+                &self.graph.readback,
+                emb_at,
+                n_emb as u64 * 4,
+            );
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // One mapping: the logits, up to the embeddings' end when both are wanted.
+        let (from, len) = match (n_logits > 0, n_emb > 0) {
+            (true, true) => (0, emb_at_f + n_emb),
+            (true, false) => (0, n_logits),
+            (false, _) => (emb_at_f, n_emb),
+        };
+        // At most one pass's rows (the graph's r_cap), not the whole call's.
+        let mut host = output::vec(|| format!("one pass's {len} output values"), len)?;
+        host.resize(len, 0.0);
+        buffer::read_staged(
+            &self.gpu,
+            &self.graph.readback,
+            from as u64 * 4,
+            bytemuck::cast_slice_mut(&mut host),
+        )?;
+        let logits = &host[..n_logits];
+        let emb: &[f32] = &host[host.len() - n_emb..];
+        // Hand rows back to their sequences, in order.
+        let mut at = 0usize;
+        let mut tok_at = 0usize;
+        for &(i, _, toks) in pass {
+            let n_rows = rows
+                .iter()
+                .filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len())
+                .count();
+            if run_head {
+                out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
+            }
+            if want.embeddings {
+                out.embeddings[i].extend_from_slice(&emb[at * c..(at + n_rows) * c]);
+            }
+            at += n_rows;
+            tok_at += toks.len();
+        }
+        Ok(())
     }
 
     /// The commands of one decode step (see [`Graph::decode_dims`]) with its logits copied
@@ -273,5 +309,15 @@ impl Engine {
         let bytes = self.weights.config.vocab_size as u64 * 4;
         enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
         enc.finish()
+    }
+}
+
+/// Output rows a pass would take for `s`: every token of a `Rows::All` sequence, one for
+/// `Rows::Last`, none for `Rows::None`.
+fn rows_of(s: &SeqInput) -> usize {
+    match s.rows {
+        Rows::All => s.tokens.len(),
+        Rows::Last => 1,
+        Rows::None => 0,
     }
 }

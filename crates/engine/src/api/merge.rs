@@ -18,9 +18,10 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::adapter::{LoraAdapter, LoraMatrix, LoraTarget};
+use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
 use crate::format::{DType, ModelFile};
-use crate::model::weights::{Matrix, MatrixLayout, Rwkv7Weights, Vector};
+use crate::model::weights::{Block, Matrix, MatrixLayout, Rwkv7Weights, Vector};
 
 /// What [`merge_to_safetensors`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,16 +78,68 @@ pub fn merge_to_safetensors(
         });
     }
     let w = Rwkv7Weights::from_file(base)?;
-    let cfg = &w.config;
     for (a, s) in loras {
         if !s.is_finite() {
             return Err(EngineError::InvalidInput {
                 what: format!("scale {s} for adapter {} is not finite", a.name),
             });
         }
-        a.check(cfg)?;
+        a.check(&w.config)?;
     }
-    let deltas = |layer: usize, t: LoraTarget| -> Vec<(&LoraMatrix, f32)> {
+    let plan = plan_tensors(&w, loras);
+    let hbytes = header_bytes(base, loras, &plan)?;
+    write_atomically(out, &hbytes, &plan)?;
+    let io = |e: std::io::Error| EngineError::io(out, e);
+    let bytes = std::fs::metadata(out).map_err(io)?.len();
+    let adapted = plan
+        .iter()
+        .filter(|p| matches!(&p.src, Src::Matrix { deltas, .. } if !deltas.is_empty()))
+        .count();
+    Ok(MergeSummary {
+        tensors: plan.len(),
+        adapted,
+        bytes,
+    })
+}
+
+/// Every tensor of the merged file, in file order, with its BlinkDL name, shape and
+/// source (the adapted matrices with their scaled deltas).
+fn plan_tensors<'w>(w: &'w Rwkv7Weights, loras: &[(&'w LoraAdapter, f32)]) -> Vec<Planned<'w>> {
+    let c = w.config.n_embd;
+    let mut plan: Vec<Planned<'_>> = Vec::new();
+    plan.push(mat(
+        "emb.weight".into(),
+        &w.emb,
+        MatrixLayout::OutIn,
+        vec![],
+    ));
+    plan.push(vec("blocks.0.ln0.weight".into(), &w.ln0.weight, vec![c]));
+    plan.push(vec("blocks.0.ln0.bias".into(), &w.ln0.bias, vec![c]));
+    for (i, b) in w.blocks.iter().enumerate() {
+        plan_block(&mut plan, &w.config, i, b, loras);
+    }
+    plan.push(vec("ln_out.weight".into(), &w.ln_out.weight, vec![c]));
+    plan.push(vec("ln_out.bias".into(), &w.ln_out.bias, vec![c]));
+    plan.push(mat(
+        "head.weight".into(),
+        &w.head,
+        MatrixLayout::OutIn,
+        vec![],
+    ));
+    plan
+}
+
+/// The tensors of block `i` onto `plan`.
+fn plan_block<'w>(
+    plan: &mut Vec<Planned<'w>>,
+    cfg: &Rwkv7Config,
+    i: usize,
+    b: &'w Block<'w>,
+    loras: &[(&'w LoraAdapter, f32)],
+) {
+    use MatrixLayout::{InOut, OutIn};
+    let c = cfg.n_embd;
+    let deltas = |layer: usize, t: LoraTarget| -> Vec<(&'w LoraMatrix, f32)> {
         loras
             .iter()
             .flat_map(|(a, s)| {
@@ -97,90 +150,71 @@ pub fn merge_to_safetensors(
             })
             .collect()
     };
-
-    let c = cfg.n_embd;
-    let mut plan: Vec<Planned<'_>> = Vec::new();
-    use MatrixLayout::{InOut, OutIn};
-    plan.push(mat("emb.weight".into(), &w.emb, OutIn, vec![]));
-    plan.push(vec("blocks.0.ln0.weight".into(), &w.ln0.weight, vec![c]));
-    plan.push(vec("blocks.0.ln0.bias".into(), &w.ln0.bias, vec![c]));
-    for (i, b) in w.blocks.iter().enumerate() {
-        let p = format!("blocks.{i}.");
-        let mix = vec![1, 1, c];
-        plan.push(vec(format!("{p}ln1.weight"), &b.ln1.weight, vec![c]));
-        plan.push(vec(format!("{p}ln1.bias"), &b.ln1.bias, vec![c]));
-        plan.push(vec(format!("{p}ln2.weight"), &b.ln2.weight, vec![c]));
-        plan.push(vec(format!("{p}ln2.bias"), &b.ln2.bias, vec![c]));
-        let a = &b.att;
-        for (n, v) in [
-            ("x_r", &a.x_r),
-            ("x_w", &a.x_w),
-            ("x_k", &a.x_k),
-            ("x_v", &a.x_v),
-            ("x_a", &a.x_a),
-            ("x_g", &a.x_g),
-            ("w0", &a.w0),
-            ("a0", &a.a0),
-            ("k_k", &a.k_k),
-            ("k_a", &a.k_a),
-        ] {
-            plan.push(vec(format!("{p}att.{n}"), v, mix.clone()));
-        }
-        if let Some(v0) = &a.v0 {
-            plan.push(vec(format!("{p}att.v0"), v0, mix.clone()));
-        }
-        plan.push(vec(
-            format!("{p}att.r_k"),
-            &a.r_k,
-            vec![cfg.n_head, cfg.head_size],
-        ));
-        for (n, m) in [
-            ("w1", Some(&a.w1)),
-            ("w2", Some(&a.w2)),
-            ("a1", Some(&a.a1)),
-            ("a2", Some(&a.a2)),
-            ("v1", a.v1.as_ref()),
-            ("v2", a.v2.as_ref()),
-            ("g1", Some(&a.g1)),
-            ("g2", Some(&a.g2)),
-        ] {
-            if let Some(m) = m {
-                plan.push(mat(format!("{p}att.{n}"), m, InOut, vec![]));
-            }
-        }
-        for (t, m) in [
-            (LoraTarget::Receptance, &a.receptance),
-            (LoraTarget::Key, &a.key),
-            (LoraTarget::Value, &a.value),
-            (LoraTarget::Output, &a.output),
-        ] {
-            plan.push(mat(
-                format!("{p}{}.weight", t.name()),
-                m,
-                OutIn,
-                deltas(i, t),
-            ));
-        }
-        plan.push(vec(format!("{p}att.ln_x.weight"), &a.ln_x.weight, vec![c]));
-        plan.push(vec(format!("{p}att.ln_x.bias"), &a.ln_x.bias, vec![c]));
-        plan.push(vec(format!("{p}ffn.x_k"), &b.ffn.x_k, mix.clone()));
-        for (t, m) in [
-            (LoraTarget::FfnKey, &b.ffn.key),
-            (LoraTarget::FfnValue, &b.ffn.value),
-        ] {
-            plan.push(mat(
-                format!("{p}{}.weight", t.name()),
-                m,
-                OutIn,
-                deltas(i, t),
-            ));
+    let p = format!("blocks.{i}.");
+    let mix = vec![1, 1, c];
+    plan.push(vec(format!("{p}ln1.weight"), &b.ln1.weight, vec![c]));
+    plan.push(vec(format!("{p}ln1.bias"), &b.ln1.bias, vec![c]));
+    plan.push(vec(format!("{p}ln2.weight"), &b.ln2.weight, vec![c]));
+    plan.push(vec(format!("{p}ln2.bias"), &b.ln2.bias, vec![c]));
+    let a = &b.att;
+    for (n, v) in [
+        ("x_r", &a.x_r),
+        ("x_w", &a.x_w),
+        ("x_k", &a.x_k),
+        ("x_v", &a.x_v),
+        ("x_a", &a.x_a),
+        ("x_g", &a.x_g),
+        ("w0", &a.w0),
+        ("a0", &a.a0),
+        ("k_k", &a.k_k),
+        ("k_a", &a.k_a),
+    ] {
+        plan.push(vec(format!("{p}att.{n}"), v, mix.clone()));
+    }
+    if let Some(v0) = &a.v0 {
+        plan.push(vec(format!("{p}att.v0"), v0, mix.clone()));
+    }
+    plan.push(vec(
+        format!("{p}att.r_k"),
+        &a.r_k,
+        vec![cfg.n_head, cfg.head_size],
+    ));
+    for (n, m) in [
+        ("w1", Some(&a.w1)),
+        ("w2", Some(&a.w2)),
+        ("a1", Some(&a.a1)),
+        ("a2", Some(&a.a2)),
+        ("v1", a.v1.as_ref()),
+        ("v2", a.v2.as_ref()),
+        ("g1", Some(&a.g1)),
+        ("g2", Some(&a.g2)),
+    ] {
+        if let Some(m) = m {
+            plan.push(mat(format!("{p}att.{n}"), m, InOut, vec![]));
         }
     }
-    plan.push(vec("ln_out.weight".into(), &w.ln_out.weight, vec![c]));
-    plan.push(vec("ln_out.bias".into(), &w.ln_out.bias, vec![c]));
-    plan.push(mat("head.weight".into(), &w.head, OutIn, vec![]));
+    for (t, m) in [
+        (LoraTarget::Receptance, &a.receptance),
+        (LoraTarget::Key, &a.key),
+        (LoraTarget::Value, &a.value),
+        (LoraTarget::Output, &a.output),
+    ] {
+        plan.push(mat(
+            format!("{p}{}.weight", t.name()),
+            m,
+            OutIn,
+            deltas(i, t),
+        ));
+    }
+}
 
-    // Header: offsets in plan order.
+/// The SafeTensors header of `plan` (offsets in plan order; `__metadata__` naming the
+/// base and the adapters), padded with spaces to a multiple of 8 bytes.
+fn header_bytes(
+    base: &ModelFile,
+    loras: &[(&LoraAdapter, f32)],
+    plan: &[Planned],
+) -> Result<Vec<u8>> {
     let mut header = serde_json::Map::new();
     let mut meta = serde_json::Map::new();
     meta.insert("format".into(), "pt".into());
@@ -195,7 +229,7 @@ pub fn merge_to_safetensors(
     meta.insert("loras".into(), list.join(",").into());
     header.insert("__metadata__".into(), meta.into());
     let mut off = 0usize;
-    for p in &plan {
+    for p in plan {
         let n: usize = p.shape.iter().product();
         let len = n * p.dtype.block_bytes();
         header.insert(
@@ -212,7 +246,12 @@ pub fn merge_to_safetensors(
     while hbytes.len() % 8 != 0 {
         hbytes.push(b' ');
     }
+    Ok(hbytes)
+}
 
+/// Writes the file to `OUT.partial` (created new, 0600), tensor by tensor, then renames
+/// it to `out`; on an error the partial file is removed.
+fn write_atomically(out: &Path, hbytes: &[u8], plan: &[Planned]) -> Result<()> {
     let mut partial = out.as_os_str().to_owned();
     partial.push(".partial");
     let partial = std::path::PathBuf::from(partial);
@@ -223,8 +262,8 @@ pub fn merge_to_safetensors(
     let result = (|| -> Result<()> {
         wr.write_all(&(hbytes.len() as u64).to_le_bytes())
             .map_err(io)?;
-        wr.write_all(&hbytes).map_err(io)?;
-        for p in &plan {
+        wr.write_all(hbytes).map_err(io)?;
+        for p in plan {
             let bytes = tensor_bytes(p)?;
             wr.write_all(&bytes).map_err(io)?;
         }
@@ -237,16 +276,7 @@ pub fn merge_to_safetensors(
     }
     drop(wr);
     std::fs::rename(&partial, out).map_err(io)?;
-    let bytes = std::fs::metadata(out).map_err(io)?.len();
-    let adapted = plan
-        .iter()
-        .filter(|p| matches!(&p.src, Src::Matrix { deltas, .. } if !deltas.is_empty()))
-        .count();
-    Ok(MergeSummary {
-        tensors: plan.len(),
-        adapted,
-        bytes,
-    })
+    Ok(())
 }
 
 fn vec<'w>(name: String, v: &Vector<'w>, shape: Vec<usize>) -> Planned<'w> {

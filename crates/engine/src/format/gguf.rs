@@ -238,90 +238,8 @@ pub fn parse_with(path: &Path, map: &[u8], limits: &Limits) -> Result<Parsed> {
         bytes_left: limits.meta_bytes,
         limits: *limits,
     };
-    let magic = r.array::<4>("magic")?;
-    if &magic != b"GGUF" {
-        r.pos = 0;
-        return Err(r.err(format_args!("magic is {magic:02x?}, not \"GGUF\"")));
-    }
-    let version = r.u32("version")?;
-    match version {
-        2 | 3 => {}
-        1 => {
-            r.pos -= 4;
-            return Err(
-                r.err("GGUF version 1 (32-bit counts) is not supported; re-convert the model")
-            );
-        }
-        v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
-            r.pos -= 4;
-            return Err(r.err("big-endian GGUF is not supported"));
-        }
-        v => {
-            r.pos -= 4;
-            return Err(r.err(format_args!(
-                "unsupported GGUF version {v} (expected 2 or 3)"
-            )));
-        }
-    }
-    let n_tensors = r.u64("tensor count")?;
-    if n_tensors > MAX_TENSORS {
-        r.pos -= 8;
-        return Err(r.err(format_args!(
-            "tensor count {n_tensors} exceeds the limit {MAX_TENSORS}"
-        )));
-    }
-    let n_kv = r.u64("metadata count")?;
-    if n_kv > MAX_KV {
-        r.pos -= 8;
-        return Err(r.err(format_args!(
-            "metadata count {n_kv} exceeds the limit {MAX_KV}"
-        )));
-    }
-    // A key/value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info
-    // at least 8 + 4 + 8 + 4 + 8. Bound the allocations by what the file can hold.
-    if n_kv.saturating_mul(13) > r.remaining() || n_tensors.saturating_mul(32) > r.remaining() {
-        return Err(r.err(format_args!(
-            "{n_kv} metadata entries and {n_tensors} tensors cannot fit in the {} bytes that remain (truncated file?)",
-            r.remaining()
-        )));
-    }
-
-    // Both counts were bounded by the bytes that remain; reserving can still fail.
-    let mut metadata: Vec<(String, MetaValue)> = reserve(n_kv as usize, || {
-        r.err(format_args!("no memory for {n_kv} metadata entries"))
-    })?;
-    let mut key_at = reserve(n_kv as usize, || {
-        r.err(format_args!("no memory for {n_kv} metadata entries"))
-    })?;
-    let pair = (std::mem::size_of::<(String, MetaValue)>() + std::mem::size_of::<usize>()) as u64;
-    for i in 0..n_kv {
-        key_at.push(r.pos);
-        let len = r.peek_len("metadata key")?;
-        if len <= MAX_STRING {
-            r.charge(&format!("metadata key #{i}"), 1, string_cost(len) + pair)?;
-        }
-        let key = r.string(MAX_STRING, true, "metadata key")?;
-        let t = r.u32("metadata value type")?;
-        let value = r.value(t, 0, &key)?;
-        metadata.push((key, value));
-    }
-    // Duplicate keys: sort indices by key (no copy of the keys), compare neighbours.
-    let mut order: Vec<usize> = reserve(metadata.len(), || r.err("no memory to sort the keys"))?;
-    order.extend(0..metadata.len());
-    order.sort_unstable_by(|&a, &b| metadata[a].0.cmp(&metadata[b].0));
-    if let Some(w) = order
-        .windows(2)
-        .find(|w| metadata[w[0]].0 == metadata[w[1]].0)
-    {
-        let later = w[0].max(w[1]);
-        r.pos = key_at[later];
-        return Err(r.err(format_args!(
-            "metadata key `{}` appears twice",
-            metadata[later].0
-        )));
-    }
-    drop((order, key_at));
-
+    let (version, n_tensors, n_kv) = r.header()?;
+    let metadata = r.metadata(n_kv)?;
     let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
         None => DEFAULT_ALIGNMENT,
         Some((_, v)) => match v.as_u64() {
@@ -333,20 +251,178 @@ pub fn parse_with(path: &Path, map: &[u8], limits: &Limits) -> Result<Parsed> {
             }
         },
     };
-
     // Tensor infos: names, shapes and types first; offsets are checked once the data
     // section's start is known.
-    struct Raw {
-        name: String,
-        dtype: DType,
-        ne: Vec<u64>,
-        rel: u64,
-        len: u64,
-    }
-    let mut raws: Vec<Raw> = reserve(n_tensors as usize, || {
+    let mut raws: Vec<RawTensor> = reserve(n_tensors as usize, || {
         r.err(format_args!("no memory for {n_tensors} tensor infos"))
     })?;
     for i in 0..n_tensors {
+        raws.push(r.tensor_info(i, alignment)?);
+    }
+    let header_end = r.pos as u64;
+    let data_offset = header_end
+        .checked_next_multiple_of(alignment)
+        .filter(|&d| d <= map.len() as u64)
+        .ok_or_else(|| {
+            r.err(format_args!(
+                "data section (header end {header_end} aligned to {alignment}) starts past the end of the {}-byte file",
+                map.len()
+            ))
+        })?;
+    let tensors = place_tensors(&r, raws, data_offset)?;
+    Ok(Parsed {
+        tensors,
+        metadata,
+        version,
+        alignment,
+        data_offset: data_offset as usize,
+    })
+}
+
+/// A tensor info as the header states it: its data offset relative to the data section.
+struct RawTensor {
+    name: String,
+    dtype: DType,
+    ne: Vec<u64>,
+    rel: u64,
+    len: u64,
+}
+
+/// The tensors of `raws` at their absolute offsets, each checked to lie inside the file.
+fn place_tensors(r: &Reader, raws: Vec<RawTensor>, data_offset: u64) -> Result<Vec<TensorInfo>> {
+    let file_len = r.buf.len() as u64;
+    let mut tensors = reserve(raws.len(), || {
+        r.err(format_args!("no memory for {} tensors", raws.len()))
+    })?;
+    for raw in raws {
+        let start = data_offset.checked_add(raw.rel);
+        let end = start.and_then(|s| s.checked_add(raw.len));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= file_len => tensors.push(TensorInfo {
+                shape: raw.ne.iter().rev().map(|&d| d as usize).collect(),
+                name: raw.name,
+                dtype: raw.dtype,
+                offset: s as usize,
+                len: raw.len as usize,
+            }),
+            _ => {
+                return Err(EngineError::Malformed {
+                    path: r.path.to_path_buf(),
+                    format: "GGUF",
+                    what: format!(
+                        "tensor `{}` ({} {:?}, {} bytes at data offset {} + {}) lies past the end of the {file_len}-byte file",
+                        raw.name, raw.dtype, raw.ne, raw.len, data_offset, raw.rel
+                    ),
+                })
+            }
+        }
+    }
+    Ok(tensors)
+}
+
+impl Reader<'_> {
+    /// Magic, version, tensor count and metadata count, each checked (supported version,
+    /// counts under the limits and within what the bytes that remain can hold).
+    fn header(&mut self) -> Result<(u32, u64, u64)> {
+        let r = self;
+        let magic = r.array::<4>("magic")?;
+        if &magic != b"GGUF" {
+            r.pos = 0;
+            return Err(r.err(format_args!("magic is {magic:02x?}, not \"GGUF\"")));
+        }
+        let version = r.u32("version")?;
+        match version {
+            2 | 3 => {}
+            1 => {
+                r.pos -= 4;
+                return Err(
+                    r.err("GGUF version 1 (32-bit counts) is not supported; re-convert the model")
+                );
+            }
+            v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
+                r.pos -= 4;
+                return Err(r.err("big-endian GGUF is not supported"));
+            }
+            v => {
+                r.pos -= 4;
+                return Err(r.err(format_args!(
+                    "unsupported GGUF version {v} (expected 2 or 3)"
+                )));
+            }
+        }
+        let n_tensors = r.u64("tensor count")?;
+        if n_tensors > MAX_TENSORS {
+            r.pos -= 8;
+            return Err(r.err(format_args!(
+                "tensor count {n_tensors} exceeds the limit {MAX_TENSORS}"
+            )));
+        }
+        let n_kv = r.u64("metadata count")?;
+        if n_kv > MAX_KV {
+            r.pos -= 8;
+            return Err(r.err(format_args!(
+                "metadata count {n_kv} exceeds the limit {MAX_KV}"
+            )));
+        }
+        // A key/value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info
+        // at least 8 + 4 + 8 + 4 + 8. Bound the allocations by what the file can hold.
+        if n_kv.saturating_mul(13) > r.remaining() || n_tensors.saturating_mul(32) > r.remaining() {
+            return Err(r.err(format_args!(
+            "{n_kv} metadata entries and {n_tensors} tensors cannot fit in the {} bytes that remain (truncated file?)",
+            r.remaining()
+        )));
+        }
+        Ok((version, n_tensors, n_kv))
+    }
+
+    /// `n_kv` key/value pairs, each charged against the metadata budget; a key that
+    /// appears twice is refused.
+    fn metadata(&mut self, n_kv: u64) -> Result<Vec<(String, MetaValue)>> {
+        let r = self;
+        // Both counts were bounded by the bytes that remain; reserving can still fail.
+        let mut metadata: Vec<(String, MetaValue)> = reserve(n_kv as usize, || {
+            r.err(format_args!("no memory for {n_kv} metadata entries"))
+        })?;
+        let mut key_at = reserve(n_kv as usize, || {
+            r.err(format_args!("no memory for {n_kv} metadata entries"))
+        })?;
+        let pair =
+            (std::mem::size_of::<(String, MetaValue)>() + std::mem::size_of::<usize>()) as u64;
+        for i in 0..n_kv {
+            key_at.push(r.pos);
+            let len = r.peek_len("metadata key")?;
+            if len <= MAX_STRING {
+                r.charge(&format!("metadata key #{i}"), 1, string_cost(len) + pair)?;
+            }
+            let key = r.string(MAX_STRING, true, "metadata key")?;
+            let t = r.u32("metadata value type")?;
+            let value = r.value(t, 0, &key)?;
+            metadata.push((key, value));
+        }
+        // Duplicate keys: sort indices by key (no copy of the keys), compare neighbours.
+        let mut order: Vec<usize> =
+            reserve(metadata.len(), || r.err("no memory to sort the keys"))?;
+        order.extend(0..metadata.len());
+        order.sort_unstable_by(|&a, &b| metadata[a].0.cmp(&metadata[b].0));
+        if let Some(w) = order
+            .windows(2)
+            .find(|w| metadata[w[0]].0 == metadata[w[1]].0)
+        {
+            let later = w[0].max(w[1]);
+            r.pos = key_at[later];
+            return Err(r.err(format_args!(
+                "metadata key `{}` appears twice",
+                metadata[later].0
+            )));
+        }
+        drop((order, key_at));
+        Ok(metadata)
+    }
+
+    /// Tensor info #`i`: name, dimensions, type and relative offset, checked (dimension
+    /// count, no zero dimension, no overflow, whole blocks along ne[0], aligned offset).
+    fn tensor_info(&mut self, i: u64, alignment: u64) -> Result<RawTensor> {
+        let r = self;
         let name = r.string(MAX_TENSOR_NAME, true, "tensor name")?;
         let what = format!("tensor #{i} `{name}`");
         let n_dims = r.u32(&what)?;
@@ -376,7 +452,7 @@ pub fn parse_with(path: &Path, map: &[u8], limits: &Limits) -> Result<Parsed> {
         let type_id = r.u32(&what)?;
         let Some(dtype) = DType::from_ggml_id(type_id) else {
             return Err(EngineError::UnsupportedType {
-                path: path.to_path_buf(),
+                path: r.path.to_path_buf(),
                 tensor: name,
                 dtype: format!("ggml type id {type_id}"),
             });
@@ -403,59 +479,12 @@ pub fn parse_with(path: &Path, map: &[u8], limits: &Limits) -> Result<Parsed> {
                 "{what}: data offset {rel} is not a multiple of the alignment {alignment}"
             )));
         }
-        raws.push(Raw {
+        Ok(RawTensor {
             name,
             dtype,
             ne,
             rel,
             len: len as u64,
-        });
+        })
     }
-
-    let header_end = r.pos as u64;
-    let data_offset = header_end
-        .checked_next_multiple_of(alignment)
-        .filter(|&d| d <= map.len() as u64)
-        .ok_or_else(|| {
-            r.err(format_args!(
-                "data section (header end {header_end} aligned to {alignment}) starts past the end of the {}-byte file",
-                map.len()
-            ))
-        })?;
-
-    let file_len = map.len() as u64;
-    let mut tensors = reserve(raws.len(), || {
-        r.err(format_args!("no memory for {} tensors", raws.len()))
-    })?;
-    for raw in raws {
-        let start = data_offset.checked_add(raw.rel);
-        let end = start.and_then(|s| s.checked_add(raw.len));
-        match (start, end) {
-            (Some(s), Some(e)) if e <= file_len => tensors.push(TensorInfo {
-                shape: raw.ne.iter().rev().map(|&d| d as usize).collect(),
-                name: raw.name,
-                dtype: raw.dtype,
-                offset: s as usize,
-                len: raw.len as usize,
-            }),
-            _ => {
-                return Err(EngineError::Malformed {
-                    path: path.to_path_buf(),
-                    format: "GGUF",
-                    what: format!(
-                        "tensor `{}` ({} {:?}, {} bytes at data offset {} + {}) lies past the end of the {file_len}-byte file",
-                        raw.name, raw.dtype, raw.ne, raw.len, data_offset, raw.rel
-                    ),
-                })
-            }
-        }
-    }
-
-    Ok(Parsed {
-        tensors,
-        metadata,
-        version,
-        alignment,
-        data_offset: data_offset as usize,
-    })
 }

@@ -256,217 +256,245 @@ impl<'a> Vm<'a> {
             self.op_at = self.pos;
             let op = self.code[self.pos];
             self.pos += 1;
-            match op {
-                0x80 => {
-                    // PROTO
-                    let v = self.le(1)?;
-                    if !(2..=5).contains(&v) {
-                        return Err(self.err(format_args!("pickle protocol {v} (2 to 5 are read)")));
-                    }
-                }
-                0x95 => {
-                    // FRAME: a length hint only
-                    self.le(8)?;
-                }
-                b'.' => return self.pop(), // STOP
-                b'(' => {
-                    if self.marks.len() >= MAX_MARKS {
-                        return Err(self.err(format_args!(
-                            "more than {MAX_MARKS} MARKs open (the limit for a state dict's pickle)"
-                        )));
-                    }
-                    self.marks.push(self.stack.len());
-                }
-                b')' => self.push(Value::Tuple(Vec::new()))?,
-                b't' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::Tuple(items))?;
-                }
-                0x85..=0x87 => {
-                    let n = usize::from(op - 0x84);
-                    if self.stack.len() < n {
-                        return Err(self.err("stack underflow"));
-                    }
-                    let items = self.stack.split_off(self.stack.len() - n);
-                    self.push(Value::Tuple(items))?;
-                }
-                b']' => self.push(Value::List(Vec::new()))?,
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::List(items))?;
-                }
-                b'a' => {
-                    let v = self.pop()?;
-                    let l = self.top()?;
-                    self.extend_list(l, vec![v])?;
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    let l = self.top()?;
-                    self.extend_list(l, items)?;
-                }
-                b'}' => self.push(Value::Dict(Vec::new()))?,
-                b'd' => {
-                    let items = self.pop_mark()?;
-                    let pairs = self.pairs(items)?;
-                    self.push(Value::Dict(pairs))?;
-                }
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    let d = self.top()?;
-                    self.extend_dict(d, vec![(k, v)])?;
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    let pairs = self.pairs(items)?;
-                    let d = self.top()?;
-                    self.extend_dict(d, pairs)?;
-                }
-                b'N' => self.push(Value::None)?,
-                0x88 => self.push(Value::Bool(true))?,
-                0x89 => self.push(Value::Bool(false))?,
-                b'J' => {
-                    let v = self.le(4)? as u32 as i32;
-                    self.push(Value::Int(v.into()))?;
-                }
-                b'K' => {
-                    let v = self.le(1)?;
-                    self.push(Value::Int(v as i64))?;
-                }
-                b'M' => {
-                    let v = self.le(2)?;
-                    self.push(Value::Int(v as i64))?;
-                }
-                0x8a => {
-                    // LONG1: n bytes of little-endian two's complement
-                    let n = self.le(1)? as usize;
-                    if n > 8 {
-                        return Err(
-                            self.err(format_args!("LONG1 of {n} bytes does not fit 64 bits"))
-                        );
-                    }
-                    let raw = self.le(n)?;
-                    let v = if n == 0 {
-                        0
-                    } else {
-                        let shift = 64 - 8 * n as u32;
-                        ((raw << shift) as i64) >> shift
-                    };
-                    self.push(Value::Int(v))?;
-                }
-                b'G' => {
-                    // BINFLOAT: no tensor metadata needs the value.
-                    self.take(8)?;
-                    self.push(Value::Float)?;
-                }
-                b'X' | 0x8c | 0x8d | b'T' | b'U' => {
-                    let n = match op {
-                        0x8c | b'U' => self.le(1)?,
-                        0x8d => self.le(8)?,
-                        _ => self.le(4)?,
-                    };
-                    let n = usize::try_from(n).map_err(|_| self.err("string length overflows"))?;
-                    let b = self.take(n)?;
-                    let s = if matches!(op, b'T' | b'U') {
-                        // Python 2 str: bytes; torch never writes these, read as Latin-1.
-                        b.iter().map(|&c| char::from(c)).collect()
-                    } else {
-                        std::str::from_utf8(b)
-                            .map_err(|_| self.err("string is not UTF-8"))?
-                            .to_owned()
-                    };
-                    self.push(Value::Str(s))?;
-                }
-                b'C' | b'B' | 0x8e => {
-                    let n = match op {
-                        b'C' => self.le(1)?,
-                        b'B' => self.le(4)?,
-                        _ => self.le(8)?,
-                    };
-                    let n = usize::try_from(n).map_err(|_| self.err("bytes length overflows"))?;
-                    self.take(n)?;
-                    self.push(Value::Bytes)?;
-                }
-                b'c' => {
-                    let module = self.line()?;
-                    let name = self.line()?;
-                    self.push_global(module, name)?;
-                }
-                0x93 => {
-                    // STACK_GLOBAL
-                    let n = self.pop()?;
-                    let m = self.pop()?;
-                    let (m, n) = (
-                        self.str(m, "module")?.to_owned(),
-                        self.str(n, "name")?.to_owned(),
-                    );
-                    self.push_global(&m, &n)?;
-                }
-                b'R' | 0x81 => {
-                    // REDUCE (callable, args) / NEWOBJ (cls, args)
-                    let args = self.pop()?;
-                    let f = self.pop()?;
-                    let v = self.call(f, args)?;
-                    self.push(v)?;
-                }
-                b'b' => {
-                    // BUILD: only an OrderedDict's state (state_dict()'s `_metadata`),
-                    // which the weights do not need.
-                    let _state = self.pop()?;
-                    let obj = self.top()?;
-                    if !matches!(self.arena.get(obj), Some(Value::Dict(_))) {
-                        return Err(self.err("BUILD on something other than a dict"));
-                    }
-                }
-                b'Q' => {
-                    let pid = self.pop()?;
-                    let v = self.persistent_load(pid)?;
-                    self.push(v)?;
-                }
-                b'q' | b'r' | 0x94 => {
-                    let idx = match op {
-                        b'q' => self.le(1)?,
-                        b'r' => self.le(4)?,
-                        _ => self.memo.len() as u64,
-                    };
-                    let top = self.top()?;
-                    if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&idx) {
-                        return Err(self.err(format_args!(
-                            "more than {MAX_MEMO} memo entries (the limit for a state dict's pickle)"
-                        )));
-                    }
-                    self.memo.insert(idx, top);
-                }
-                b'h' | b'j' => {
-                    let idx = if op == b'h' { self.le(1)? } else { self.le(4)? };
-                    let id = *self.memo.get(&idx).ok_or_else(|| {
-                        self.err(format_args!("memo entry {idx} was never stored"))
-                    })?;
-                    self.push_id(id)?;
-                }
-                b'0' => {
-                    self.pop()?;
-                }
-                b'1' => {
-                    self.pop_mark()?;
-                }
-                b'2' => {
-                    let t = self.top()?;
-                    self.push_id(t)?;
-                }
-                other => {
-                    return Err(self.err(format_args!(
-                        "pickle opcode 0x{other:02x} ({:?}) is not one torch.save writes",
-                        char::from(other)
-                    )))
-                }
+            if op == b'.' {
+                return self.pop(); // STOP
+            }
+            if !(self.structure_op(op)? || self.value_op(op)? || self.object_op(op)?) {
+                return Err(self.err(format_args!(
+                    "pickle opcode 0x{op:02x} ({:?}) is not one torch.save writes",
+                    char::from(op)
+                )));
             }
         }
         Err(malformed(
             self.path,
             "data.pkl ends without STOP (truncated?)",
         ))
+    }
+
+    /// Runs `op` if it is a protocol, stack, container or memo opcode (PROTO, FRAME, MARK,
+    /// tuples, lists, dicts, PUT / GET, POP, DUP);
+    /// false when `op` is not one of them.
+    fn structure_op(&mut self, op: u8) -> Result<bool> {
+        match op {
+            0x80 => {
+                // PROTO
+                let v = self.le(1)?;
+                if !(2..=5).contains(&v) {
+                    return Err(self.err(format_args!("pickle protocol {v} (2 to 5 are read)")));
+                }
+            }
+            0x95 => {
+                // FRAME: a length hint only
+                self.le(8)?;
+            }
+            b'(' => {
+                if self.marks.len() >= MAX_MARKS {
+                    return Err(self.err(format_args!(
+                        "more than {MAX_MARKS} MARKs open (the limit for a state dict's pickle)"
+                    )));
+                }
+                self.marks.push(self.stack.len());
+            }
+            b')' => self.push(Value::Tuple(Vec::new()))?,
+            b't' => {
+                let items = self.pop_mark()?;
+                self.push(Value::Tuple(items))?;
+            }
+            0x85..=0x87 => {
+                let n = usize::from(op - 0x84);
+                if self.stack.len() < n {
+                    return Err(self.err("stack underflow"));
+                }
+                let items = self.stack.split_off(self.stack.len() - n);
+                self.push(Value::Tuple(items))?;
+            }
+            b']' => self.push(Value::List(Vec::new()))?,
+            b'l' => {
+                let items = self.pop_mark()?;
+                self.push(Value::List(items))?;
+            }
+            b'a' => {
+                let v = self.pop()?;
+                let l = self.top()?;
+                self.extend_list(l, vec![v])?;
+            }
+            b'e' => {
+                let items = self.pop_mark()?;
+                let l = self.top()?;
+                self.extend_list(l, items)?;
+            }
+            b'}' => self.push(Value::Dict(Vec::new()))?,
+            b'd' => {
+                let items = self.pop_mark()?;
+                let pairs = self.pairs(items)?;
+                self.push(Value::Dict(pairs))?;
+            }
+            b's' => {
+                let v = self.pop()?;
+                let k = self.pop()?;
+                let d = self.top()?;
+                self.extend_dict(d, vec![(k, v)])?;
+            }
+            b'u' => {
+                let items = self.pop_mark()?;
+                let pairs = self.pairs(items)?;
+                let d = self.top()?;
+                self.extend_dict(d, pairs)?;
+            }
+            b'q' | b'r' | 0x94 => {
+                let idx = match op {
+                    b'q' => self.le(1)?,
+                    b'r' => self.le(4)?,
+                    _ => self.memo.len() as u64,
+                };
+                let top = self.top()?;
+                if self.memo.len() >= MAX_MEMO && !self.memo.contains_key(&idx) {
+                    return Err(self.err(format_args!(
+                        "more than {MAX_MEMO} memo entries (the limit for a state dict's pickle)"
+                    )));
+                }
+                self.memo.insert(idx, top);
+            }
+            b'h' | b'j' => {
+                let idx = if op == b'h' { self.le(1)? } else { self.le(4)? };
+                let id = *self
+                    .memo
+                    .get(&idx)
+                    .ok_or_else(|| self.err(format_args!("memo entry {idx} was never stored")))?;
+                self.push_id(id)?;
+            }
+            b'0' => {
+                self.pop()?;
+            }
+            b'1' => {
+                self.pop_mark()?;
+            }
+            b'2' => {
+                let t = self.top()?;
+                self.push_id(t)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Runs `op` if it pushes a value (None, bools, ints, floats, strings, bytes);
+    /// false when `op` is not one of them.
+    fn value_op(&mut self, op: u8) -> Result<bool> {
+        match op {
+            b'N' => self.push(Value::None)?,
+            0x88 => self.push(Value::Bool(true))?,
+            0x89 => self.push(Value::Bool(false))?,
+            b'J' => {
+                let v = self.le(4)? as u32 as i32;
+                self.push(Value::Int(v.into()))?;
+            }
+            b'K' => {
+                let v = self.le(1)?;
+                self.push(Value::Int(v as i64))?;
+            }
+            b'M' => {
+                let v = self.le(2)?;
+                self.push(Value::Int(v as i64))?;
+            }
+            0x8a => {
+                // LONG1: n bytes of little-endian two's complement
+                let n = self.le(1)? as usize;
+                if n > 8 {
+                    return Err(self.err(format_args!("LONG1 of {n} bytes does not fit 64 bits")));
+                }
+                let raw = self.le(n)?;
+                let v = if n == 0 {
+                    0
+                } else {
+                    let shift = 64 - 8 * n as u32;
+                    ((raw << shift) as i64) >> shift
+                };
+                self.push(Value::Int(v))?;
+            }
+            b'G' => {
+                // BINFLOAT: no tensor metadata needs the value.
+                self.take(8)?;
+                self.push(Value::Float)?;
+            }
+            b'X' | 0x8c | 0x8d | b'T' | b'U' => {
+                let n = match op {
+                    0x8c | b'U' => self.le(1)?,
+                    0x8d => self.le(8)?,
+                    _ => self.le(4)?,
+                };
+                let n = usize::try_from(n).map_err(|_| self.err("string length overflows"))?;
+                let b = self.take(n)?;
+                let s = if matches!(op, b'T' | b'U') {
+                    // Python 2 str: bytes; torch never writes these, read as Latin-1.
+                    b.iter().map(|&c| char::from(c)).collect()
+                } else {
+                    std::str::from_utf8(b)
+                        .map_err(|_| self.err("string is not UTF-8"))?
+                        .to_owned()
+                };
+                self.push(Value::Str(s))?;
+            }
+            b'C' | b'B' | 0x8e => {
+                let n = match op {
+                    b'C' => self.le(1)?,
+                    b'B' => self.le(4)?,
+                    _ => self.le(8)?,
+                };
+                let n = usize::try_from(n).map_err(|_| self.err("bytes length overflows"))?;
+                self.take(n)?;
+                self.push(Value::Bytes)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Runs `op` if it makes or changes an object (GLOBAL, STACK_GLOBAL, REDUCE, NEWOBJ, BUILD,
+    /// BINPERSID);
+    /// false when `op` is not one of them.
+    fn object_op(&mut self, op: u8) -> Result<bool> {
+        match op {
+            b'c' => {
+                let module = self.line()?;
+                let name = self.line()?;
+                self.push_global(module, name)?;
+            }
+            0x93 => {
+                // STACK_GLOBAL
+                let n = self.pop()?;
+                let m = self.pop()?;
+                let (m, n) = (
+                    self.str(m, "module")?.to_owned(),
+                    self.str(n, "name")?.to_owned(),
+                );
+                self.push_global(&m, &n)?;
+            }
+            b'R' | 0x81 => {
+                // REDUCE (callable, args) / NEWOBJ (cls, args)
+                let args = self.pop()?;
+                let f = self.pop()?;
+                let v = self.call(f, args)?;
+                self.push(v)?;
+            }
+            b'b' => {
+                // BUILD: only an OrderedDict's state (state_dict()'s `_metadata`),
+                // which the weights do not need.
+                let _state = self.pop()?;
+                let obj = self.top()?;
+                if !matches!(self.arena.get(obj), Some(Value::Dict(_))) {
+                    return Err(self.err("BUILD on something other than a dict"));
+                }
+            }
+            b'Q' => {
+                let pid = self.pop()?;
+                let v = self.persistent_load(pid)?;
+                self.push(v)?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     pub(super) fn pairs(&self, items: Vec<Id>) -> Result<Vec<(Id, Id)>> {
