@@ -381,9 +381,10 @@ fn head_size_other_than_64_maps_and_is_refused_at_load() {
     assert_eq!((w.config.head_size, w.config.n_head), (32, 4));
     let opts = rwkv_engine::LoadOptions::default();
     let t0 = std::time::Instant::now();
-    let e = rwkv_engine::Engine::from_weights(gpu(), &f, &w, &opts, &mut |_| {}, t0)
-        .err()
-        .expect("head size 32 must be refused");
+    let e = match rwkv_engine::Engine::from_weights(gpu(), &f, &w, &opts, &mut |_| {}, t0) {
+        Ok(_) => panic!("head size 32 must be refused"),
+        Err(e) => e,
+    };
     assert!(matches!(e, EngineError::Unsupported { .. }), "{e:?}");
     assert_eq!(e.code(), "unsupported_model");
     let msg = e.to_string();

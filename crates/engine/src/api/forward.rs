@@ -180,9 +180,9 @@ impl Engine {
         &self,
         seqs: &'s [SeqInput],
         cursor: &mut [usize],
-    ) -> (Vec<(usize, u32, &'s [u32])>, Vec<u32>) {
+    ) -> (Vec<PassSeq<'s>>, Vec<u32>) {
         let (t_cap, r_cap) = (self.graph.t_cap, self.graph.r_cap);
-        let mut pass: Vec<(usize, u32, &[u32])> = Vec::new();
+        let mut pass: Vec<PassSeq> = Vec::new();
         let mut rows: Vec<u32> = Vec::new();
         let (mut t, mut r) = (0usize, 0usize);
         for (i, s) in seqs.iter().enumerate() {
@@ -221,7 +221,7 @@ impl Engine {
     /// sequence's outputs in `out`.
     fn run_pass(
         &self,
-        pass: &[(usize, u32, &[u32])],
+        pass: &[PassSeq],
         rows: &[u32],
         want: Want,
         out: &mut ForwardOutput,
@@ -321,3 +321,6 @@ fn rows_of(s: &SeqInput) -> usize {
         Rows::None => 0,
     }
 }
+
+/// One sequence's part of a pass: (its index in the call, its state's slot, its tokens).
+type PassSeq<'s> = (usize, u32, &'s [u32]);
