@@ -158,12 +158,64 @@ pub fn run(
         });
     };
     let mut figures = BTreeMap::new();
-    // Load: warm (page cache, pipeline caches, the process's device open: what switching
-    // models in the app costs; one untimed load first fills the caches) repeated, then
-    // one after dropping the pages. Opening the device, once per process, is a figure of
-    // its own (`load_first_run_ms`, from a fresh process, has everything), recorded when
-    // this run opens it (not in the app, which has it open already).
     say("load");
+    let (mut eng, load_cold_ms) = measure_load(path, opts, &mut figures)?;
+    let (lora_names, init, lora_ms) = apply_adapters(&mut eng, opts)?;
+    if !opts.loras.is_empty() {
+        figures.insert("lora_load_ms".into(), Figure::of(&[lora_ms]));
+    }
+    let mut m = Measure {
+        eng: &mut eng,
+        init: init.as_ref(),
+        repeat: opts.repeat,
+        figures: &mut figures,
+    };
+    let mut prefill_tok_s = BTreeMap::new();
+    for &len in &opts.prefill {
+        say(&format!("prefill {len}"));
+        prefill_tok_s.insert(len.to_string(), m.prefill(len)?);
+    }
+    say("decode");
+    m.decode(opts.gen)?;
+    say("doc state");
+    let doc_state = m.doc_state()?;
+    say("fields");
+    m.fields(doc_state, opts.fields)?;
+    say("tokenize");
+    m.tokenize();
+    say("quality");
+    // Quality is the base model's (its reference is the base's): adapters off for it.
+    let q = if opts.quality {
+        let active = eng.active_loras().to_vec();
+        eng.set_active_loras(&[])?;
+        let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
+        let q = quality::check(&mut eng, &reference)?;
+        eng.set_active_loras(&active)?;
+        Some(q)
+    } else {
+        None
+    };
+    let measured = Measured {
+        figures,
+        prefill_tok_s,
+        load_cold_ms,
+        quality: q,
+        lora: lora_names,
+    };
+    Ok(report(&eng, opts, measured))
+}
+
+/// Load times: warm (page cache, pipeline caches, the process's device open: what switching
+/// models in the app costs; one untimed load first fills the caches) repeated, then one
+/// after dropping the pages (the cold figure, returned). Opening the device, once per
+/// process, is a figure of its own (`load_first_run_ms`, from a fresh process, has
+/// everything), recorded when this run opens it (not in the app, which has it open
+/// already). Returns the loaded engine.
+fn measure_load(
+    path: &Path,
+    opts: &BenchOptions,
+    figures: &mut BTreeMap<String, Figure>,
+) -> Result<(Engine, Option<f64>)> {
     let device = &opts.load.adapter;
     let opening = !rwkv_engine::gpu::GpuContext::shared_is_open(device);
     let t = Instant::now();
@@ -187,7 +239,7 @@ pub fn run(
     } else {
         None
     };
-    let mut eng = match engine {
+    let eng = match engine {
         Some(e) => e,
         None => Engine::load(path, &opts.load)?,
     };
@@ -196,26 +248,31 @@ pub fn run(
     // output rows and states grown by what the run asked).
     let ready_mib = eng.info().gpu_total_bytes as f64 / 1048576.0;
     figures.insert("gpu_mem_ready_mib".into(), Figure::of(&[ready_mib]));
-    let (lora_names, init, lora_ms) = apply_adapters(&mut eng, opts)?;
-    if !opts.loras.is_empty() {
-        figures.insert("lora_load_ms".into(), Figure::of(&[lora_ms]));
-    }
-    let init = init.as_ref();
-    let vocab = eng.config().vocab_size;
-    let cancel = CancelToken::new();
-    let logits_only = Want {
-        logits: true,
-        embeddings: false,
-    };
+    Ok((eng, load_cold_ms))
+}
 
-    // Prefill tok/s per length (warm-up once per length).
-    let mut prefill_tok_s = BTreeMap::new();
-    for &len in &opts.prefill {
-        say(&format!("prefill {len}"));
+/// The engine under measurement, the initial state every measured sequence starts from,
+/// and where the figures go (each phase: one warm-up, then `repeat` timed runs).
+struct Measure<'a> {
+    eng: &'a mut Engine,
+    init: Option<&'a InitState>,
+    repeat: usize,
+    figures: &'a mut BTreeMap<String, Figure>,
+}
+
+impl Measure<'_> {
+    /// Prefill tok/s of a `len`-token prompt (`prefill_{len}_tok_s`); returns the median.
+    fn prefill(&mut self, len: usize) -> Result<f64> {
+        let (eng, init) = (&mut *self.eng, self.init);
+        let vocab = eng.config().vocab_size;
+        let logits_only = Want {
+            logits: true,
+            embeddings: false,
+        };
         let toks = tokens(len as u64, len, vocab);
         let mut v = Vec::new();
-        for r in 0..=opts.repeat {
-            let st = fresh(&mut eng, init)?;
+        for r in 0..=self.repeat {
+            let st = fresh(eng, init)?;
             let t = Instant::now();
             eng.forward(
                 &[SeqInput {
@@ -233,144 +290,165 @@ pub fn run(
             }
         }
         let f = Figure::of(&v);
-        prefill_tok_s.insert(len.to_string(), f.median);
-        figures.insert(format!("prefill_{len}_tok_s"), f);
+        let median = f.median;
+        self.figures.insert(format!("prefill_{len}_tok_s"), f);
+        Ok(median)
     }
 
-    // TTFT (212-token prompt) and decode tok/s.
-    say("decode");
-    let prompt = tokens(7, 212, vocab);
-    let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
-    for r in 0..=opts.repeat {
-        let st = fresh(&mut eng, init)?;
-        let mut greedy = |l: &mut [f32]| -> Result<u32> {
-            Ok(l.iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or(0, |(i, _)| i as u32))
-        };
-        let s = eng.generate(
-            st,
-            &prompt,
-            opts.gen.max(2),
-            &mut greedy,
-            &cancel,
-            &mut |_| true,
-        )?;
-        eng.free_state(st)?;
-        if r > 0 {
-            ttft.push(s.ttft_ms);
-            decode.push(s.decode_tok_s);
-            let steps = s.generated_tokens.saturating_sub(1).max(1) as f64;
-            record.push(s.decode_record_ms * 1e3 / steps);
-        }
-    }
-    figures.insert("decode_record_us".into(), Figure::of(&record));
-    figures.insert("ttft_ms".into(), Figure::of(&ttft));
-    figures.insert("decode_tok_s".into(), Figure::of(&decode));
-
-    // Document state: prefill a 212-token document and read the state back.
-    say("doc state");
-    let doc = tokens(11, 212, vocab);
-    let mut state_host = vec![0f32; eng.state_len()];
-    let mut doc_ms = Vec::new();
-    let mut doc_state = None;
-    for r in 0..=opts.repeat {
-        let t = Instant::now();
-        let st = fresh(&mut eng, init)?;
-        eng.forward(
-            &[SeqInput {
-                state: st,
-                tokens: &doc,
-                rows: Rows::None,
-            }],
-            Want {
-                logits: false,
-                embeddings: false,
-            },
-            None,
-        )?;
-        eng.read_state(st, &mut state_host)?;
-        if r > 0 {
-            doc_ms.push(ms(t));
-        }
-        if let Some(old) = doc_state.replace(st) {
-            eng.free_state(old)?;
-        }
-    }
-    figures.insert("doc_state_ms".into(), Figure::of(&doc_ms));
-
-    // Field analysis: `fields` fields of ≈16 tokens embedded after the document, batched.
-    say("fields");
-    let mut field_ms = Vec::new();
-    if let Some(doc_state) = doc_state {
-        let field_tokens: Vec<Vec<u32>> = (0..opts.fields)
-            .map(|i| tokens(100 + i as u64, 12 + i % 8, vocab))
-            .collect();
-        for r in 0..=opts.repeat {
-            let t = Instant::now();
-            let mut states = Vec::new();
-            for _ in &field_tokens {
-                states.push(eng.fork_state(doc_state)?);
+    /// TTFT of a 212-token prompt and decode tok/s of `gen` greedy tokens after it
+    /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`).
+    fn decode(&mut self, gen: usize) -> Result<()> {
+        let (eng, init) = (&mut *self.eng, self.init);
+        let vocab = eng.config().vocab_size;
+        let cancel = CancelToken::new();
+        let prompt = tokens(7, 212, vocab);
+        let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..=self.repeat {
+            let st = fresh(eng, init)?;
+            let mut greedy = |l: &mut [f32]| -> Result<u32> {
+                Ok(l.iter()
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .map_or(0, |(i, _)| i as u32))
+            };
+            let s = eng.generate(st, &prompt, gen.max(2), &mut greedy, &cancel, &mut |_| true)?;
+            eng.free_state(st)?;
+            if r > 0 {
+                ttft.push(s.ttft_ms);
+                decode.push(s.decode_tok_s);
+                let steps = s.generated_tokens.saturating_sub(1).max(1) as f64;
+                record.push(s.decode_record_ms * 1e3 / steps);
             }
-            let inputs: Vec<SeqInput> = field_tokens
-                .iter()
-                .zip(&states)
-                .map(|(f, &s)| SeqInput {
-                    state: s,
-                    tokens: f,
-                    rows: Rows::Last,
-                })
-                .collect();
+        }
+        self.figures
+            .insert("decode_record_us".into(), Figure::of(&record));
+        self.figures.insert("ttft_ms".into(), Figure::of(&ttft));
+        self.figures
+            .insert("decode_tok_s".into(), Figure::of(&decode));
+        Ok(())
+    }
+
+    /// A 212-token document prefilled and its state read back (`doc_state_ms`); returns
+    /// the last run's state.
+    fn doc_state(&mut self) -> Result<Option<StateId>> {
+        let (eng, init) = (&mut *self.eng, self.init);
+        let vocab = eng.config().vocab_size;
+        let doc = tokens(11, 212, vocab);
+        let mut state_host = vec![0f32; eng.state_len()];
+        let mut doc_ms = Vec::new();
+        let mut doc_state = None;
+        for r in 0..=self.repeat {
+            let t = Instant::now();
+            let st = fresh(eng, init)?;
             eng.forward(
-                &inputs,
+                &[SeqInput {
+                    state: st,
+                    tokens: &doc,
+                    rows: Rows::None,
+                }],
                 Want {
                     logits: false,
-                    embeddings: true,
+                    embeddings: false,
                 },
                 None,
             )?;
+            eng.read_state(st, &mut state_host)?;
             if r > 0 {
-                field_ms.push(ms(t));
+                doc_ms.push(ms(t));
             }
-            for s in states {
-                eng.free_state(s)?;
+            if let Some(old) = doc_state.replace(st) {
+                eng.free_state(old)?;
             }
         }
+        self.figures
+            .insert("doc_state_ms".into(), Figure::of(&doc_ms));
+        Ok(doc_state)
     }
-    figures.insert("fields_ms".into(), Figure::of(&field_ms));
 
-    // Tokenizer: a ~212-token English document.
-    say("tokenize");
-    let text = "It was a dark and stormy night, and the ship had been driven far from her course. "
-        .repeat(12);
-    let mut tk = Vec::new();
-    for _ in 0..(opts.repeat * 20).max(20) {
-        let t = Instant::now();
-        let ids = eng.tokenizer().encode(&text);
-        tk.push(t.elapsed().as_secs_f64() * 1e6);
-        std::hint::black_box(ids);
+    /// `n` fields of ≈16 tokens embedded after the document state, batched (`fields_ms`).
+    fn fields(&mut self, doc_state: Option<StateId>, n: usize) -> Result<()> {
+        let eng = &mut *self.eng;
+        let vocab = eng.config().vocab_size;
+        let mut field_ms = Vec::new();
+        if let Some(doc_state) = doc_state {
+            let field_tokens: Vec<Vec<u32>> = (0..n)
+                .map(|i| tokens(100 + i as u64, 12 + i % 8, vocab))
+                .collect();
+            for r in 0..=self.repeat {
+                let t = Instant::now();
+                let mut states = Vec::new();
+                for _ in &field_tokens {
+                    states.push(eng.fork_state(doc_state)?);
+                }
+                let inputs: Vec<SeqInput> = field_tokens
+                    .iter()
+                    .zip(&states)
+                    .map(|(f, &s)| SeqInput {
+                        state: s,
+                        tokens: f,
+                        rows: Rows::Last,
+                    })
+                    .collect();
+                eng.forward(
+                    &inputs,
+                    Want {
+                        logits: false,
+                        embeddings: true,
+                    },
+                    None,
+                )?;
+                if r > 0 {
+                    field_ms.push(ms(t));
+                }
+                for s in states {
+                    eng.free_state(s)?;
+                }
+            }
+        }
+        self.figures
+            .insert("fields_ms".into(), Figure::of(&field_ms));
+        Ok(())
     }
-    figures.insert("tokenize_us".into(), Figure::of(&tk));
 
-    say("quality");
-    // Quality is the base model's (its reference is the base's): adapters off for it.
-    let q = if opts.quality {
-        let active = eng.active_loras().to_vec();
-        eng.set_active_loras(&[])?;
-        let reference = quality::reference_for(&eng, path, opts.reference.as_deref())?;
-        let q = quality::check(&mut eng, &reference)?;
-        eng.set_active_loras(&active)?;
-        Some(q)
-    } else {
-        None
-    };
+    /// Tokenizing a ≈212-token English document (`tokenize_us`).
+    fn tokenize(&mut self) {
+        let text =
+            "It was a dark and stormy night, and the ship had been driven far from her course. "
+                .repeat(12);
+        let mut tk = Vec::new();
+        for _ in 0..(self.repeat * 20).max(20) {
+            let t = Instant::now();
+            let ids = self.eng.tokenizer().encode(&text);
+            tk.push(t.elapsed().as_secs_f64() * 1e6);
+            std::hint::black_box(ids);
+        }
+        self.figures.insert("tokenize_us".into(), Figure::of(&tk));
+    }
+}
 
+/// What a run measured, for [`report`].
+struct Measured {
+    figures: BTreeMap<String, Figure>,
+    prefill_tok_s: BTreeMap<String, f64>,
+    load_cold_ms: Option<f64>,
+    quality: Option<quality::Quality>,
+    lora: Vec<String>,
+}
+
+/// The report of a run on `eng`: the model's and device's facts with the figures.
+fn report(eng: &Engine, opts: &BenchOptions, m: Measured) -> BenchReport {
+    let Measured {
+        figures,
+        prefill_tok_s,
+        load_cold_ms,
+        quality: q,
+        lora: lora_names,
+    } = m;
     let info = eng.info().clone();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    Ok(BenchReport {
+    BenchReport {
         title: opts.title.clone(),
         change: opts.change.clone(),
         date: format_date(now),
@@ -409,7 +487,7 @@ pub fn run(
         peer: BTreeMap::new(),
         lora: lora_names,
         init_state: opts.init_state.as_ref().map(|p| p.display().to_string()),
-    })
+    }
 }
 
 /// `YYYY-MM-DD` (UTC) from Unix seconds (civil-from-days, H. Hinnant).

@@ -52,233 +52,21 @@ pub(crate) fn big_dtype(ty: SynthType, is_head: bool, ne0: usize) -> DType {
 /// `convert_hf_to_gguf.py`'s order for F16, `llama-quantize`'s (by layer, then by name)
 /// for the quantized types.
 pub(crate) fn gguf_entries(cfg: &Rwkv7Config, ty: SynthType) -> Vec<Entry> {
-    let (c, v, f, l) = (cfg.n_embd, cfg.vocab_size, cfg.ffn_dim, &cfg.lora);
-    let vec3 = [1, 1, c];
-    let big = |name: &str, src: Blink, is_head: bool| {
-        let ne0 = src.cols();
-        let ne: Vec<u64> = src.shape.iter().rev().map(|&d| d as u64).collect();
-        Entry {
-            spec: GgufTensorSpec {
-                name: name.to_string(),
-                ne,
-                dtype: big_dtype(ty, is_head, ne0),
-            },
-            src: Src::Same(src),
-        }
-    };
-    let vector = |name: String, src: Blink| Entry {
-        spec: GgufTensorSpec {
-            name,
-            ne: vec![c as u64],
-            dtype: DType::F32,
-        },
-        src: Src::Same(src),
-    };
-    // GGUF stores the LoRA matrix `[a, b]` transposed: row-major [b, a], ne = [a, b].
-    let lora = |name: String, src: Blink, dtype: DType| {
-        let ne = vec![src.shape[0] as u64, src.shape[1] as u64];
-        Entry {
-            spec: GgufTensorSpec { name, ne, dtype },
-            src: Src::Transposed(src),
-        }
-    };
+    let m = Maker { cfg, ty };
+    let (c, v) = (cfg.n_embd, cfg.vocab_size);
     let mut s = vec![
-        big("output.weight", Blink::new("head.weight", &[v, c]), true),
-        big(
+        m.big("output.weight", Blink::new("head.weight", &[v, c]), true),
+        m.big(
             "token_embd.weight",
             Blink::new("emb.weight", &[v, c]),
             false,
         ),
     ];
     for i in 0..cfg.n_layer {
-        let g = format!("blk.{i}.");
-        let a = format!("blocks.{i}.att.");
-        let p = format!("blocks.{i}.");
-        let a1 = lora(
-            format!("{g}time_mix_a1.weight"),
-            Blink::new(format!("{a}a1"), &[c, l.iclr_a]),
-            DType::F16,
-        );
-        let a0 = vector(
-            format!("{g}time_mix_a0.weight"),
-            Blink::new(format!("{a}a0"), &vec3),
-        );
-        let a2 = lora(
-            format!("{g}time_mix_a2.weight"),
-            Blink::new(format!("{a}a2"), &[l.iclr_a, c]),
-            DType::F16,
-        );
-        let gs = [
-            lora(
-                format!("{g}time_mix_g1.weight"),
-                Blink::new(format!("{a}g1"), &[c, l.gate_g]),
-                DType::F16,
-            ),
-            lora(
-                format!("{g}time_mix_g2.weight"),
-                Blink::new(format!("{a}g2"), &[l.gate_g, c]),
-                DType::F16,
-            ),
-        ];
-        let mid = [
-            vector(
-                format!("{g}time_mix_ln.bias"),
-                Blink::new(format!("{a}ln_x.bias"), &[c]),
-            ),
-            vector(
-                format!("{g}time_mix_ln.weight"),
-                Blink::new(format!("{a}ln_x.weight"), &[c]),
-            ),
-            vector(
-                format!("{g}time_mix_k_a.weight"),
-                Blink::new(format!("{a}k_a"), &vec3),
-            ),
-            vector(
-                format!("{g}time_mix_k_k.weight"),
-                Blink::new(format!("{a}k_k"), &vec3),
-            ),
-            big(
-                &format!("{g}time_mix_key.weight"),
-                Blink::new(format!("{a}key.weight"), &[c, c]),
-                false,
-            ),
-            big(
-                &format!("{g}time_mix_output.weight"),
-                Blink::new(format!("{a}output.weight"), &[c, c]),
-                false,
-            ),
-            vector(
-                format!("{g}time_mix_r_k.weight"),
-                Blink::new(format!("{a}r_k"), &[cfg.n_head, cfg.head_size]),
-            ),
-            big(
-                &format!("{g}time_mix_receptance.weight"),
-                Blink::new(format!("{a}receptance.weight"), &[c, c]),
-                false,
-            ),
-        ];
-        let val = big(
-            &format!("{g}time_mix_value.weight"),
-            Blink::new(format!("{a}value.weight"), &[c, c]),
-            false,
-        );
-        let lerp = Entry {
-            spec: GgufTensorSpec {
-                name: format!("{g}time_mix_lerp_fused.weight"),
-                ne: vec![c as u64, 1, 1, 6],
-                dtype: DType::F32,
-            },
-            src: Src::LerpFused(
-                ["x_r", "x_w", "x_k", "x_v", "x_a", "x_g"]
-                    .iter()
-                    .map(|n| Blink::new(format!("{a}{n}"), &vec3))
-                    .collect(),
-            ),
-        };
-        let tail = [
-            lora(
-                format!("{g}time_mix_w1.weight"),
-                Blink::new(format!("{a}w1"), &[c, l.decay_w]),
-                DType::F32,
-            ),
-            vector(
-                format!("{g}time_mix_w0.weight"),
-                Blink::new(format!("{a}w0"), &vec3),
-            ),
-            lora(
-                format!("{g}time_mix_w2.weight"),
-                Blink::new(format!("{a}w2"), &[l.decay_w, c]),
-                DType::F32,
-            ),
-            lerp,
-            vector(
-                format!("{g}attn_norm.bias"),
-                Blink::new(format!("{p}ln1.bias"), &[c]),
-            ),
-            vector(
-                format!("{g}attn_norm.weight"),
-                Blink::new(format!("{p}ln1.weight"), &[c]),
-            ),
-            big(
-                &format!("{g}channel_mix_key.weight"),
-                Blink::new(format!("{p}ffn.key.weight"), &[f, c]),
-                false,
-            ),
-            big(
-                &format!("{g}channel_mix_value.weight"),
-                Blink::new(format!("{p}ffn.value.weight"), &[c, f]),
-                false,
-            ),
-            vector(
-                format!("{g}channel_mix_lerp_k.weight"),
-                Blink::new(format!("{p}ffn.x_k"), &vec3),
-            ),
-            vector(
-                format!("{g}attn_norm_2.bias"),
-                Blink::new(format!("{p}ln2.bias"), &[c]),
-            ),
-            vector(
-                format!("{g}attn_norm_2.weight"),
-                Blink::new(format!("{p}ln2.weight"), &[c]),
-            ),
-        ];
-        if i == 0 {
-            // The converter gives layer 0 dummy v0/v1/v2, copies of a0/a1/a2, each written
-            // just before its source.
-            let copy = |e: &Entry, name: String| Entry {
-                spec: GgufTensorSpec {
-                    name,
-                    ..e.spec.clone()
-                },
-                src: e.src.clone(),
-            };
-            s.push(copy(&a1, format!("{g}time_mix_v1.weight")));
-            s.push(a1);
-            s.push(copy(&a0, format!("{g}time_mix_v0.weight")));
-            s.push(a0);
-            s.push(copy(&a2, format!("{g}time_mix_v2.weight")));
-            s.push(a2);
-            s.extend(gs);
-            s.extend(mid);
-            s.push(val);
-            s.extend(tail);
-            s.push(vector(
-                "token_embd_norm.bias".into(),
-                Blink::new(format!("{p}ln0.bias"), &[c]),
-            ));
-            s.push(vector(
-                "token_embd_norm.weight".into(),
-                Blink::new(format!("{p}ln0.weight"), &[c]),
-            ));
-        } else {
-            s.push(a1);
-            s.push(a0);
-            s.push(a2);
-            s.extend(gs);
-            s.extend(mid);
-            s.push(lora(
-                format!("{g}time_mix_v1.weight"),
-                Blink::new(format!("{a}v1"), &[c, l.value_v]),
-                DType::F16,
-            ));
-            s.push(vector(
-                format!("{g}time_mix_v0.weight"),
-                Blink::new(format!("{a}v0"), &vec3),
-            ));
-            s.push(lora(
-                format!("{g}time_mix_v2.weight"),
-                Blink::new(format!("{a}v2"), &[l.value_v, c]),
-                DType::F16,
-            ));
-            s.push(val);
-            s.extend(tail);
-        }
+        layer_entries(&m, i, &mut s);
     }
-    s.push(vector(
-        "output_norm.bias".into(),
-        Blink::new("ln_out.bias", &[c]),
-    ));
-    s.push(vector(
+    s.push(m.vector("output_norm.bias".into(), Blink::new("ln_out.bias", &[c])));
+    s.push(m.vector(
         "output_norm.weight".into(),
         Blink::new("ln_out.weight", &[c]),
     ));
@@ -298,6 +86,281 @@ pub(crate) fn gguf_entries(cfg: &Rwkv7Config, ty: SynthType) -> Vec<Entry> {
         });
     }
     s
+}
+
+/// Makes the entries of one model: its shape and the encoding of its big matrices.
+struct Maker<'a> {
+    cfg: &'a Rwkv7Config,
+    ty: SynthType,
+}
+
+impl Maker<'_> {
+    /// A big matrix (or the head) in the file's encoding of big matrices.
+    fn big(&self, name: &str, src: Blink, is_head: bool) -> Entry {
+        let ne0 = src.cols();
+        let ne: Vec<u64> = src.shape.iter().rev().map(|&d| d as u64).collect();
+        Entry {
+            spec: GgufTensorSpec {
+                name: name.to_string(),
+                ne,
+                dtype: big_dtype(self.ty, is_head, ne0),
+            },
+            src: Src::Same(src),
+        }
+    }
+
+    /// A C-long F32 vector.
+    fn vector(&self, name: String, src: Blink) -> Entry {
+        Entry {
+            spec: GgufTensorSpec {
+                name,
+                ne: vec![self.cfg.n_embd as u64],
+                dtype: DType::F32,
+            },
+            src: Src::Same(src),
+        }
+    }
+
+    /// A low-rank matrix: GGUF stores BlinkDL's `[a, b]` transposed (row-major [b, a],
+    /// ne = [a, b]).
+    fn lora(&self, name: String, src: Blink, dtype: DType) -> Entry {
+        let ne = vec![src.shape[0] as u64, src.shape[1] as u64];
+        Entry {
+            spec: GgufTensorSpec { name, ne, dtype },
+            src: Src::Transposed(src),
+        }
+    }
+}
+
+/// The time mix's entries of block `i` that come before its value residual, in the
+/// converter's order: `a1, a0, a2`, `g1, g2`, the middle ones, and the value matrix.
+struct AttEntries {
+    a: [Entry; 3],
+    g: [Entry; 2],
+    mid: [Entry; 8],
+    val: Entry,
+}
+
+/// Block `i`'s entries onto `s`, in the order llama.cpp's converter writes them.
+fn layer_entries(m: &Maker, i: usize, s: &mut Vec<Entry>) {
+    let (c, l) = (m.cfg.n_embd, &m.cfg.lora);
+    let vec3 = [1, 1, c];
+    let (g, a, p) = (
+        format!("blk.{i}."),
+        format!("blocks.{i}.att."),
+        format!("blocks.{i}."),
+    );
+    let AttEntries {
+        a: [a1, a0, a2],
+        g: gs,
+        mid,
+        val,
+    } = att_entries(m, i);
+    let tail = tail_entries(m, i);
+    if i == 0 {
+        // The converter gives layer 0 dummy v0/v1/v2, copies of a0/a1/a2, each written
+        // just before its source.
+        let copy = |e: &Entry, name: String| Entry {
+            spec: GgufTensorSpec {
+                name,
+                ..e.spec.clone()
+            },
+            src: e.src.clone(),
+        };
+        s.push(copy(&a1, format!("{g}time_mix_v1.weight")));
+        s.push(a1);
+        s.push(copy(&a0, format!("{g}time_mix_v0.weight")));
+        s.push(a0);
+        s.push(copy(&a2, format!("{g}time_mix_v2.weight")));
+        s.push(a2);
+        s.extend(gs);
+        s.extend(mid);
+        s.push(val);
+        s.extend(tail);
+        s.push(m.vector(
+            "token_embd_norm.bias".into(),
+            Blink::new(format!("{p}ln0.bias"), &[c]),
+        ));
+        s.push(m.vector(
+            "token_embd_norm.weight".into(),
+            Blink::new(format!("{p}ln0.weight"), &[c]),
+        ));
+    } else {
+        s.push(a1);
+        s.push(a0);
+        s.push(a2);
+        s.extend(gs);
+        s.extend(mid);
+        s.push(m.lora(
+            format!("{g}time_mix_v1.weight"),
+            Blink::new(format!("{a}v1"), &[c, l.value_v]),
+            DType::F16,
+        ));
+        s.push(m.vector(
+            format!("{g}time_mix_v0.weight"),
+            Blink::new(format!("{a}v0"), &vec3),
+        ));
+        s.push(m.lora(
+            format!("{g}time_mix_v2.weight"),
+            Blink::new(format!("{a}v2"), &[l.value_v, c]),
+            DType::F16,
+        ));
+        s.push(val);
+        s.extend(tail);
+    }
+}
+
+/// See [`AttEntries`].
+fn att_entries(m: &Maker, i: usize) -> AttEntries {
+    let (c, l, cfg) = (m.cfg.n_embd, &m.cfg.lora, m.cfg);
+    let vec3 = [1, 1, c];
+    let (g, a) = (format!("blk.{i}."), format!("blocks.{i}.att."));
+    let a1 = m.lora(
+        format!("{g}time_mix_a1.weight"),
+        Blink::new(format!("{a}a1"), &[c, l.iclr_a]),
+        DType::F16,
+    );
+    let a0 = m.vector(
+        format!("{g}time_mix_a0.weight"),
+        Blink::new(format!("{a}a0"), &vec3),
+    );
+    let a2 = m.lora(
+        format!("{g}time_mix_a2.weight"),
+        Blink::new(format!("{a}a2"), &[l.iclr_a, c]),
+        DType::F16,
+    );
+    let gs = [
+        m.lora(
+            format!("{g}time_mix_g1.weight"),
+            Blink::new(format!("{a}g1"), &[c, l.gate_g]),
+            DType::F16,
+        ),
+        m.lora(
+            format!("{g}time_mix_g2.weight"),
+            Blink::new(format!("{a}g2"), &[l.gate_g, c]),
+            DType::F16,
+        ),
+    ];
+    let mid = [
+        m.vector(
+            format!("{g}time_mix_ln.bias"),
+            Blink::new(format!("{a}ln_x.bias"), &[c]),
+        ),
+        m.vector(
+            format!("{g}time_mix_ln.weight"),
+            Blink::new(format!("{a}ln_x.weight"), &[c]),
+        ),
+        m.vector(
+            format!("{g}time_mix_k_a.weight"),
+            Blink::new(format!("{a}k_a"), &vec3),
+        ),
+        m.vector(
+            format!("{g}time_mix_k_k.weight"),
+            Blink::new(format!("{a}k_k"), &vec3),
+        ),
+        m.big(
+            &format!("{g}time_mix_key.weight"),
+            Blink::new(format!("{a}key.weight"), &[c, c]),
+            false,
+        ),
+        m.big(
+            &format!("{g}time_mix_output.weight"),
+            Blink::new(format!("{a}output.weight"), &[c, c]),
+            false,
+        ),
+        m.vector(
+            format!("{g}time_mix_r_k.weight"),
+            Blink::new(format!("{a}r_k"), &[cfg.n_head, cfg.head_size]),
+        ),
+        m.big(
+            &format!("{g}time_mix_receptance.weight"),
+            Blink::new(format!("{a}receptance.weight"), &[c, c]),
+            false,
+        ),
+    ];
+    let val = m.big(
+        &format!("{g}time_mix_value.weight"),
+        Blink::new(format!("{a}value.weight"), &[c, c]),
+        false,
+    );
+    AttEntries {
+        a: [a1, a0, a2],
+        g: gs,
+        mid,
+        val,
+    }
+}
+
+/// Block `i`'s entries after its value matrix: the decay chain, the fused lerps, the
+/// norms and the channel mix.
+fn tail_entries(m: &Maker, i: usize) -> [Entry; 11] {
+    let (c, f, l) = (m.cfg.n_embd, m.cfg.ffn_dim, &m.cfg.lora);
+    let vec3 = [1, 1, c];
+    let (g, a, p) = (
+        format!("blk.{i}."),
+        format!("blocks.{i}.att."),
+        format!("blocks.{i}."),
+    );
+    let lerp = Entry {
+        spec: GgufTensorSpec {
+            name: format!("{g}time_mix_lerp_fused.weight"),
+            ne: vec![c as u64, 1, 1, 6],
+            dtype: DType::F32,
+        },
+        src: Src::LerpFused(
+            ["x_r", "x_w", "x_k", "x_v", "x_a", "x_g"]
+                .iter()
+                .map(|n| Blink::new(format!("{a}{n}"), &vec3))
+                .collect(),
+        ),
+    };
+    [
+        m.lora(
+            format!("{g}time_mix_w1.weight"),
+            Blink::new(format!("{a}w1"), &[c, l.decay_w]),
+            DType::F32,
+        ),
+        m.vector(
+            format!("{g}time_mix_w0.weight"),
+            Blink::new(format!("{a}w0"), &vec3),
+        ),
+        m.lora(
+            format!("{g}time_mix_w2.weight"),
+            Blink::new(format!("{a}w2"), &[l.decay_w, c]),
+            DType::F32,
+        ),
+        lerp,
+        m.vector(
+            format!("{g}attn_norm.bias"),
+            Blink::new(format!("{p}ln1.bias"), &[c]),
+        ),
+        m.vector(
+            format!("{g}attn_norm.weight"),
+            Blink::new(format!("{p}ln1.weight"), &[c]),
+        ),
+        m.big(
+            &format!("{g}channel_mix_key.weight"),
+            Blink::new(format!("{p}ffn.key.weight"), &[f, c]),
+            false,
+        ),
+        m.big(
+            &format!("{g}channel_mix_value.weight"),
+            Blink::new(format!("{p}ffn.value.weight"), &[c, f]),
+            false,
+        ),
+        m.vector(
+            format!("{g}channel_mix_lerp_k.weight"),
+            Blink::new(format!("{p}ffn.x_k"), &vec3),
+        ),
+        m.vector(
+            format!("{g}attn_norm_2.bias"),
+            Blink::new(format!("{p}ln2.bias"), &[c]),
+        ),
+        m.vector(
+            format!("{g}attn_norm_2.weight"),
+            Blink::new(format!("{p}ln2.weight"), &[c]),
+        ),
+    ]
 }
 
 /// gguf-py `model_weight_count_rounded_notation(n, min_digits=2)`: "17M", "2.9B", "191M".
