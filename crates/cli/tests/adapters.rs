@@ -5,26 +5,14 @@
 //! adapter ends the command with a message naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod support;
 
 fn fixture(name: &str) -> String {
-    root()
-        .join("tests/fixtures/adapters")
-        .join(name)
-        .display()
-        .to_string()
+    support::adapter_fixture(name).display().to_string()
 }
 
 fn model() -> String {
-    root()
-        .join("../shared/fixtures/rwkv7-tiny.safetensors")
-        .display()
-        .to_string()
+    support::tiny().display().to_string()
 }
 
 /// Greedy token ids of `rwkv generate` with `extra` arguments.
@@ -42,10 +30,9 @@ fn greedy(extra: &[&str]) -> Result<Vec<u32>, String> {
         "--print-ids",
     ];
     args.extend_from_slice(extra);
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(&args)
-        .output()
-        .unwrap();
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(&args);
+    let out = support::output(cmd);
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     if !out.status.success() {
         return Err(stderr);

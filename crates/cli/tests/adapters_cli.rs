@@ -1,25 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 //! `rwkv inspect` on adapter / state files and `rwkv merge`, run as the binary.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn rwkv(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run rwkv");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use support::rwkv;
 
 #[test]
 fn inspect_describes_a_gguf_lora() {

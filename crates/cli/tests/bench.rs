@@ -3,12 +3,9 @@
 //! weight makes it FAIL. Timings are printed, never asserted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures")
-}
+use support::fixtures;
 
 fn bench(
     model: &std::path::Path,
@@ -16,8 +13,8 @@ fn bench(
     json: &std::path::Path,
     md: &std::path::Path,
 ) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(["bench", "--model"])
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(["bench", "--model"])
         .arg(model)
         .args([
             "--title",
@@ -36,9 +33,8 @@ fn bench(
         .arg("--json")
         .arg(json)
         .arg("--md")
-        .arg(md)
-        .output()
-        .unwrap()
+        .arg(md);
+    support::output(cmd)
 }
 
 #[test]
@@ -159,15 +155,14 @@ fn profile_case(tokens: &str, want: &[&str]) {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("profile.json");
     let svg = dir.join("profile.svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(["profile", "--model"])
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(["profile", "--model"])
         .arg(fixtures().join("rwkv7-tiny-Q8_0.gguf"))
         .args(["--tokens", tokens, "--json"])
         .arg(&json)
         .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
+        .arg(&svg);
+    let out = support::output(cmd);
     assert!(
         out.status.success(),
         "{}",

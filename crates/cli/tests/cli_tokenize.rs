@@ -2,17 +2,15 @@
 //! `rwkv tokenize` / `rwkv detokenize` as a user runs them, against the reference ids of
 //! `shared/fixtures/tokenizer_ref.json` (BlinkDL's `rwkv` package).
 
-use std::process::Command;
+mod support;
 
 use anyhow::{anyhow, ensure, Result};
 use serde_json::Value;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures");
-
 fn rwkv(args: &[&str]) -> Result<(bool, Vec<u8>, String)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(args)
-        .output()?;
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(args);
+    let out = support::output(cmd);
     Ok((
         out.status.success(),
         out.stdout,
@@ -22,9 +20,13 @@ fn rwkv(args: &[&str]) -> Result<(bool, Vec<u8>, String)> {
 
 #[test]
 fn tokenize_json_matches_reference_and_detokenize_inverts_it() -> Result<()> {
-    let reference: Value =
-        serde_json::from_slice(&std::fs::read(format!("{FIXTURES}/tokenizer_ref.json"))?)?;
-    let gguf = format!("{FIXTURES}/rwkv7-tiny-Q8_0.gguf");
+    let reference: Value = serde_json::from_slice(&std::fs::read(
+        support::fixtures().join("tokenizer_ref.json"),
+    )?)?;
+    let gguf = support::fixtures()
+        .join("rwkv7-tiny-Q8_0.gguf")
+        .display()
+        .to_string();
     let cases = reference["cases"]
         .as_array()
         .ok_or_else(|| anyhow!("no cases"))?;

@@ -5,20 +5,18 @@
 //! the full run (60) is recorded in docs/reliability.md. Unix only (SIGKILL).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rwkv_engine::format::read_state_file;
 use rwkv_engine::Tokenizer;
-
-fn demo_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../assets/models/rwkv7-demo-6x256-Q4_K_M.gguf")
-}
+use support::demo_model;
 
 fn save(model: &Path, text: &str, out: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rwkv"));
+    let mut c = support::rwkv_cmd();
     c.args(["state", "save", "--model"])
         .arg(model)
         .args(["--text", text, "--out"])
@@ -96,11 +94,9 @@ fn state_save_killed_at_random_leaves_old_or_new_never_half() {
         }
         last = h.tokens;
         // The CLI reads the file itself, whatever temporary lies beside it.
-        let inspect = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-            .args(["state", "inspect", "--json"])
-            .arg(&out)
-            .output()
-            .unwrap();
+        let mut cmd = support::rwkv_cmd();
+        cmd.args(["state", "inspect", "--json"]).arg(&out);
+        let inspect = support::output(cmd);
         assert!(inspect.status.success(), "round {round}: inspect failed");
         let j: serde_json::Value = serde_json::from_slice(&inspect.stdout).unwrap();
         assert_eq!(j["tokens"], h.tokens, "round {round}");

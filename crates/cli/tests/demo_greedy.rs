@@ -6,22 +6,19 @@
 //! engine's logits sit within 2e-3 of the package's on every fixture, so 1e-2 here).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
 
 const NEAR_TIE: f64 = 1e-2;
 
 #[test]
 fn demo_model_continues_like_the_rwkv_package() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = support::repo();
     let reference: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("crates/engine/tests/data/demo_greedy_ref.json"))
             .unwrap(),
     )
     .unwrap();
-    let model = root
-        .join("../shared/models")
-        .join(reference["model"].as_str().unwrap());
+    let model = support::shared_models().join(reference["model"].as_str().unwrap());
     let prompt = reference["prompt"].as_str().unwrap();
     let want: Vec<u64> = reference["tokens"]
         .as_array()
@@ -35,12 +32,16 @@ fn demo_model_continues_like_the_rwkv_package() {
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(["generate", "--model"])
-        .arg(&model)
-        .args(["--prompt", prompt, "-n", "32", "--greedy", "--print-ids"])
-        .output()
-        .unwrap();
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(["generate", "--model"]).arg(&model).args([
+        "--prompt",
+        prompt,
+        "-n",
+        "32",
+        "--greedy",
+        "--print-ids",
+    ]);
+    let out = support::output(cmd);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

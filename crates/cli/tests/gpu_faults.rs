@@ -6,34 +6,20 @@
 //! crash, no hang (each run is bounded by a deadline).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-fn demo_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../assets/models/rwkv7-demo-6x256-Q4_K_M.gguf")
-}
+use std::process::Output;
 
-/// Runs `rwkv args…` with `env`, failing the test if it runs past 120 s (a hang).
+use support::demo_model;
+
+/// Runs `rwkv args…` with `env`, bounded ([`support::output`]: a hang fails the test).
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rwkv"));
-    c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut c = support::rwkv_cmd();
+    c.args(args);
     for (k, v) in env {
         c.env(k, v);
     }
-    let mut child = c.spawn().unwrap();
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if t0.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("`rwkv {}` hung", args.join(" "));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::output(c)
 }
 
 #[test]

@@ -2,23 +2,15 @@
 //! `rwkv inspect` end to end: the JSON report of the fixtures against their manifests
 //! (written by gguf-py / make_model.py), and a bad file → non-zero exit naming it.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
 
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures"
-    ))
-}
+use support::fixtures;
 
 fn inspect_json(file: &str) -> anyhow::Result<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .args(["inspect", "--json"])
-        .arg(fixtures().join(file))
-        .output()?;
+    let mut cmd = support::rwkv_cmd();
+    cmd.args(["inspect", "--json"]).arg(fixtures().join(file));
+    let out = support::output(cmd);
     anyhow::ensure!(
         out.status.success(),
         "{}",
@@ -74,10 +66,9 @@ fn safetensors_report() -> anyhow::Result<()> {
 #[test]
 fn bad_file_fails_naming_it() -> anyhow::Result<()> {
     let readme = fixtures().join("README.md");
-    let out = Command::new(env!("CARGO_BIN_EXE_rwkv"))
-        .arg("inspect")
-        .arg(&readme)
-        .output()?;
+    let mut cmd = support::rwkv_cmd();
+    cmd.arg("inspect").arg(&readme);
+    let out = support::output(cmd);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

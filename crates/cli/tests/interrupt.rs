@@ -9,8 +9,7 @@
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -20,10 +19,9 @@ const STOP_DEADLINE: Duration = Duration::from_secs(30);
 /// How long the model may take to load and stream its first text.
 const START_DEADLINE: Duration = Duration::from_secs(120);
 
-fn tiny() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/rwkv7-tiny.safetensors")
-}
+mod support;
+
+use support::tiny;
 
 /// Kills the child if the test fails before it ends.
 struct Reap(Child);
@@ -42,7 +40,7 @@ fn sigint(pid: u32) {
 
 #[test]
 fn sigint_stops_a_long_generation_with_stats_and_status_130() {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rwkv"));
+    let mut cmd = support::rwkv_cmd();
     cmd.args(["generate", "--model"])
         .arg(tiny())
         .args([
