@@ -17,13 +17,7 @@ mod heap;
 mod support;
 
 use rwkv_engine::CancelToken;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use support::env_usize;
 
 /// Most the driver's heap may grow between the two readings: its caches settle within
 /// the warm-up; the leak this guards against grew it ≈ 0.9 MB a token (700 MB here).

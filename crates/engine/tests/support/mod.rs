@@ -316,3 +316,12 @@ pub fn check_llama(what: &str, logits: &[f32], vocab: usize, want: &[Vec<(u32, f
         }
     }
 }
+
+/// The environment variable `name` as a number (a test's size knob, e.g. how many tokens
+/// a soak runs), `default` when unset or not a number.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
