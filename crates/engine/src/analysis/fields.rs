@@ -123,6 +123,75 @@ impl Engine {
         cache: Option<&mut EmbeddingCache>,
     ) -> Result<FieldAnalysis> {
         let t0 = Instant::now();
+        let ids = self.field_tokens(fields)?;
+        let tokenize_ms = elapsed_ms(t0);
+        let t1 = Instant::now();
+        let inputs: Vec<EmbedInput> = ids
+            .iter()
+            .map(|t| EmbedInput {
+                tokens: t,
+                from: document,
+            })
+            .collect();
+        let (emb, hits) = match cache {
+            Some(c) => self.embed_cached(c, &inputs, opts.pooling)?,
+            None => {
+                let e = self.embed(&inputs, opts.pooling)?;
+                (e, vec![false; inputs.len()])
+            }
+        };
+        let forward_ms = elapsed_ms(t1);
+        let t2 = Instant::now();
+        let computed_tokens: usize = ids
+            .iter()
+            .zip(&hits)
+            .filter(|(_, &h)| !h)
+            .map(|(t, _)| t.len())
+            .sum();
+        let mut results = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            let v = emb.row(i).ok_or_else(|| EngineError::Op {
+                op: "analyze_fields",
+                what: format!("embedding {i} missing of {}", emb.len()),
+            })?;
+            let share = if hits[i] || computed_tokens == 0 {
+                0.0
+            } else {
+                ids[i].len() as f64 / computed_tokens as f64
+            };
+            results.push(FieldResult {
+                label: f.label.clone(),
+                tokens: ids[i].len(),
+                norm: norm(v),
+                embedding: v.to_vec(),
+                cached: hits[i],
+                time_share: share,
+                time_ms: share * forward_ms,
+            });
+        }
+        let similarity = similarity_matrix(&results);
+        let similarity_ms = elapsed_ms(t2);
+        Ok(FieldAnalysis {
+            model: self.fingerprint(),
+            pooling: opts.pooling,
+            with_document: document.is_some(),
+            dim: emb.dim,
+            fields: results,
+            similarity,
+            timing: FieldTiming {
+                total_ms: elapsed_ms(t0),
+                tokenize_ms,
+                forward_ms,
+                similarity_ms,
+            },
+        })
+    }
+
+    /// The token ids of `fields`, each checked: 1 to [`MAX_FIELDS`] fields, labels and
+    /// texts not empty, 1 to [`MAX_FIELD_TOKENS`] tokens each, and the analysis's output
+    /// within [`crate::output::MAX_OUTPUT_BYTES`] ([`EngineError::InvalidInput`] /
+    /// [`EngineError::OutputTooLarge`] otherwise).
+    fn field_tokens(&self, fields: &[Field]) -> Result<Vec<Vec<u32>>> {
         if fields.is_empty() {
             return Err(EngineError::invalid("no fields given: need at least one"));
         }
@@ -174,74 +243,20 @@ impl Engine {
             nf.saturating_mul(c).saturating_add(nf.saturating_mul(nf)),
             4,
         )?;
-        let tokenize_ms = elapsed_ms(t0);
-        let t1 = Instant::now();
-        let inputs: Vec<EmbedInput> = ids
-            .iter()
-            .map(|t| EmbedInput {
-                tokens: t,
-                from: document,
-            })
-            .collect();
-        let (emb, hits) = match cache {
-            Some(c) => self.embed_cached(c, &inputs, opts.pooling)?,
-            None => {
-                let e = self.embed(&inputs, opts.pooling)?;
-                (e, vec![false; inputs.len()])
-            }
-        };
-        let forward_ms = elapsed_ms(t1);
-        let t2 = Instant::now();
-        let computed_tokens: usize = ids
-            .iter()
-            .zip(&hits)
-            .filter(|(_, &h)| !h)
-            .map(|(t, _)| t.len())
-            .sum();
-        let mut results = Vec::with_capacity(fields.len());
-        for (i, f) in fields.iter().enumerate() {
-            let v = emb.row(i).ok_or_else(|| EngineError::Op {
-                op: "analyze_fields",
-                what: format!("embedding {i} missing of {}", emb.len()),
-            })?;
-            let share = if hits[i] || computed_tokens == 0 {
-                0.0
-            } else {
-                ids[i].len() as f64 / computed_tokens as f64
-            };
-            results.push(FieldResult {
-                label: f.label.clone(),
-                tokens: ids[i].len(),
-                norm: norm(v),
-                embedding: v.to_vec(),
-                cached: hits[i],
-                time_share: share,
-                time_ms: share * forward_ms,
-            });
-        }
-        let n = results.len();
-        let mut similarity = vec![vec![0f32; n]; n];
-        for i in 0..n {
-            for j in i..n {
-                let s = cosine(&results[i].embedding, &results[j].embedding);
-                similarity[i][j] = s;
-                similarity[j][i] = s;
-            }
-        }
-        let similarity_ms = elapsed_ms(t2);
-        Ok(FieldAnalysis {
-            model: self.fingerprint(),
-            pooling: opts.pooling,
-            with_document: document.is_some(),
-            dim: emb.dim,
-            fields: results,
-            similarity,
-            timing: FieldTiming {
-                total_ms: elapsed_ms(t0),
-                tokenize_ms,
-                forward_ms,
-                similarity_ms,
-            },
-        })
+        Ok(ids)
     }
+}
+
+/// Cosine similarities of every pair of the results' embeddings, `[F][F]`, symmetric.
+fn similarity_matrix(results: &[FieldResult]) -> Vec<Vec<f32>> {
+    let n = results.len();
+    let mut similarity = vec![vec![0f32; n]; n];
+    for i in 0..n {
+        for j in i..n {
+            let s = cosine(&results[i].embedding, &results[j].embedding);
+            similarity[i][j] = s;
+            similarity[j][i] = s;
+        }
+    }
+    similarity
 }
