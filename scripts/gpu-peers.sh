@@ -7,7 +7,8 @@
 #
 #   BIN=.gpu bash scripts/gpu-peers.sh "2.9b 0.1b"
 #
-# BIN must hold: rwkv (this repo's CLI, release build), COMMIT (optional) and
+# BIN must hold: rwkv (this repo's CLI, release build), COMMIT (optional), rwkv-before and
+# COMMIT_BEFORE (optional: a before / after run on the same files, gpu-before-after.sh) and
 # llama-cpp-bench/ (a copy of ../shared/anchor/llama-cpp-bench); .gl/*.deb hold the
 # Vulkan/GL loaders (see the device README). While llama.cpp builds, the kernel
 # microbenchmark runs (`rwkv kernels`). Results in $OUT: rwkv-<file>.json (with
@@ -89,6 +90,14 @@ for s in $SHAPES; do
       --json "$R/rwkv-$tag.json" --runs-dir "$R/runs" 2>&1 | grep -v "^\["
   done
 done
+
+# Before / after a change on the same files (scripts/gpu-before-after.sh), when BIN has the
+# build from before it.
+if [ -x "$BIN/rwkv-before" ]; then
+  stamp "before / after on the same files"
+  files=(); for t in "${summary[@]}"; do files+=("$LC_W/models/rwkv7-$t.gguf"); done
+  BIN=$BIN R=$R bash "$(dirname "$0")/gpu-before-after.sh" "${files[@]}"
+fi
 
 stamp "summary (RWKV Studio / llama.cpp, same file)"
 python3 - "$R" "${summary[@]}" <<'PY'
