@@ -13,7 +13,7 @@ use crate::error::{EngineError, Result};
 use crate::format::ModelFile;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{AdapterChoice, GpuContext};
-use crate::model::gpu_weights::{GpuWeights, UploadOptions};
+use crate::model::gpu_weights::{GpuWeights, PendingUpload, UploadOptions};
 use crate::model::graph::{Graph, Regions};
 use crate::model::weights::Rwkv7Weights;
 use crate::tokenizer::Tokenizer;
@@ -206,16 +206,7 @@ impl Engine {
         t0: Instant,
     ) -> Result<Self> {
         let cfg = weights.config;
-        if cfg.head_size != HEAD_SIZE {
-            return Err(EngineError::Unsupported {
-                path: file.path().to_path_buf(),
-                what: format!(
-                    "unsupported head size {} (the WKV kernels are built for head size \
-                     {HEAD_SIZE}, as every released RWKV-7)",
-                    cfg.head_size
-                ),
-            });
-        }
+        check_supported(file, &cfg)?;
         let t_upload = Instant::now();
         // Buffers first (limits checked, nothing copied), then two things at once: this
         // thread streams the weights into them while another builds the graph, whose
@@ -238,83 +229,9 @@ impl Engine {
             ));
         }
         let (gw, pending) = planned?;
-        let max = gpu.max_binding() as usize;
-        // Token capacity: the prefill chunk, bounded by the activation binding.
-        let per_tok = Regions::per_token(&cfg) * 4 + 2 * cfg.n_embd * 4;
-        let t_cap = opts.max_chunk.clamp(1, (max / per_tok).max(1));
-        // Output rows and state slots start at what a batch of chats needs and grow on
-        // demand (`want_rows`, `grow_slots`): GPU memory close to the file's size.
-        let b_cap = opts.max_batch.clamp(1, t_cap);
-        let r_cap = b_cap.min((max / (cfg.vocab_size * 4)).max(1));
-        let n_slots = INITIAL_SLOTS.min((max / (cfg.state_len() * 4)).max(1));
+        let caps = Capacity::of(&gpu, &cfg, opts);
         let pipelines = PipelineCache::default();
-        let (graph, t_graph, t_stream, tokenizer) = std::thread::scope(|s| {
-            // The tokenizer (65 536 GGUF strings into its trie) builds beside both.
-            let tokenizing = std::thread::Builder::new()
-                .name("rwkv-tokenizer".into())
-                .spawn_scoped(s, || -> Result<Arc<Tokenizer>> {
-                    Ok(match Tokenizer::from_gguf(file)? {
-                        Some(t) => Arc::new(t),
-                        None => Arc::new(Tokenizer::world()?),
-                    })
-                })
-                .map_err(|e| EngineError::gpu(format!("cannot start the tokenizer thread: {e}")))?;
-            let building = std::thread::Builder::new()
-                .name("rwkv-graph".into())
-                .spawn_scoped(s, || {
-                    let (graph, oom) = oom_scope(&gpu, || {
-                        Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None)
-                    });
-                    let graph = match oom {
-                        Some(e) => Err(driver_oom(
-                            &gpu,
-                            file,
-                            &format!(
-                                "the working buffers (activations for {t_cap} tokens, \
-                                 logits, {n_slots} states) or the pipelines"
-                            ),
-                            &e,
-                        )),
-                        None => graph,
-                    };
-                    (graph, t_upload.elapsed())
-                })
-                .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
-            let (streamed, oom) = oom_scope(&gpu, || {
-                pending.stream(&gpu, &opts.upload, file, &mut |p| {
-                    progress(LoadProgress::Upload {
-                        tensors_done: p.tensors_done,
-                        tensors_total: p.tensors_total,
-                        bytes_done: p.bytes_done,
-                        bytes_total: p.bytes_total,
-                    })
-                })
-            });
-            let t_stream = t_upload.elapsed();
-            progress(LoadProgress::Compile);
-            let (graph, t_graph) = building
-                .join()
-                .map_err(|_| EngineError::gpu("building the graph panicked"))?;
-            // The graph's error first (its own out-of-memory names the working buffers),
-            // then the copy's: a refused staging buffer before the failed copy it caused.
-            let graph = graph?;
-            if let Some(e) = oom {
-                return Err(driver_oom(
-                    &gpu,
-                    file,
-                    "the staging buffers that copy the weights",
-                    &e,
-                ));
-            }
-            streamed?;
-            // Every byte is in staging memory: a file written to meanwhile (its length or
-            // time changed) would leave a mix of two files on the GPU.
-            file.check_unchanged()?;
-            let tokenizer = tokenizing
-                .join()
-                .map_err(|_| EngineError::gpu("building the tokenizer panicked"))??;
-            Ok::<_, EngineError>((graph, t_graph, t_stream, tokenizer))
-        })?;
+        let loaded = upload_and_build(&gpu, file, &gw, pending, &pipelines, caps, opts, progress)?;
         let t_wait = Instant::now();
         // An allocation outside the scopes above (another thread's) that the driver refused.
         gpu.wait().map_err(|e| {
@@ -328,10 +245,13 @@ impl Engine {
             "load: open + parse + device {:.1} ms; then at once: upload {:.1} ms, \
              graph + pipelines {:.1} ms; then GPU idle after {:.1} ms more",
             (t_upload - t0).as_secs_f64() * 1e3,
-            t_stream.as_secs_f64() * 1e3,
-            t_graph.as_secs_f64() * 1e3,
+            loaded.t_stream.as_secs_f64() * 1e3,
+            loaded.t_graph.as_secs_f64() * 1e3,
             t_wait.elapsed().as_secs_f64() * 1e3,
         );
+        let Loaded {
+            graph, tokenizer, ..
+        } = loaded;
         let graph_bytes = graph.bytes();
         let info = ModelInfo {
             path: file.path().display().to_string(),
@@ -361,6 +281,7 @@ impl Engine {
             });
         }
         progress(LoadProgress::Ready);
+        let n_slots = caps.n_slots;
         Ok(Engine {
             gpu,
             pipelines,
@@ -371,7 +292,7 @@ impl Engine {
             free: (0..n_slots as u32).rev().collect(),
             used: vec![false; n_slots],
             generation: vec![0; n_slots],
-            max_batch: b_cap,
+            max_batch: caps.b_cap,
             adapters: Default::default(),
             instance: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -379,4 +300,153 @@ impl Engine {
             },
         })
     }
+}
+
+/// A model this engine cannot run is refused before it takes GPU memory: a head size
+/// other than [`HEAD_SIZE`] ([`EngineError::Unsupported`], naming the file).
+fn check_supported(file: &ModelFile, cfg: &Rwkv7Config) -> Result<()> {
+    if cfg.head_size != HEAD_SIZE {
+        return Err(EngineError::Unsupported {
+            path: file.path().to_path_buf(),
+            what: format!(
+                "unsupported head size {} (the WKV kernels are built for head size \
+                 {HEAD_SIZE}, as every released RWKV-7)",
+                cfg.head_size
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// What the forward graph is built for at load.
+#[derive(Debug, Clone, Copy)]
+struct Capacity {
+    /// Tokens a pass: the prefill chunk, bounded by the activation binding.
+    t_cap: usize,
+    /// Sequences a pass.
+    b_cap: usize,
+    /// Output rows a pass: a batch's worth to start with (grown on demand, `want_rows`).
+    r_cap: usize,
+    /// State slots to start with (grown on demand, `grow_slots`).
+    n_slots: usize,
+}
+
+impl Capacity {
+    /// Output rows and state slots start at what a batch of chats needs and grow on
+    /// demand: GPU memory close to the file's size.
+    fn of(gpu: &GpuContext, cfg: &Rwkv7Config, opts: &LoadOptions) -> Self {
+        let max = gpu.max_binding() as usize;
+        let per_tok = Regions::per_token(cfg) * 4 + 2 * cfg.n_embd * 4;
+        let t_cap = opts.max_chunk.clamp(1, (max / per_tok).max(1));
+        let b_cap = opts.max_batch.clamp(1, t_cap);
+        Capacity {
+            t_cap,
+            b_cap,
+            r_cap: b_cap.min((max / (cfg.vocab_size * 4)).max(1)),
+            n_slots: INITIAL_SLOTS.min((max / (cfg.state_len() * 4)).max(1)),
+        }
+    }
+}
+
+/// What [`upload_and_build`] made, with how long its two halves took.
+struct Loaded {
+    graph: Graph,
+    tokenizer: Arc<Tokenizer>,
+    t_graph: std::time::Duration,
+    t_stream: std::time::Duration,
+}
+
+/// Three things at once: this thread streams the weights into `gw`'s buffers (reporting
+/// [`LoadProgress::Upload`]), one thread builds the graph (and compiles its pipelines),
+/// one the tokenizer; then checks the file did not change while it was read.
+#[allow(clippy::too_many_arguments)]
+fn upload_and_build(
+    gpu: &Arc<GpuContext>,
+    file: &ModelFile,
+    gw: &GpuWeights,
+    pending: PendingUpload<'_>,
+    pipelines: &PipelineCache,
+    caps: Capacity,
+    opts: &LoadOptions,
+    progress: &mut dyn FnMut(LoadProgress),
+) -> Result<Loaded> {
+    let t_upload = Instant::now();
+    let Capacity {
+        t_cap,
+        b_cap,
+        r_cap,
+        n_slots,
+    } = caps;
+    std::thread::scope(|s| {
+        // The tokenizer (65 536 GGUF strings into its trie) builds beside both.
+        let tokenizing = std::thread::Builder::new()
+            .name("rwkv-tokenizer".into())
+            .spawn_scoped(s, || -> Result<Arc<Tokenizer>> {
+                Ok(match Tokenizer::from_gguf(file)? {
+                    Some(t) => Arc::new(t),
+                    None => Arc::new(Tokenizer::world()?),
+                })
+            })
+            .map_err(|e| EngineError::gpu(format!("cannot start the tokenizer thread: {e}")))?;
+        let building = std::thread::Builder::new()
+            .name("rwkv-graph".into())
+            .spawn_scoped(s, || {
+                let (graph, oom) = oom_scope(&gpu, || {
+                    Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None)
+                });
+                let graph = match oom {
+                    Some(e) => Err(driver_oom(
+                        &gpu,
+                        file,
+                        &format!(
+                            "the working buffers (activations for {t_cap} tokens, \
+                             logits, {n_slots} states) or the pipelines"
+                        ),
+                        &e,
+                    )),
+                    None => graph,
+                };
+                (graph, t_upload.elapsed())
+            })
+            .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
+        let (streamed, oom) = oom_scope(&gpu, || {
+            pending.stream(&gpu, &opts.upload, file, &mut |p| {
+                progress(LoadProgress::Upload {
+                    tensors_done: p.tensors_done,
+                    tensors_total: p.tensors_total,
+                    bytes_done: p.bytes_done,
+                    bytes_total: p.bytes_total,
+                })
+            })
+        });
+        let t_stream = t_upload.elapsed();
+        progress(LoadProgress::Compile);
+        let (graph, t_graph) = building
+            .join()
+            .map_err(|_| EngineError::gpu("building the graph panicked"))?;
+        // The graph's error first (its own out-of-memory names the working buffers),
+        // then the copy's: a refused staging buffer before the failed copy it caused.
+        let graph = graph?;
+        if let Some(e) = oom {
+            return Err(driver_oom(
+                &gpu,
+                file,
+                "the staging buffers that copy the weights",
+                &e,
+            ));
+        }
+        streamed?;
+        // Every byte is in staging memory: a file written to meanwhile (its length or
+        // time changed) would leave a mix of two files on the GPU.
+        file.check_unchanged()?;
+        let tokenizer = tokenizing
+            .join()
+            .map_err(|_| EngineError::gpu("building the tokenizer panicked"))??;
+        Ok(Loaded {
+            graph,
+            tokenizer,
+            t_graph,
+            t_stream,
+        })
+    })
 }
