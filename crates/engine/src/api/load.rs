@@ -391,12 +391,12 @@ fn upload_and_build(
         let building = std::thread::Builder::new()
             .name("rwkv-graph".into())
             .spawn_scoped(s, || {
-                let (graph, oom) = oom_scope(&gpu, || {
-                    Graph::new(&gpu, &pipelines, &gw, t_cap, r_cap, b_cap, n_slots, None)
+                let (graph, oom) = oom_scope(gpu, || {
+                    Graph::new(gpu, pipelines, gw, t_cap, r_cap, b_cap, n_slots, None)
                 });
                 let graph = match oom {
                     Some(e) => Err(driver_oom(
-                        &gpu,
+                        gpu,
                         file,
                         &format!(
                             "the working buffers (activations for {t_cap} tokens, \
@@ -409,8 +409,8 @@ fn upload_and_build(
                 (graph, t_upload.elapsed())
             })
             .map_err(|e| EngineError::gpu(format!("cannot start the graph thread: {e}")))?;
-        let (streamed, oom) = oom_scope(&gpu, || {
-            pending.stream(&gpu, &opts.upload, file, &mut |p| {
+        let (streamed, oom) = oom_scope(gpu, || {
+            pending.stream(gpu, &opts.upload, file, &mut |p| {
                 progress(LoadProgress::Upload {
                     tensors_done: p.tensors_done,
                     tensors_total: p.tensors_total,
@@ -429,7 +429,7 @@ fn upload_and_build(
         let graph = graph?;
         if let Some(e) = oom {
             return Err(driver_oom(
-                &gpu,
+                gpu,
                 file,
                 "the staging buffers that copy the weights",
                 &e,
