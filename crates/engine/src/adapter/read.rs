@@ -281,7 +281,58 @@ fn plan<'f>(
     base: Option<&LoraBase>,
     err: &dyn Fn(String) -> EngineError,
 ) -> Result<Vec<Planned<'f>>> {
-    type Pair<'t> = (Option<&'t TensorInfo>, Option<&'t TensorInfo>);
+    let pairs = factor_pairs(file, format, err)?;
+    let mut plans = Vec::with_capacity(pairs.len());
+    let mut decoded: u64 = 0;
+    for ((layer, target), pair) in pairs {
+        let (a, b) = match pair {
+            (Some(a), Some(b)) => (a, b),
+            (Some(one), None) | (None, Some(one)) => {
+                return Err(err(format!(
+                    "`{}` has no matching {} factor",
+                    one.name,
+                    if pair.0.is_some() { "B" } else { "A" }
+                )))
+            }
+            (None, None) => continue,
+        };
+        let (rank, n_in, n_out) = check_pair(layer, target, a, b, base, err)?;
+        // rank ≤ min(n_in, n_out) and both are tensor dimensions that fit the file: exact.
+        decoded = decoded.saturating_add(4 * (rank * n_in + n_out * rank) as u64);
+        plans.push(Planned {
+            layer,
+            target,
+            rank,
+            n_in,
+            n_out,
+            a,
+            b,
+        });
+    }
+    if let Some(base) = base {
+        if decoded > base.max_decoded_bytes() {
+            return Err(err(format!(
+                "its factors decode to {decoded} bytes of f32, more than the {} allowed beside \
+                 the base model (the model file's {} bytes + {} MiB)",
+                base.max_decoded_bytes(),
+                base.model_file_bytes,
+                super::LORA_HEADROOM_BYTES >> 20
+            )));
+        }
+    }
+    Ok(plans)
+}
+
+/// A LoRA site's factors as found: (A, B), either possibly missing.
+type Pair<'t> = (Option<&'t TensorInfo>, Option<&'t TensorInfo>);
+
+/// The file's tensors paired by site (layer, target); a tensor that is not a LoRA factor
+/// this engine applies, or a file with none, is an error naming it.
+fn factor_pairs<'f>(
+    file: &'f ModelFile,
+    format: AdapterFormat,
+    err: &dyn Fn(String) -> EngineError,
+) -> Result<BTreeMap<(usize, LoraTarget), Pair<'f>>> {
     let mut pairs: BTreeMap<(usize, LoraTarget), Pair<'_>> = BTreeMap::new();
     for t in file.tensors() {
         let parsed = match format {
@@ -308,96 +359,74 @@ fn plan<'f>(
     if pairs.is_empty() {
         return Err(err("holds no LoRA tensors".into()));
     }
-    let mut plans = Vec::with_capacity(pairs.len());
-    let mut decoded: u64 = 0;
-    for ((layer, target), pair) in pairs {
-        let (a, b) = match pair {
-            (Some(a), Some(b)) => (a, b),
-            (Some(one), None) | (None, Some(one)) => {
-                return Err(err(format!(
-                    "`{}` has no matching {} factor",
-                    one.name,
-                    if pair.0.is_some() { "B" } else { "A" }
-                )))
-            }
-            (None, None) => continue,
-        };
-        let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice()) else {
-            return Err(err(format!(
-                "`{}` is {:?} and `{}` is {:?}: LoRA factors are matrices (A [r, in], B [out, r])",
-                a.name, a.shape, b.name, b.shape
-            )));
-        };
-        if rank != rank_b {
-            return Err(err(format!(
-                "rank mismatch: `{}` is [{rank}, {n_in}] (rank {rank}) but `{}` is [{n_out}, {rank_b}] (rank {rank_b})",
-                a.name, b.name
-            )));
-        }
-        if rank == 0 || n_in == 0 || n_out == 0 {
-            return Err(err(format!(
-                "`{}` / `{}` have an empty dimension ([{rank}, {n_in}], [{n_out}, {rank_b}])",
-                a.name, b.name
-            )));
-        }
-        if let Some(t) = [a, b]
-            .into_iter()
-            .find(|t| !FACTOR_TYPES.contains(&t.dtype))
-        {
-            return Err(err(format!(
-                "`{}` is {}: LoRA factors are read as F32, F16, BF16 or Q8_0",
-                t.name, t.dtype
-            )));
-        }
-        // A rank past min(n_in, n_out) adds nothing a full-rank delta does not, and only
-        // makes the factors larger than the matrix they adapt.
-        if rank > n_in.min(n_out) {
-            return Err(err(format!(
-                "`{}`: rank {rank} exceeds min(n_in, n_out) = {} of a {n_out}×{n_in} matrix",
-                a.name,
-                n_in.min(n_out)
-            )));
-        }
-        let t = format!("blocks.{layer}.{}", target.name());
-        if let Some(base) = base {
-            let cfg = base.config;
-            if layer >= cfg.n_layer {
-                return Err(err(format!(
-                    "`{t}`: layer {layer} but the model has {} layers",
-                    cfg.n_layer
-                )));
-            }
-            let (m_out, m_in) = target.shape(cfg);
-            if (n_out, n_in) != (m_out, m_in) {
-                return Err(err(format!(
-                    "`{t}`: the adapter is for a {n_out}×{n_in} matrix, the model's is {m_out}×{m_in}"
-                )));
-            }
-        }
-        // rank ≤ min(n_in, n_out) and both are tensor dimensions that fit the file: exact.
-        decoded = decoded.saturating_add(4 * (rank * n_in + n_out * rank) as u64);
-        plans.push(Planned {
-            layer,
-            target,
-            rank,
-            n_in,
-            n_out,
-            a,
-            b,
-        });
+    Ok(pairs)
+}
+
+/// The (rank, n_in, n_out) of the factors `a` `[r, in]` and `b` `[out, r]` of site
+/// (`layer`, `target`), each checked: matrices of one rank, no empty dimension, a type
+/// the engine reads, a rank within min(in, out), and (with a base) a layer and shape the
+/// base has.
+fn check_pair(
+    layer: usize,
+    target: LoraTarget,
+    a: &TensorInfo,
+    b: &TensorInfo,
+    base: Option<&LoraBase>,
+    err: &dyn Fn(String) -> EngineError,
+) -> Result<(usize, usize, usize)> {
+    let (&[rank, n_in], &[n_out, rank_b]) = (a.shape.as_slice(), b.shape.as_slice()) else {
+        return Err(err(format!(
+            "`{}` is {:?} and `{}` is {:?}: LoRA factors are matrices (A [r, in], B [out, r])",
+            a.name, a.shape, b.name, b.shape
+        )));
+    };
+    if rank != rank_b {
+        return Err(err(format!(
+            "rank mismatch: `{}` is [{rank}, {n_in}] (rank {rank}) but `{}` is [{n_out}, {rank_b}] (rank {rank_b})",
+            a.name, b.name
+        )));
     }
+    if rank == 0 || n_in == 0 || n_out == 0 {
+        return Err(err(format!(
+            "`{}` / `{}` have an empty dimension ([{rank}, {n_in}], [{n_out}, {rank_b}])",
+            a.name, b.name
+        )));
+    }
+    if let Some(t) = [a, b]
+        .into_iter()
+        .find(|t| !FACTOR_TYPES.contains(&t.dtype))
+    {
+        return Err(err(format!(
+            "`{}` is {}: LoRA factors are read as F32, F16, BF16 or Q8_0",
+            t.name, t.dtype
+        )));
+    }
+    // A rank past min(n_in, n_out) adds nothing a full-rank delta does not, and only
+    // makes the factors larger than the matrix they adapt.
+    if rank > n_in.min(n_out) {
+        return Err(err(format!(
+            "`{}`: rank {rank} exceeds min(n_in, n_out) = {} of a {n_out}×{n_in} matrix",
+            a.name,
+            n_in.min(n_out)
+        )));
+    }
+    let t = format!("blocks.{layer}.{}", target.name());
     if let Some(base) = base {
-        if decoded > base.max_decoded_bytes() {
+        let cfg = base.config;
+        if layer >= cfg.n_layer {
             return Err(err(format!(
-                "its factors decode to {decoded} bytes of f32, more than the {} allowed beside \
-                 the base model (the model file's {} bytes + {} MiB)",
-                base.max_decoded_bytes(),
-                base.model_file_bytes,
-                super::LORA_HEADROOM_BYTES >> 20
+                "`{t}`: layer {layer} but the model has {} layers",
+                cfg.n_layer
+            )));
+        }
+        let (m_out, m_in) = target.shape(cfg);
+        if (n_out, n_in) != (m_out, m_in) {
+            return Err(err(format!(
+                "`{t}`: the adapter is for a {n_out}×{n_in} matrix, the model's is {m_out}×{m_in}"
             )));
         }
     }
-    Ok(plans)
+    Ok((rank, n_in, n_out))
 }
 
 /// Checks a GGUF adapter's header keys; returns `adapter.lora.alpha` (0 or absent = none,
