@@ -17,7 +17,7 @@ use rwkv_engine::{Engine, InitState, StateId, StopReason, TextEvent};
 use serde::Serialize;
 use tauri::ipc::Channel;
 
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorCode};
 use crate::store::{self, now_ms, Chat, Message, ReplyStats, Role, Store};
 use crate::worker::EngineHandle;
 
@@ -124,7 +124,7 @@ pub async fn reply(
     }
     if text.len() > MAX_MESSAGE_BYTES {
         return Err(AppError::new(
-            "too_long",
+            ErrorCode::TooLong,
             format!(
                 "The message has {:.1} MiB; a chat message takes at most {} KiB. \
                  Add a long text as a document (Documents view) and chat about it.",
@@ -253,10 +253,7 @@ pub async fn reply(
             decode_ms: s.decode_ms,
             prefill_tok_s: s.prefill_tok_s,
             decode_tok_s: s.decode_tok_s,
-            stop: serde_json::to_value(s.stop)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            stop: s.stop,
             resumed,
         }),
         model: Some(model),
