@@ -38,10 +38,7 @@ fuzz_target!(|data: &[u8]| {
         1 => {
             if let Ok(doc) = store::check_document(STEM, bytes) {
                 let again = serde_json::to_vec(&doc).expect("serialize");
-                assert_eq!(
-                    store::check_document(STEM, &again).expect("re-read"),
-                    doc
-                );
+                assert_eq!(store::check_document(STEM, &again).expect("re-read"), doc);
             }
         }
         _ => {
