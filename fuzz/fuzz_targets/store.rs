@@ -14,7 +14,8 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code)]
 #[path = "../../src-tauri/src/error.rs"]
 mod error;
-#[allow(dead_code)]
+// Re-exports the app uses elsewhere are unused here.
+#[allow(dead_code, unused_imports)]
 #[path = "../../src-tauri/src/store/mod.rs"]
 mod store;
 
