@@ -124,7 +124,7 @@ STEM = "00000000000000010000"  # the id the `store` target checks names against
 
 
 def store_seeds():
-    """App store files (src-tauri/src/store.rs), each behind the target's kind byte."""
+    """App store files (src-tauri/src/store/), each behind the target's kind byte."""
     settings = {"max_tokens": 200, "sampler": {"temperature": 1.0, "top_p": 0.85, "top_k": 0,
                                                "stop_strings": ["\n\n"], "seed": 7}}
     stats = {"prompt_tokens": 12, "generated_tokens": 5, "ttft_ms": 3.5, "prefill_ms": 2.25,

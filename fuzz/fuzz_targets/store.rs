@@ -1,11 +1,12 @@
 //! The app's store files (`src-tauri`: `chats/<id>.json`, `documents/<id>.json`,
 //! `bench/history.json`) through the checks `Store::open` runs at startup
-//! (`recovery::check_chat`, `check_document`, `check_history`): any bytes give the parsed
+//! (`store::check_chat`, `check_document`, `check_history`): any bytes give the parsed
 //! item or a reason (the file is then set aside), never a panic; an accepted item written
 //! again reads back the same.
 //!
-//! The app crate pulls in Tauri and WebKit, too heavy to build with sanitizers: its three
-//! dependency-light modules are compiled in here from their source files instead.
+//! The app crate pulls in Tauri and WebKit, too heavy to build with sanitizers: its
+//! dependency-light modules (`error.rs` and the `store/` folder) are compiled in here from
+//! their source files instead.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,10 +14,8 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code)]
 #[path = "../../src-tauri/src/error.rs"]
 mod error;
-#[allow(dead_code)]
-#[path = "../../src-tauri/src/recovery.rs"]
-mod recovery;
-#[allow(dead_code)]
+// Re-exports the app uses elsewhere are unused here.
+#[allow(dead_code, unused_imports)]
 #[path = "../../src-tauri/src/store/mod.rs"]
 mod store;
 
@@ -30,26 +29,23 @@ fuzz_target!(|data: &[u8]| {
     };
     match kind % 3 {
         0 => {
-            if let Ok(chat) = recovery::check_chat(STEM, bytes) {
+            if let Ok(chat) = store::check_chat(STEM, bytes) {
                 let again = serde_json::to_vec(&chat).expect("serialize");
-                let back = recovery::check_chat(STEM, &again).expect("re-read");
+                let back = store::check_chat(STEM, &again).expect("re-read");
                 assert_eq!(serde_json::to_vec(&back).expect("serialize"), again);
                 assert_eq!(back.messages, chat.messages);
             }
         }
         1 => {
-            if let Ok(doc) = recovery::check_document(STEM, bytes) {
+            if let Ok(doc) = store::check_document(STEM, bytes) {
                 let again = serde_json::to_vec(&doc).expect("serialize");
-                assert_eq!(
-                    recovery::check_document(STEM, &again).expect("re-read"),
-                    doc
-                );
+                assert_eq!(store::check_document(STEM, &again).expect("re-read"), doc);
             }
         }
         _ => {
-            if let Ok(runs) = recovery::check_history(bytes) {
+            if let Ok(runs) = store::check_history(bytes) {
                 let again = serde_json::to_vec(&runs).expect("serialize");
-                let back = recovery::check_history(&again).expect("re-read");
+                let back = store::check_history(&again).expect("re-read");
                 assert_eq!(back.len(), runs.len());
             }
         }

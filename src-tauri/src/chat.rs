@@ -11,15 +11,17 @@
 //! snapshot is missing or belongs to another model is the transcript prefilled instead
 //! (the reply's stats say which: `resumed`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use rwkv_engine::{Engine, InitState, StateId, StopReason, TextEvent};
+use rwkv_engine::{
+    CancelToken, Engine, GenerateOptions, InitState, StateId, StopReason, TextEvent, TextOutput,
+};
 use serde::Serialize;
 use tauri::ipc::Channel;
 
-use crate::error::{AppError, AppResult};
-use crate::store::{self, now_ms, Chat, Message, ReplyStats, Role, Store};
-use crate::worker::EngineHandle;
+use crate::error::{AppError, AppResult, ErrorCode};
+use crate::store::{self, now_ms, AdapterSet, Chat, Message, ReplyStats, Role, Store};
+use crate::worker::{EngineHandle, Worker};
 
 /// What a reply streams to the UI (mirrored by `ChatEvent` in `src/lib/api.ts`).
 #[derive(Debug, Clone, Serialize)]
@@ -119,12 +121,50 @@ pub async fn reply(
     text: &str,
     events: Channel<ChatEvent>,
 ) -> AppResult<Message> {
+    check_message(text)?;
+    let (chat, user) = begin_turn(store, chat_id, keep, text)?;
+    let assistant_id = store::new_id();
+    let _ = events.send(ChatEvent::Started {
+        user,
+        assistant_id: assistant_id.clone(),
+    });
+    let turn = Turn::plan(store, &chat, keep, text, &assistant_id)?;
+    let ticket = handle.begin(chat_id);
+    let cancel = ticket.token.clone();
+    let result = handle.run(move |w| turn.run(w, &cancel, &events)).await;
+    handle.end(chat_id, &ticket);
+    match result {
+        Ok((out, resumed, model)) => {
+            let message = assistant_message(assistant_id, out, resumed, model);
+            // Re-read: settings may have changed while the reply ran.
+            let mut chat: Chat = store.load_chat(chat_id)?;
+            chat.messages.truncate(keep + 1);
+            chat.messages.push(message.clone());
+            chat.updated_ms = now_ms();
+            store.save_chat(&chat)?;
+            Ok(message)
+        }
+        Err(e) => {
+            // No reply: take the user message back out, so the chat stays a list of turns.
+            if let Ok(mut chat) = store.load_chat(chat_id) {
+                chat.messages.truncate(keep);
+                let _ = store.save_chat(&chat);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// A chat message must have text and at most [`MAX_MESSAGE_BYTES`].
+///
+/// Errors: `bad_request` (empty), `too_long` (with `details.bytes`, `details.max`).
+fn check_message(text: &str) -> AppResult<()> {
     if text.trim().is_empty() {
         return Err(AppError::bad_request("the message is empty"));
     }
     if text.len() > MAX_MESSAGE_BYTES {
         return Err(AppError::new(
-            "too_long",
+            ErrorCode::TooLong,
             format!(
                 "The message has {:.1} MiB; a chat message takes at most {} KiB. \
                  Add a long text as a document (Documents view) and chat about it.",
@@ -134,6 +174,15 @@ pub async fn reply(
         )
         .with_details(serde_json::json!({ "bytes": text.len(), "max": MAX_MESSAGE_BYTES })));
     }
+    Ok(())
+}
+
+/// Stores the chat cut to its first `keep` messages plus the user message `text`; returns
+/// the chat and that message.
+///
+/// Errors: `not_found`, `bad_request` (`keep` past the end or not a turn boundary), the
+/// store's.
+fn begin_turn(store: &Store, chat_id: &str, keep: usize, text: &str) -> AppResult<(Chat, Message)> {
     let mut chat = store.load_chat(chat_id)?;
     if keep > chat.messages.len() || keep % 2 != 0 {
         return Err(AppError::bad_request(format!(
@@ -159,92 +208,113 @@ pub async fn reply(
     // Only once the shorter chat is on disk may the dropped messages' states go: a kill in
     // between must never leave a stored reply without its snapshot.
     store.prune_chat_states(&chat);
+    Ok((chat, user))
+}
 
-    let assistant_id = store::new_id();
-    let _ = events.send(ChatEvent::Started {
-        user: user.clone(),
-        assistant_id: assistant_id.clone(),
-    });
+/// What the engine job of one turn needs, gathered from the store beforehand.
+struct Turn {
+    /// The state after message `keep - 1` (or the document's), if stored.
+    snapshot: Option<PathBuf>,
+    /// The text before this turn (prefilled when the snapshot is not usable).
+    history: String,
+    prompt: String,
+    settings: GenerateOptions,
+    adapters: AdapterSet,
+    /// Where the state after the reply goes.
+    state_out: PathBuf,
+}
 
-    // Where this turn starts from: the snapshot after message keep-1, or the document's.
-    let snap_path = match keep {
-        0 => match &chat.document {
-            Some(d) => Some(store.doc_state_path(&d.id)?),
+impl Turn {
+    /// The turn after the first `keep` messages of `chat` (the last of which is the new
+    /// user message `text`), replied to as message `assistant_id`.
+    fn plan(
+        store: &Store,
+        chat: &Chat,
+        keep: usize,
+        text: &str,
+        assistant_id: &str,
+    ) -> AppResult<Turn> {
+        // Where this turn starts from: the snapshot after message keep-1, or the document's.
+        let snapshot = match keep {
+            0 => match &chat.document {
+                Some(d) => Some(store.doc_state_path(&d.id)?),
+                None => None,
+            },
+            _ => Some(store.chat_state_path(&chat.id, &chat.messages[keep - 1].id)?),
+        };
+        let doc_text = match &chat.document {
+            Some(d) => Some(store.document_text(&d.id)?),
             None => None,
-        },
-        _ => Some(store.chat_state_path(&chat.id, &chat.messages[keep - 1].id)?),
-    };
-    let doc_text = match &chat.document {
-        Some(d) => Some(store.document_text(&d.id)?),
-        None => None,
-    };
-    let history = transcript(doc_text.as_deref(), &chat.messages[..keep]);
-    let prompt = turn_prompt(history.is_empty(), text);
-    let settings = chat.settings.clone();
-    let adapters = chat.adapters.clone();
-    let ticket = handle.begin(chat_id);
-    let cancel = ticket.token.clone();
-    let state_out = store.chat_state_path(&chat.id, &assistant_id)?;
-    if let Some(dir) = state_out.parent() {
-        store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
+        };
+        let history = transcript(doc_text.as_deref(), &chat.messages[..keep]);
+        let state_out = store.chat_state_path(&chat.id, assistant_id)?;
+        if let Some(dir) = state_out.parent() {
+            store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
+        }
+        Ok(Turn {
+            snapshot,
+            prompt: turn_prompt(history.is_empty(), text),
+            history,
+            settings: chat.settings.clone(),
+            adapters: chat.adapters.clone(),
+            state_out,
+        })
     }
 
-    let result = handle
-        .run(move |w| {
-            // This chat's LoRAs become the engine's active set (loaded once, by path).
-            let (eng, init) = w.prepare(&adapters)?;
-            let model = model_file_name(eng);
-            let (st, resumed) = start_state(eng, snap_path.as_deref(), &history, init.as_deref())?;
-            let mut out = eng.generate_text(st, &prompt, &settings, &cancel, &mut |ev| {
-                let TextEvent::Text { text, tokens } = ev;
-                events.send(ChatEvent::Text { text, tokens }).is_ok()
-            });
-            // The engine leaves the last sampled token out of the state. Unless it ended the
-            // reply (stop token or string, which the template restates), feed it, so that
-            // the stored state is exactly the transcript's.
-            let unfed = match &out {
-                Ok(o)
-                    if !matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString) =>
-                {
-                    o.tokens.last().copied()
-                }
-                _ => None,
-            };
-            if let Some(last) = unfed {
-                if let Err(e) = eng.feed(st, &[last]) {
-                    out = Err(e);
-                }
+    /// On the engine thread: the reply, streamed to `events`, and its state saved. Returns
+    /// the engine's output, whether the turn resumed from a stored state, and the model's
+    /// file name.
+    fn run(
+        self,
+        w: &mut Worker,
+        cancel: &CancelToken,
+        events: &Channel<ChatEvent>,
+    ) -> AppResult<(TextOutput, bool, String)> {
+        // This chat's LoRAs become the engine's active set (loaded once, by path).
+        let (eng, init) = w.prepare(&self.adapters)?;
+        let model = model_file_name(eng);
+        let (st, resumed) = start_state(
+            eng,
+            self.snapshot.as_deref(),
+            &self.history,
+            init.as_deref(),
+        )?;
+        let mut out = eng.generate_text(st, &self.prompt, &self.settings, cancel, &mut |ev| {
+            let TextEvent::Text { text, tokens } = ev;
+            events.send(ChatEvent::Text { text, tokens }).is_ok()
+        });
+        // The engine leaves the last sampled token out of the state. Unless it ended the
+        // reply (stop token or string, which the template restates), feed it, so that
+        // the stored state is exactly the transcript's.
+        let unfed = match &out {
+            Ok(o) if !matches!(o.stats.stop, StopReason::StopToken | StopReason::StopString) => {
+                o.tokens.last().copied()
             }
-            if let Ok(o) = &out {
-                let tokens = (o.stats.prompt_tokens + o.tokens.len()) as u64;
-                if let Err(e) = eng.save_state(st, tokens, &state_out) {
-                    // The reply stands; the next turn prefills the history instead.
-                    log::warn!("state not saved: {e}");
-                }
+            _ => None,
+        };
+        if let Some(last) = unfed {
+            if let Err(e) = eng.feed(st, &[last]) {
+                out = Err(e);
             }
-            let _ = eng.free_state(st);
-            let out = out?;
-            Ok((out, resumed, model))
-        })
-        .await;
-    handle.end(chat_id, &ticket);
-    let (out, resumed, model) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            // No reply: take the user message back out, so the chat stays a list of turns.
-            if let Ok(mut chat) = store.load_chat(chat_id) {
-                chat.messages.truncate(keep);
-                let _ = store.save_chat(&chat);
-            }
-            return Err(e);
         }
-    };
+        if let Ok(o) = &out {
+            let tokens = (o.stats.prompt_tokens + o.tokens.len()) as u64;
+            if let Err(e) = eng.save_state(st, tokens, &self.state_out) {
+                // The reply stands; the next turn prefills the history instead.
+                log::warn!("state not saved: {e}");
+            }
+        }
+        let _ = eng.free_state(st);
+        Ok((out?, resumed, model))
+    }
+}
 
+/// The stored assistant message of a reply.
+fn assistant_message(id: String, out: TextOutput, resumed: bool, model: String) -> Message {
     let s = &out.stats;
-    let message = Message {
-        id: assistant_id,
+    Message {
+        id,
         role: Role::Assistant,
-        text: out.text,
         stats: Some(ReplyStats {
             prompt_tokens: s.prompt_tokens,
             generated_tokens: s.generated_tokens,
@@ -253,22 +323,13 @@ pub async fn reply(
             decode_ms: s.decode_ms,
             prefill_tok_s: s.prefill_tok_s,
             decode_tok_s: s.decode_tok_s,
-            stop: serde_json::to_value(s.stop)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            stop: s.stop,
             resumed,
         }),
+        text: out.text,
         model: Some(model),
         created_ms: now_ms(),
-    };
-    // Re-read: settings may have changed while the reply ran.
-    let mut chat: Chat = store.load_chat(chat_id)?;
-    chat.messages.truncate(keep + 1);
-    chat.messages.push(message.clone());
-    chat.updated_ms = now_ms();
-    store.save_chat(&chat)?;
-    Ok(message)
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,15 @@
-//! Documents (a text prefilled once into a named state, kept as an engine state file) and
-//! field analysis (the engine's `analyze_fields`: many short texts embedded against a
+//! Documents (a text prefilled once into a named state, kept as an engine state file; a
+//! state file imported as one; the user's text files they come from) and field analysis (the engine's `analyze_fields`: many short texts embedded against a
 //! document's state in one batched pass, norms and cosine similarities).
 
+use std::path::Path;
 use std::time::Instant;
 
 use rwkv_engine::{Field, FieldAnalysis, FieldOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::chat::{fresh_state, model_file_name, start_state};
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorCode};
 use crate::library;
 use crate::store::{self, now_ms, AdapterSet, Document, Store};
 use crate::worker::EngineHandle;
@@ -75,6 +76,94 @@ pub async fn create(
     };
     store.save_document(&doc, &text)?;
     Ok(doc)
+}
+
+/// Imports the state file `src` (shown to people as `shown`) as a document: its text is
+/// unknown, the state is the document. The engine checks the file (header, fingerprint,
+/// layout, checksum) and that it belongs to the loaded model, before it is copied into the
+/// store.
+///
+/// Errors: `no_model`; the engine's (`state`, `io`, …: a foreign or damaged file, named);
+/// `io` copying it.
+pub async fn import(
+    h: &EngineHandle,
+    store: &Store,
+    src: &Path,
+    shown: &str,
+) -> AppResult<Document> {
+    let id = store::new_id();
+    let dest = store.doc_state_path(&id)?;
+    if let Some(dir) = dest.parent() {
+        store::private_dir(dir).map_err(|e| AppError::io(dir, e))?;
+    }
+    let src2 = src.to_path_buf();
+    let (tokens, model) = h
+        .run(move |w| {
+            let eng = w.engine()?;
+            // Loading checks header, fingerprint, layout and checksum: a foreign or
+            // damaged file fails here, with the engine's message.
+            let (st, header) = eng.load_state_with_header(&src2)?;
+            let _ = eng.free_state(st);
+            Ok((header.tokens as usize, model_file_name(eng)))
+        })
+        .await?;
+    std::fs::copy(src, &dest).map_err(|e| AppError::io(&dest, e))?;
+    let doc = Document {
+        id,
+        name: src
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "imported".into()),
+        chars: 0,
+        tokens,
+        prefill_ms: 0.0,
+        tok_s: 0.0,
+        model,
+        created_ms: now_ms(),
+        preview: format!("(state imported from {shown})"),
+        // Unknown: the file holds the state only.
+        adapters: Default::default(),
+    };
+    store.save_document(&doc, "")?;
+    Ok(doc)
+}
+
+/// Reads a text file the user chose to open (`shown`: its path as the user gave it): a
+/// regular file of at most [`MAX_DOC_CHARS`] bytes, judged by its size before a byte is
+/// read (a huge file, a device such as `/dev/zero` or a FIFO is refused at once, not read
+/// into memory).
+///
+/// Errors: `bad_request` (too large, not a regular file; `details.bytes`: its size);
+/// `not_text`; `io`.
+pub fn read_user_text(p: &Path, shown: &str) -> AppResult<String> {
+    // The user's own file may be a link they chose: followed (unlike the store's files),
+    // but what it names must be a regular file.
+    let meta = std::fs::metadata(p).map_err(|e| AppError::io(p, e))?;
+    let max = MAX_DOC_CHARS as u64;
+    if !meta.is_file() {
+        return Err(AppError::bad_request(format!(
+            "{shown}: not a regular file"
+        )));
+    }
+    if meta.len() > max {
+        return Err(AppError::bad_request(format!(
+            "{shown}: {} bytes, larger than the 16 MiB a document may have",
+            meta.len()
+        ))
+        .with_details(serde_json::json!({ "bytes": meta.len() })));
+    }
+    let f = std::fs::File::open(p).map_err(|e| AppError::io(p, e))?;
+    let mut bytes = Vec::new();
+    // A file that grew since: still never more than the limit in memory.
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, max + 1), &mut bytes)
+        .map_err(|e| AppError::io(p, e))?;
+    if bytes.len() as u64 > max {
+        return Err(AppError::bad_request(format!(
+            "{shown}: larger than the 16 MiB a document may have"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| AppError::new(ErrorCode::NotText, format!("{shown}: not UTF-8 text")))
 }
 
 /// A field to embed: a label for people, a text for the model.
@@ -162,7 +251,7 @@ pub async fn run_fields(
 /// (little-endian), the JSON, zero padding to a multiple of 4, then the f32 values
 /// (little-endian). `src/lib/api.ts` (`unpackFloats`) reads it back.
 pub fn pack_floats<T: Serialize>(meta: &T, data: &[f32]) -> AppResult<Vec<u8>> {
-    let json = serde_json::to_vec(meta).map_err(|e| AppError::new("internal", e.to_string()))?;
+    let json = serde_json::to_vec(meta).map_err(|e| AppError::internal(e.to_string()))?;
     let pad = (4 - (4 + json.len()) % 4) % 4;
     let mut buf = Vec::with_capacity(4 + json.len() + pad + data.len() * 4);
     buf.extend_from_slice(&(json.len() as u32).to_le_bytes());

@@ -1,79 +1,78 @@
 //! RWKV Studio's desktop shell: Tauri 2 commands over `rwkv-engine`.
 //!
-//! - [`worker::EngineHandle`]: the engine on its own thread, fed jobs; the one managed
-//!   engine state.
-//! - [`commands`]: thin commands (parse → engine → `{ code, message, details }`).
+//! Modules, top down (each imports only those below it):
+//! - [`commands`]: the thin commands by domain (parse → call → `{ code, message, details }`),
+//!   registered by [`register`].
 //! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
-//!   more than one call.
-//! - [`adapters`]: LoRA and initial-state files on the engine thread (loaded once, the
-//!   chat's set made active before each pass) and the Model view's commands over them;
-//!   [`library`]: the Model view's list of them, on disk.
-//! - [`store`]: chats, documents, state files and benchmark history on disk;
-//!   [`recovery`]: what opening it repairs and sets aside.
-//! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped.
+//!   more than one call; [`library`]: the Model view's list of LoRA and initial-state
+//!   files, on disk.
+//! - [`worker`]: [`worker::EngineHandle`], the engine on its own thread, fed jobs (the one
+//!   managed engine state), with the adapter files loaded for it ([`worker::adapters`]).
+//! - [`store`]: chats, documents, state files and benchmark history on disk (records,
+//!   atomic files, and the recovery that opening it runs).
+//! - [`scope`]: the only user paths commands accept are those chosen in a dialog or dropped;
+//!   [`paths`]: where the bundled model is.
+//! - [`error`]: the one error the frontend sees, with its [`error::ErrorCode`].
 
-pub mod adapters;
 pub mod bench;
 pub mod chat;
 pub mod commands;
 pub mod documents;
 pub mod error;
 pub mod library;
-pub mod recovery;
+pub mod paths;
 pub mod scope;
 pub mod store;
 pub mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tauri::{DragDropEvent, Manager, Runtime, WindowEvent};
 
-use crate::commands::AppPaths;
+use crate::paths::AppPaths;
+pub use crate::paths::{default_model_path, DEFAULT_MODEL};
 use crate::scope::UserFiles;
 use crate::store::Store;
 use crate::worker::EngineHandle;
 
-/// File name of the bundled demo model.
-pub const DEFAULT_MODEL: &str = "rwkv7-demo-6x256-Q4_K_M.gguf";
-
 /// Registers every command on `builder` (shared by `run` and the tests' mock runtime).
 pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder.invoke_handler(tauri::generate_handler![
-        commands::app_info,
-        commands::pick_open,
-        commands::pick_save,
-        commands::read_text_file,
-        commands::write_text_file,
-        commands::adapters_list,
-        commands::model_load,
-        commands::model_info,
-        commands::model_unload,
-        adapters::adapter_library,
-        adapters::lora_add,
-        adapters::init_state_add,
-        adapters::lora_update,
-        adapters::init_state_use,
-        adapters::adapter_remove,
-        commands::chat_list,
-        commands::chat_get,
-        commands::chat_create,
-        commands::chat_delete,
-        commands::chat_rename,
-        commands::chat_settings,
-        commands::chat_send,
-        commands::chat_regenerate,
-        commands::chat_edit,
-        commands::chat_stop,
-        commands::doc_list,
-        commands::doc_create,
-        commands::doc_delete,
-        commands::doc_chat,
-        commands::doc_export,
-        commands::doc_import,
-        commands::fields_run,
-        commands::bench_run,
-        commands::bench_dashboard,
-        commands::bench_clear,
+        commands::app::app_info,
+        commands::app::pick_open,
+        commands::app::pick_save,
+        commands::app::read_text_file,
+        commands::app::write_text_file,
+        commands::model::adapters_list,
+        commands::model::model_load,
+        commands::model::model_info,
+        commands::model::model_unload,
+        commands::adapters::adapter_library,
+        commands::adapters::lora_add,
+        commands::adapters::init_state_add,
+        commands::adapters::lora_update,
+        commands::adapters::init_state_use,
+        commands::adapters::adapter_remove,
+        commands::chat::chat_list,
+        commands::chat::chat_get,
+        commands::chat::chat_create,
+        commands::chat::chat_delete,
+        commands::chat::chat_rename,
+        commands::chat::chat_settings,
+        commands::chat::chat_send,
+        commands::chat::chat_regenerate,
+        commands::chat::chat_edit,
+        commands::chat::chat_stop,
+        commands::documents::doc_list,
+        commands::documents::doc_create,
+        commands::documents::doc_delete,
+        commands::documents::doc_chat,
+        commands::documents::doc_export,
+        commands::documents::doc_import,
+        commands::documents::fields_run,
+        commands::bench::bench_run,
+        commands::bench::bench_dashboard,
+        commands::bench::bench_clear,
     ])
 }
 
@@ -84,7 +83,7 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     data_dir: PathBuf,
     default_model: PathBuf,
 ) -> std::io::Result<()> {
-    // Opening recovers from a killed run and sets damaged files aside (`recovery.rs`).
+    // Opening recovers from a killed run and sets damaged files aside (`store/recovery.rs`).
     let store = Store::open(data_dir)?;
     let aside = library::recover(store.root());
     app.manage(store.with_set_aside(aside));
@@ -92,32 +91,6 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     app.manage(UserFiles::default());
     app.manage(AppPaths { default_model });
     Ok(())
-}
-
-/// The bundled model: `RWKV_STUDIO_MODEL` if set, else the app's resources (installed),
-/// else `models/` next to the executable (`tauri build --no-bundle` copies it there), else
-/// the repository's `assets/models/` (development).
-pub fn default_model_path(resource_dir: Option<&Path>) -> PathBuf {
-    if let Some(p) = std::env::var_os("RWKV_STUDIO_MODEL") {
-        return PathBuf::from(p);
-    }
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(Path::to_path_buf));
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets");
-    let candidates = [resource_dir.map(Path::to_path_buf), exe_dir, Some(repo)];
-    let found = candidates
-        .into_iter()
-        .flatten()
-        .map(|d| d.join("models").join(DEFAULT_MODEL))
-        .find(|p| p.exists());
-    match found {
-        Some(p) => p.canonicalize().unwrap_or(p),
-        // Not found anywhere: loading it reports the path that was expected.
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../assets/models")
-            .join(DEFAULT_MODEL),
-    }
 }
 
 pub fn run() {

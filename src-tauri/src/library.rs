@@ -253,7 +253,7 @@ pub fn save(store: &Store, lib: &Library) -> AppResult<()> {
 }
 
 /// At startup, after [`Store::open`]: a list file that does not read is moved to
-/// `set-aside/` (as `recovery.rs` does with chats), so the app starts with an empty list
+/// `set-aside/` (as the store's recovery does with chats), so the app starts with an empty list
 /// and names the file. Returns what was set aside.
 pub fn recover(root: &Path) -> Vec<SetAside> {
     let p = root.join(LIBRARY_FILE);
@@ -264,7 +264,7 @@ pub fn recover(root: &Path) -> Vec<SetAside> {
     let read = store::read_regular(&p, store::MAX_RECORD_BYTES).map_err(|e| e.to_string());
     match read.and_then(|b| check_library(&b)) {
         Ok(_) => Vec::new(),
-        Err(reason) => vec![crate::recovery::set_aside(
+        Err(reason) => vec![store::set_aside(
             root,
             &p,
             LIBRARY_FILE,
@@ -277,6 +277,7 @@ pub fn recover(root: &Path) -> Vec<SetAside> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
     use rwkv_engine::LoraMatrix;
 
     fn matrix(layer: usize, target: LoraTarget, rank: usize) -> LoraMatrix {
@@ -386,18 +387,21 @@ mod tests {
         let before = lib.clone();
         assert_eq!(
             lib.update_lora("/a/one", f32::NAN, true).unwrap_err().code,
-            "bad_request"
+            ErrorCode::BadRequest
         );
         assert_eq!(
             lib.update_lora("/a/one", 1e4, true).unwrap_err().code,
-            "bad_request"
+            ErrorCode::BadRequest
         );
         assert_eq!(
             lib.update_lora("/nope", 1.0, true).unwrap_err().code,
-            "not_found"
+            ErrorCode::NotFound
         );
-        assert_eq!(lib.use_state(Some("/nope")).unwrap_err().code, "not_found");
-        assert_eq!(lib.remove("/nope").unwrap_err().code, "not_found");
+        assert_eq!(
+            lib.use_state(Some("/nope")).unwrap_err().code,
+            ErrorCode::NotFound
+        );
+        assert_eq!(lib.remove("/nope").unwrap_err().code, ErrorCode::NotFound);
         assert_eq!(lib, before);
         assert!(lib.remove("/a/one").unwrap(), "a LoRA");
         assert!(!lib.remove("/s/b").unwrap(), "a state");
@@ -426,7 +430,7 @@ mod tests {
         assert!(recover(&root).is_empty(), "a good list stays");
 
         std::fs::write(root.join(LIBRARY_FILE), b"{\"loras\": [{\"path\": 3}]}").unwrap();
-        assert_eq!(load(&store).unwrap_err().code, "corrupt_file");
+        assert_eq!(load(&store).unwrap_err().code, ErrorCode::CorruptFile);
         let aside = recover(&root);
         assert_eq!(aside.len(), 1);
         assert_eq!(

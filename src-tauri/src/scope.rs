@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tauri::{AppHandle, Runtime};
 use tauri_plugin_dialog::DialogExt;
 
-use crate::error::{AppError, AppResult};
+use crate::error::{AppError, AppResult, ErrorCode};
 
 /// What the user chose a path for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,7 +64,7 @@ impl UserFiles {
                 format!("{path}: choose where to save with the save dialog first")
             }
         };
-        Err(AppError::new("scope", message))
+        Err(AppError::new(ErrorCode::Scope, message))
     }
 }
 
@@ -204,7 +204,7 @@ mod tests {
         let f = UserFiles::default();
         assert_eq!(
             f.check("/etc/passwd", Access::Read).unwrap_err().code,
-            "scope"
+            ErrorCode::Scope
         );
         f.allow(Path::new("/home/me/model.gguf"), Access::Read);
         assert_eq!(
@@ -224,7 +224,7 @@ mod tests {
         assert!(f.check("/home/me/notes.txt", Access::Read).is_ok());
         assert!(f.check("/home/me/fields.csv", Access::Write).is_ok());
         let e = f.check("/home/me/notes.txt", Access::Write).unwrap_err();
-        assert_eq!(e.code, "scope");
+        assert_eq!(e.code, ErrorCode::Scope);
         assert!(e.message.contains("not written"), "{}", e.message);
         let e = f.check("/home/me/fields.csv", Access::Read).unwrap_err();
         assert!(e.message.contains("not read"), "{}", e.message);
@@ -250,7 +250,7 @@ mod tests {
         ] {
             assert_eq!(
                 plain_file_name(bad).unwrap_err().code,
-                "bad_request",
+                ErrorCode::BadRequest,
                 "{bad:?}"
             );
         }

@@ -2,104 +2,15 @@
 //! sends them, `{ code, message, details }` errors, and the real engine on the bundled model
 //! (lavapipe in CI: `apt-get install mesa-vulkan-drivers`, `WGPU_BACKEND=vulkan`).
 
-use std::path::{Path, PathBuf};
+mod support;
 
 use rwkv_engine::sampler::SamplerOptions;
 use rwkv_engine::{
     CancelToken, Engine, GenerateOptions, LoadOptions, Rows, SeqInput, StopReason, Want,
 };
-use rwkv_studio_lib::scope::{Access, UserFiles};
-use rwkv_studio_lib::{default_model_path, manage_state, register};
 use serde_json::{json, Value};
-use tauri::ipc::{CallbackFn, InvokeBody, InvokeResponseBody};
-use tauri::test::{
-    get_ipc_response, mock_builder, mock_context, noop_assets, MockRuntime, INVOKE_KEY,
-};
-use tauri::webview::InvokeRequest;
-use tauri::{App, Manager, WebviewWindow, WebviewWindowBuilder};
-
-struct TestApp {
-    app: App<MockRuntime>,
-    window: WebviewWindow<MockRuntime>,
-    dir: PathBuf,
-}
-
-impl Drop for TestApp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn model() -> PathBuf {
-    default_model_path(None)
-}
-
-fn test_app(name: &str) -> TestApp {
-    let dir = std::env::temp_dir().join(format!("rwkv-studio-test-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let app = register(mock_builder())
-        .build(mock_context(noop_assets()))
-        .expect("mock app");
-    manage_state(&app, dir.join("data"), model()).expect("managed state");
-    let window = WebviewWindowBuilder::new(&app, "main", Default::default())
-        .build()
-        .expect("mock window");
-    TestApp { app, window, dir }
-}
-
-impl TestApp {
-    /// Invokes `cmd` with `args` exactly as `invoke(cmd, args)` in `src/lib/api.ts` does.
-    fn call_raw(&self, cmd: &str, args: Value) -> Result<InvokeResponseBody, Value> {
-        get_ipc_response(
-            &self.window,
-            InvokeRequest {
-                cmd: cmd.into(),
-                callback: CallbackFn(0),
-                error: CallbackFn(1),
-                url: "tauri://localhost".parse().expect("url"),
-                body: InvokeBody::Json(args),
-                headers: Default::default(),
-                invoke_key: INVOKE_KEY.to_string(),
-            },
-        )
-    }
-
-    fn call(&self, cmd: &str, args: Value) -> Result<Value, Value> {
-        self.call_raw(cmd, args)
-            .map(|b| b.deserialize::<Value>().expect("JSON response"))
-    }
-
-    fn ok(&self, cmd: &str, args: Value) -> Value {
-        match self.call(cmd, args) {
-            Ok(v) => v,
-            Err(e) => panic!("{cmd} failed: {e}"),
-        }
-    }
-
-    fn err(&self, cmd: &str, args: Value) -> Value {
-        match self.call(cmd, args) {
-            Ok(v) => panic!("{cmd} should fail, gave {v}"),
-            Err(e) => e,
-        }
-    }
-
-    /// `p` as if picked in an open dialog: readable.
-    fn allow(&self, p: &Path) {
-        self.app.state::<UserFiles>().allow(p, Access::Read);
-    }
-
-    /// `p` as if picked in a save dialog: writable.
-    fn allow_write(&self, p: &Path) {
-        self.app.state::<UserFiles>().allow(p, Access::Write);
-    }
-
-    fn load_default(&self) -> Value {
-        self.ok(
-            "model_load",
-            json!({ "path": null, "adapter": null, "onProgress": "__CHANNEL__:1" }),
-        )
-    }
-}
+use support::{model, test_app};
+use tauri::ipc::InvokeResponseBody;
 
 fn greedy(max_tokens: usize) -> GenerateOptions {
     GenerateOptions {
@@ -157,8 +68,8 @@ fn user_paths_must_be_chosen_first() {
     ] {
         assert_eq!(t.err(cmd, args)["code"], "scope", "{cmd}");
     }
-    let p = t.dir.join("note.txt");
-    std::fs::create_dir_all(&t.dir).expect("dir");
+    let p = t.dir().join("note.txt");
+    std::fs::create_dir_all(t.dir()).expect("dir");
     std::fs::write(&p, "Dear Sir,").expect("write");
     t.allow(&p);
     assert_eq!(
@@ -294,8 +205,8 @@ fn chat_turns_resume_from_snapshots_like_one_live_state() {
 fn a_truncated_gguf_is_a_readable_error_and_the_model_stays() {
     let t = test_app("broken");
     t.load_default();
-    std::fs::create_dir_all(&t.dir).expect("dir");
-    let broken = t.dir.join("broken.gguf");
+    std::fs::create_dir_all(t.dir()).expect("dir");
+    let broken = t.dir().join("broken.gguf");
     let bytes = std::fs::read(model()).expect("model");
     std::fs::write(&broken, &bytes[..1_000_000]).expect("write");
     t.allow(&broken);
@@ -368,7 +279,7 @@ fn documents_feed_fields_and_export_their_state() {
     assert_ne!(v[..256], v[256..512], "different fields, different vectors");
 
     // Export, then import the state file as a new document.
-    let out = t.dir.join("letter.rwkvstate");
+    let out = t.dir().join("letter.rwkvstate");
     t.allow_write(&out);
     t.ok("doc_export", json!({ "id": id, "path": out }));
     // Chosen in the save dialog: it cannot be read back until it is opened.

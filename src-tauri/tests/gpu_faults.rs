@@ -125,7 +125,7 @@ fn a_pass_that_cannot_fit_is_too_large_and_the_engine_goes_on() {
         err.as_ref().map(|e| &e.message)
     );
     if let Some(e) = err {
-        assert_eq!(e.code, "too_large", "{e}");
+        assert_eq!(e.code.as_str(), "too_large", "{e}");
         assert!(e.message.contains("binding"), "{e}");
         assert!(made > 1);
     }

@@ -15,18 +15,8 @@ mod support;
 use std::path::PathBuf;
 
 use serde_json::json;
-use support::test_app;
+use support::{env_usize, test_app};
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Most the driver's heap may grow between the readings (as `generation_memory.rs`: the
-/// leak this guards against grew it ≈ 0.9 MB a token).
-const DRIVER_SLACK: u64 = 8 << 20;
 /// Most Rust's live heap may grow: the chat holds the replies' text (a few bytes a token)
 /// and its message list; 4 MiB is ≈ 20 times that for 18,000 tokens.
 const RUST_SLACK: u64 = 4 << 20;
@@ -78,26 +68,14 @@ fn a_long_chat_keeps_memory_flat() {
     }
     let last = heap::read();
     let first = first.unwrap();
-    let mib = heap::mib;
     println!(
-        "after {early} / {done} tokens: driver heap {:.1} / {:.1} MiB, Rust heap {:.1} / {:.1} \
-         MiB, RSS {:.1} / {:.1} MiB ({:+.1} %)",
-        mib(first.c_live()),
-        mib(last.c_live()),
-        mib(first.rust_live),
-        mib(last.rust_live),
-        mib(first.rss),
-        mib(last.rss),
-        100.0 * (last.rss as f64 / first.rss as f64 - 1.0)
+        "after {early} / {done} tokens: {}",
+        heap::compare(&first, &last)
     );
-    assert!(
-        last.c_live() <= first.c_live() + DRIVER_SLACK,
-        "the driver's heap grew {:.1} MiB",
-        mib(last.c_live().saturating_sub(first.c_live()))
-    );
-    assert!(
-        last.rust_live <= first.rust_live + RUST_SLACK,
-        "Rust's live heap grew {:.1} MiB",
-        mib(last.rust_live.saturating_sub(first.rust_live))
+    heap::assert_flat(
+        &first,
+        &last,
+        RUST_SLACK,
+        &format!("{} tokens", done - early),
     );
 }

@@ -13,6 +13,7 @@
 //! full run's figures). `RWKV_SOAK_TURNS` (default 30: CI; 500 for the full run);
 //! `RWKV_SOAK_TRIM=1` gives malloc's free pages back after each sample and reports RSS again.
 
+#[allow(dead_code)] // long_chat.rs uses more of it
 mod heap;
 mod support;
 
@@ -20,15 +21,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{app_at, scratch, Ipc, TestApp};
+use support::{app_at, env_usize, scratch, Ipc, TestApp};
 use tauri::async_runtime::block_on;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())

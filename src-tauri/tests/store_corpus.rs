@@ -1,13 +1,12 @@
 //! The `store` fuzz target's seeds and minimized corpus (`fuzz/seeds/store/`,
 //! `fuzz/corpus-min/store/`) replayed through the checks `Store::open` runs
-//! (`recovery::check_chat`, `check_document`, `check_history`), as the target does: no
+//! (`store::check_chat`, `check_document`, `check_history`), as the target does: no
 //! panic, accepted items read back the same. The seeds are valid files: they must pass,
 //! and a store holding them opens with nothing set aside.
 
 use std::path::Path;
 
-use rwkv_studio_lib::recovery::{check_chat, check_document, check_history};
-use rwkv_studio_lib::store::Store;
+use rwkv_studio_lib::store::{check_chat, check_document, check_history, Store};
 
 const STEM: &str = "00000000000000010000";
 

@@ -182,7 +182,7 @@ fn a_record_is_used_only_under_its_own_id() {
     )
     .expect("copy");
     let e = s.load_chat(other).expect_err("another chat's record");
-    assert_eq!(e.code, "corrupt_file", "{e}");
+    assert_eq!(e.code.as_str(), "corrupt_file", "{e}");
     assert!(e.message.contains(&a.id), "{}", e.message);
     let ids: Vec<String> = s.list_chats().into_iter().map(|c| c.id).collect();
     assert_eq!(
@@ -207,7 +207,7 @@ fn a_record_is_used_only_under_its_own_id() {
     let docs = s.root().join("documents");
     std::fs::copy(docs.join("0a0a.json"), docs.join("0b0b.json")).expect("copy");
     assert_eq!(
-        s.load_document("0b0b").expect_err("mismatch").code,
+        s.load_document("0b0b").expect_err("mismatch").code.as_str(),
         "corrupt_file"
     );
     assert_eq!(s.list_documents().len(), 1);

@@ -8,8 +8,9 @@ vi.mock('../lib/api', async (orig) => ({ ...(await orig<typeof import('../lib/ap
 
 import ErrorBox from './ErrorBox.svelte';
 import { app } from '../lib/state.svelte';
+import type { AppError } from '../lib/api';
 
-const lost = { code: 'gpu', message: 'GPU: device unusable: Destroyed', details: null };
+const lost: AppError = { code: 'gpu', message: 'GPU: device unusable: Destroyed', details: null };
 
 describe('ErrorBox', () => {
   beforeEach(() => {

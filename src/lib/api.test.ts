@@ -9,6 +9,7 @@ vi.mock('@tauri-apps/api/core', () => ({
 }));
 
 import { api, errorTitle, toAppError, unpackFloats } from './api';
+import { ERROR_CODES } from './wire.gen';
 
 /** Packs like `documents.rs` `pack_floats` (written independently here, from its doc). */
 function pack(meta: unknown, data: number[]): ArrayBuffer {
@@ -61,5 +62,13 @@ describe('api', () => {
     await expect(api.modelInfo()).rejects.toMatchObject({ code: 'malformed_file', message: 'x.gguf: malformed GGUF file' });
     expect(toAppError('boom')).toEqual({ code: 'ipc', message: 'boom' });
     expect(errorTitle('malformed_file')).toMatch(/damaged/);
+  });
+
+  it('every backend error code has a title; an unknown code gets the general one', () => {
+    for (const code of ERROR_CODES) expect(errorTitle(code)).toMatch(/\w/);
+    // The engine's state-file code (`EngineError::State`), once mirrored under names it never sent.
+    expect(errorTitle('state')).toBe('This state file cannot be used');
+    expect(errorTitle('no_such_code')).toBe('Something went wrong');
+    expect(errorTitle('toString')).toBe('Something went wrong');
   });
 });

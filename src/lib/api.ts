@@ -1,16 +1,25 @@
-// The frontend's one door to the backend: every command of `src-tauri/src/commands.rs`
-// and every type it sends, mirrored. Components import from here and never call `invoke`.
+// The frontend's one door to the backend: every command of `src-tauri/src/commands/` and
+// every type it sends, mirrored. Components import from here and never call `invoke`.
+// The backend's wire enums (`ErrorCode`, `StopReason`) are not mirrored by hand: they are
+// generated into `wire.gen.ts` (`src-tauri/tests/frontend_types.rs` checks it is current).
 //
 // Naming: Tauri maps camelCase argument names here to the commands' snake_case
 // parameters (`onProgress` → `on_progress`); the values' fields keep the Rust names.
 
 import { Channel, invoke } from '@tauri-apps/api/core';
+import type { ErrorCode, StopReason } from './wire.gen';
+
+export type { ErrorCode, StopReason } from './wire.gen';
 
 // ---------- errors ----------
 
-/** Every failure of a command: `error.rs` `AppError` (engine codes from `EngineError::code`). */
+/**
+ * Every failure of a command: `error.rs` `AppError`, whose `code` is an `ErrorCode` (the
+ * engine's codes from `EngineError::code`, and the app's). `ipc`: the call itself failed
+ * (the frontend's own code, set by `toAppError`).
+ */
 export interface AppError {
-  code: string;
+  code: ErrorCode | 'ipc';
   message: string;
   details?: unknown;
 }
@@ -29,47 +38,42 @@ export function toAppError(e: unknown): AppError {
   return { code: 'ipc', message: String(e) };
 }
 
-/** A title for an error code, for people. */
+const SOMETHING_WENT_WRONG = 'Something went wrong';
+
+/** A title for each code, for people (a `Record`: a code without a title fails `npm run check`). */
+const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
+  io: 'The file could not be read',
+  malformed_file: 'This file is damaged or incomplete',
+  not_rwkv7: 'Not an RWKV-7 model',
+  missing_tensor: 'The model file does not match the RWKV-7 layout',
+  tensor_shape: 'The model file does not match the RWKV-7 layout',
+  unsupported_type: 'Unsupported tensor type',
+  tokenizer: SOMETHING_WENT_WRONG,
+  gpu: 'GPU problem',
+  op: SOMETHING_WENT_WRONG,
+  too_large: 'The model does not fit this GPU',
+  output_too_large: 'Too much output for one request',
+  invalid_input: 'Check the input',
+  adapter: 'This adapter does not fit the model',
+  state: 'This state file cannot be used',
+  cancelled: SOMETHING_WENT_WRONG,
+  no_model: 'No model loaded',
+  not_found: SOMETHING_WENT_WRONG,
+  bad_request: 'Check the input',
+  too_long: 'Too long for a chat message',
+  not_text: 'Not a text file',
+  scope: 'Choose the file first',
+  corrupt_file: 'A stored file is damaged',
+  worker: SOMETHING_WENT_WRONG,
+  internal: SOMETHING_WENT_WRONG,
+  ipc: SOMETHING_WENT_WRONG,
+};
+
+/** A title for an error code, for people (an unknown code: a general one). */
 export function errorTitle(code: string): string {
-  switch (code) {
-    case 'malformed_file':
-      return 'This file is damaged or incomplete';
-    case 'not_rwkv7':
-      return 'Not an RWKV-7 model';
-    case 'missing_tensor':
-    case 'tensor_shape':
-      return 'The model file does not match the RWKV-7 layout';
-    case 'unsupported_type':
-      return 'Unsupported tensor type';
-    case 'io':
-      return 'The file could not be read';
-    case 'gpu':
-      return 'GPU problem';
-    case 'too_large':
-      return 'The model does not fit this GPU';
-    case 'output_too_large':
-      return 'Too much output for one request';
-    case 'no_model':
-      return 'No model loaded';
-    case 'invalid_input':
-    case 'bad_request':
-      return 'Check the input';
-    case 'scope':
-      return 'Choose the file first';
-    case 'state_model_mismatch':
-    case 'bad_state_file':
-      return 'This state file cannot be used';
-    case 'too_long':
-      return 'Too long for a chat message';
-    case 'not_text':
-      return 'Not a text file';
-    case 'corrupt_file':
-      return 'A stored file is damaged';
-    case 'adapter':
-      return 'This adapter does not fit the model';
-    default:
-      return 'Something went wrong';
-  }
+  return Object.prototype.hasOwnProperty.call(ERROR_TITLES, code)
+    ? ERROR_TITLES[code as ErrorCode | 'ipc']
+    : SOMETHING_WENT_WRONG;
 }
 
 async function call<T>(cmd: string, args?: Record<string, unknown>): Promise<T> {
@@ -196,7 +200,8 @@ export interface ReplyStats {
   decode_ms: number;
   prefill_tok_s: number;
   decode_tok_s: number;
-  stop: 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback' | string;
+  /** Why the reply ended. */
+  stop: StopReason;
   /** Resumed from a stored state (false: the history was prefilled again). */
   resumed: boolean;
 }

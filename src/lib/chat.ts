@@ -1,9 +1,9 @@
 // Chat display helpers.
 
-import type { ReplyStats } from './api';
+import type { ReplyStats, StopReason } from './api';
 import { fmtMs, fmtRate } from './format';
 
-const stopLabel: Record<string, string> = {
+const stopLabel: Record<StopReason, string> = {
   max_tokens: 'max tokens',
   stop_token: 'end of text',
   stop_string: 'stop string',

@@ -11,6 +11,11 @@
 //! set-aside/                     files `Store::open` could not read, moved out of the way
 //! ```
 //!
+//! The folder, bottom up: `records.rs` (what a chat, document or history file holds, ids,
+//! and the checks a file passes before it is used), `files.rs` (the file operations),
+//! `recovery.rs` (what opening repairs and sets aside) and this file ([`Store`], which reads
+//! and writes records through them). Nothing below imports this file.
+//!
 //! Folders are private to the user (0700) and files too (0600); the store never follows a
 //! symbolic link, and a record is used only under its own id (`files.rs`, `recovery.rs`).
 //!
@@ -20,25 +25,25 @@
 //! aside files that do not read, so one damaged file never stops the app.
 
 mod files;
-mod types;
+mod records;
+mod recovery;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rwkv_bench::BenchReport;
 use rwkv_engine::GenerateOptions;
 use serde::Serialize;
 
 use crate::error::{AppError, AppResult};
-use crate::recovery::{check_chat, check_document};
 pub(crate) use files::read_json;
 use files::write_json;
 pub use files::{
     create_private, describe, entries, private_dir, read_regular, remove_entry, sync_dir,
     write_atomic, MAX_RECORD_BYTES,
 };
-pub use types::*;
+pub use records::*;
+pub(crate) use recovery::set_aside;
 
 /// The root of the app's data (cheap to clone into engine jobs).
 #[derive(Debug, Clone)]
@@ -46,36 +51,6 @@ pub struct Store {
     root: PathBuf,
     /// What [`Store::open`] found unreadable and moved to `set-aside/`.
     set_aside: Arc<Vec<SetAside>>,
-}
-
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
-/// A new id: time-ordered, unique within the process.
-pub fn new_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    format!(
-        "{nanos:016x}{:04x}",
-        N.fetch_add(1, Ordering::Relaxed) & 0xffff
-    )
-}
-
-/// Ids come from the frontend: only our own hex ids name files.
-pub(crate) fn check_id(id: &str) -> AppResult<&str> {
-    if !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(id)
-    } else {
-        Err(AppError::bad_request(format!("`{id}` is not an id")))
-    }
 }
 
 /// Record `<stem>.json` of `dir`, read and checked by `check` (its id is its name), the
@@ -139,7 +114,7 @@ impl Store {
     pub fn open(root: impl Into<PathBuf>) -> std::io::Result<Self> {
         let root = root.into();
         create_private(&root)?;
-        let set_aside = crate::recovery::recover(&root)?;
+        let set_aside = recovery::recover(&root)?;
         for s in &set_aside {
             log::warn!("set aside {} ({}): {}", s.was, s.item, s.reason);
         }
@@ -371,6 +346,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     fn temp_store(name: &str) -> Store {
         let dir = std::env::temp_dir().join(format!("rwkv-store-{name}-{}", std::process::id()));
@@ -396,7 +372,7 @@ mod tests {
         );
         assert_eq!(back.settings.max_tokens, 200);
         s.delete_chat(&a.id).unwrap();
-        assert_eq!(s.load_chat(&a.id).unwrap_err().code, "not_found");
+        assert_eq!(s.load_chat(&a.id).unwrap_err().code, ErrorCode::NotFound);
         std::fs::remove_dir_all(s.root()).ok();
     }
 
@@ -405,9 +381,12 @@ mod tests {
         let s = temp_store("ids");
         assert_eq!(
             s.load_chat("../../etc/passwd").unwrap_err().code,
-            "bad_request"
+            ErrorCode::BadRequest
         );
-        assert_eq!(s.load_document("a/b").unwrap_err().code, "bad_request");
+        assert_eq!(
+            s.load_document("a/b").unwrap_err().code,
+            ErrorCode::BadRequest
+        );
         assert!(s.chat_state_path("abc", "..").is_err());
     }
 
@@ -419,7 +398,10 @@ mod tests {
         let list = s.list_chats();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].id, good.id);
-        assert_eq!(s.load_chat("00ff").unwrap_err().code, "corrupt_file");
+        assert_eq!(
+            s.load_chat("00ff").unwrap_err().code,
+            ErrorCode::CorruptFile
+        );
         std::fs::remove_dir_all(s.root()).ok();
     }
 

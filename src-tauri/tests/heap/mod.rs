@@ -131,3 +131,39 @@ pub fn trim() -> bool {
 pub fn mib(b: u64) -> f64 {
     b as f64 / 1048576.0
 }
+
+/// Most the driver's heap may grow over a long run once warm (`long_chat.rs`; the engine's
+/// `generation_memory.rs` allows the same): its caches settle within the warm-up, and the
+/// leak this guards against (issue 26) grew it ≈ 0.9 MB a token.
+pub const DRIVER_SLACK: u64 = 8 << 20;
+
+/// Two readings side by side, MiB: the driver's heap, Rust's, RSS and how much RSS grew.
+pub fn compare(first: &Heap, last: &Heap) -> String {
+    format!(
+        "driver heap {:.1} / {:.1} MiB, Rust heap {:.1} / {:.1} MiB, RSS {:.1} / {:.1} MiB \
+         ({:+.1} %)",
+        mib(first.c_live()),
+        mib(last.c_live()),
+        mib(first.rust_live),
+        mib(last.rust_live),
+        mib(first.rss),
+        mib(last.rss),
+        100.0 * (last.rss as f64 / first.rss as f64 - 1.0)
+    )
+}
+
+/// Asserts the live heaps stayed flat from `first` to `last` (`over`: the stretch between,
+/// for the message): the driver's grew at most [`DRIVER_SLACK`], Rust's at most
+/// `rust_slack` bytes. RSS is not asserted (allocator slack; docs/reliability.md).
+pub fn assert_flat(first: &Heap, last: &Heap, rust_slack: u64, over: &str) {
+    assert!(
+        last.c_live() <= first.c_live() + DRIVER_SLACK,
+        "the driver's heap grew {:.1} MiB over {over}",
+        mib(last.c_live().saturating_sub(first.c_live()))
+    );
+    assert!(
+        last.rust_live <= first.rust_live + rust_slack,
+        "Rust's live heap grew {:.1} MiB over {over}",
+        mib(last.rust_live.saturating_sub(first.rust_live))
+    );
+}

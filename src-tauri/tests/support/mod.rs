@@ -1,5 +1,5 @@
 //! The command layer of the real app through Tauri's IPC (mock runtime), shared by the
-//! reliability tests: arguments exactly as `src/lib/api.ts` sends them, errors as the UI
+//! app's tests (`commands.rs` and the reliability tests), and their small helpers: arguments exactly as `src/lib/api.ts` sends them, errors as the UI
 //! receives them (`{ code, message, details }`), the real engine on the bundled model.
 #![allow(dead_code)] // each test binary uses its own part
 
@@ -33,6 +33,22 @@ impl Drop for TestApp {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+}
+
+impl TestApp {
+    /// The test's scratch folder, which holds the data folder: room for its own files.
+    pub fn dir(&self) -> &Path {
+        self.data.parent().unwrap_or(&self.data)
+    }
+}
+
+/// `name`'s value in the environment as a number, else `default` (the long tests' sizes:
+/// `RWKV_SOAK_TURNS`, `RWKV_LONG_CHAT_TOKENS`, …).
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 pub fn model() -> PathBuf {

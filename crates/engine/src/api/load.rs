@@ -50,11 +50,14 @@ impl Default for LoadOptions {
     }
 }
 
-/// Load phases reported to a progress callback.
+/// Load phases reported to a progress callback, in this order.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum LoadProgress {
     Open,
+    /// The file is open and parsed as an RWKV-7 model (a file that does not parse fails
+    /// before this phase) and nothing of the model is on the GPU yet: a caller replacing a
+    /// loaded model may free it here, before the new one takes GPU memory.
     Device,
     Upload {
         tensors_done: usize,
@@ -137,7 +140,8 @@ impl Engine {
         Self::load_with_progress(path, opts, &mut |_| {})
     }
 
-    /// [`Engine::load`] with a progress callback.
+    /// [`Engine::load`] with a progress callback: the phases of [`LoadProgress`], in
+    /// order; `Device` comes once the file has parsed, before the model takes GPU memory.
     pub fn load_with_progress(
         path: impl AsRef<Path>,
         opts: &LoadOptions,

@@ -3,20 +3,27 @@
 //! answer, so neither the UI thread nor the async runtime ever blocks on the GPU.
 //! Long jobs (generation, prefill) are stopped through a [`CancelToken`] registered under a
 //! key (a chat id, "bench", …) that a stop command can reach while the worker is busy.
+//!
+//! The engine thread's own state is [`Worker`]: the loaded engine and, in
+//! [`adapters`], the LoRA and initial-state files loaded for it.
+
+pub mod adapters;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use rwkv_engine::gpu::AdapterChoice;
-use rwkv_engine::{CancelToken, Engine};
+use rwkv_engine::{CancelToken, Engine, InitState, LoadOptions, LoadProgress, ModelInfo};
 
-use crate::adapters::AdapterCache;
 use crate::error::{AppError, AppResult};
+use crate::store::AdapterSet;
+pub use adapters::AdapterCache;
 
 /// What a job gets: the loaded engine (if any), the GPU adapter choice for the next load,
-/// and the LoRA / initial-state files loaded for this engine (`adapters.rs`).
+/// and the LoRA / initial-state files loaded for this engine ([`adapters`]).
 #[derive(Default)]
 pub struct Worker {
     pub engine: Option<Engine>,
@@ -45,6 +52,54 @@ impl Worker {
     /// The loaded engine, or the `no_model` error.
     pub fn engine(&mut self) -> AppResult<&mut Engine> {
         self.engine.as_mut().ok_or_else(AppError::no_model)
+    }
+
+    /// Loads the model at `path` in place of the loaded one, on adapter `choice` (`None`:
+    /// the previous load's choice), reporting the load's phases to `progress`; returns
+    /// what the new model is. One engine call (`Engine::load_with_progress`), which parses
+    /// the file before its `Device` phase: a file that does not parse (truncated, not
+    /// RWKV-7, …) fails with the loaded model untouched. At `Device` the loaded model is
+    /// freed, before the new one takes GPU memory (one model at a time), so an error
+    /// after that (out of memory, a lost device) leaves none loaded.
+    ///
+    /// Errors: the engine's (`io`, `malformed_file`, `not_rwkv7`, `gpu`, `too_large`, …).
+    pub fn load(
+        &mut self,
+        path: &Path,
+        choice: Option<AdapterChoice>,
+        progress: &mut dyn FnMut(LoadProgress),
+    ) -> AppResult<ModelInfo> {
+        let adapter = choice.unwrap_or_else(|| self.adapter.clone());
+        let opts = LoadOptions {
+            adapter: adapter.clone(),
+            ..Default::default()
+        };
+        let eng = Engine::load_with_progress(path, &opts, &mut |p| {
+            if matches!(p, LoadProgress::Device) {
+                // The file parsed: the choice stands, and the old model goes.
+                self.adapter = adapter.clone();
+                self.set_engine(None);
+            }
+            progress(p);
+        })?;
+        let info = eng.info().clone();
+        self.set_engine(Some(eng));
+        Ok(info)
+    }
+
+    /// Makes `set` the engine's active adapters (its LoRAs at their scales; none: the
+    /// base) and returns the engine with `set`'s initial state, which new states of the
+    /// job start from (`Engine::new_state_from`); see [`AdapterCache::activate`].
+    ///
+    /// Errors: `no_model`; a file that does not read or fit the model (named). On an
+    /// error no LoRA stays active.
+    pub fn prepare(
+        &mut self,
+        set: &AdapterSet,
+    ) -> AppResult<(&mut Engine, Option<Arc<InitState>>)> {
+        let eng = self.engine.as_mut().ok_or_else(AppError::no_model)?;
+        let init = self.adapters.activate(eng, set)?;
+        Ok((eng, init))
     }
 }
 
@@ -145,6 +200,7 @@ impl EngineHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     use tauri::async_runtime::block_on;
 
@@ -154,14 +210,14 @@ mod tests {
         let a = block_on(h.run(|_| Ok(1))).unwrap();
         let b: AppResult<i32> = block_on(h.run(|w| w.engine().map(|_| 2)));
         assert_eq!(a, 1);
-        assert_eq!(b.unwrap_err().code, "no_model");
+        assert_eq!(b.unwrap_err().code, ErrorCode::NoModel);
     }
 
     #[test]
     fn a_panicking_job_leaves_the_worker_alive() {
         let h = EngineHandle::spawn().unwrap();
         let r: AppResult<()> = block_on(h.run(|_| panic!("boom")));
-        assert_eq!(r.unwrap_err().code, "worker");
+        assert_eq!(r.unwrap_err().code, ErrorCode::Worker);
         assert_eq!(block_on(h.run(|_| Ok(7))).unwrap(), 7);
     }
 

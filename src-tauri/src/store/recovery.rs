@@ -1,8 +1,8 @@
-//! What [`Store::open`](crate::store::Store::open) does before the app uses its data:
+//! What [`Store::open`](super::Store::open) does before the app uses its data:
 //! undo what a killed process left half done, and move unreadable files out of the way.
 //!
 //! A process killed at any moment (SIGKILL, power cut) can leave, besides complete files:
-//! - `*.tmp` files of a write that never reached its rename ([`crate::store::write_atomic`],
+//! - `*.tmp` files of a write that never reached its rename ([`super::write_atomic`],
 //!   the engine's state-file writer): never data, removed;
 //! - `chats/<id>/` (message states) of a chat whose `chats/<id>.json` was deleted, and
 //!   states of messages an edit or regenerate had dropped from the chat: removed;
@@ -12,7 +12,8 @@
 //! A file that does not read — hand-edited, truncated by a full disk, written by a newer
 //! version — is moved to `set-aside/` untouched and reported (the app names it), so one bad
 //! chat never hides the others nor stops the app. "Reads" means: a regular file of valid
-//! JSON of the right shape ([`check_chat`], [`check_document`], [`check_history`]).
+//! JSON of the right shape (`records.rs`: [`check_chat`], [`check_document`],
+//! [`check_history`]).
 //!
 //! Nothing is followed: entries are judged by their own type (`DirEntry::file_type`,
 //! `symlink_metadata`). A symbolic link (or a device, FIFO, socket) where the store keeps
@@ -24,51 +25,10 @@ use std::collections::HashSet;
 use std::fs::FileType;
 use std::path::{Path, PathBuf};
 
-use rwkv_bench::BenchReport;
-
-use crate::store::{
-    check_id, describe, now_ms, private_dir, read_regular, remove_entry, sync_dir, Chat, Document,
-    SetAside, MAX_RECORD_BYTES,
+use super::files::{
+    describe, entries, private_dir, read_regular, remove_entry, sync_dir, MAX_RECORD_BYTES,
 };
-
-/// Parses a chat file named `<stem>.json`: JSON of a [`Chat`] whose id is `stem`, whose
-/// message ids are ids ([`check_id`]) and unique (they name state files).
-///
-/// Errors: a sentence saying what is wrong, for people.
-pub fn check_chat(stem: &str, bytes: &[u8]) -> Result<Chat, String> {
-    let chat: Chat = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    if chat.id != stem {
-        return Err(format!(
-            "the file says it is chat `{}`; its name says `{stem}`",
-            chat.id
-        ));
-    }
-    let mut seen = HashSet::new();
-    for (i, m) in chat.messages.iter().enumerate() {
-        check_id(&m.id).map_err(|e| format!("message {i}: {}", e.message))?;
-        if !seen.insert(m.id.as_str()) {
-            return Err(format!("message {i}: id `{}` appears twice", m.id));
-        }
-    }
-    Ok(chat)
-}
-
-/// Parses a document file named `<stem>.json`: JSON of a [`Document`] whose id is `stem`.
-pub fn check_document(stem: &str, bytes: &[u8]) -> Result<Document, String> {
-    let doc: Document = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    if doc.id != stem {
-        return Err(format!(
-            "the file says it is document `{}`; its name says `{stem}`",
-            doc.id
-        ));
-    }
-    Ok(doc)
-}
-
-/// Parses the benchmark history (a JSON list of `rwkv bench` reports).
-pub fn check_history(bytes: &[u8]) -> Result<Vec<BenchReport>, String> {
-    serde_json::from_slice(bytes).map_err(|e| e.to_string())
-}
+use super::records::{check_chat, check_document, check_history, now_ms, SetAside};
 
 /// Reads record `p` (a regular file, [`MAX_RECORD_BYTES`] at most) and checks it.
 fn read_checked<T>(p: &Path, check: impl FnOnce(&[u8]) -> Result<T, String>) -> Result<T, String> {
@@ -91,7 +51,7 @@ fn folder(
             out.push(set_aside(root, &dir, name, format!("folder {name}"), why));
             Ok(Vec::new())
         }
-        _ => crate::store::entries(&dir),
+        _ => entries(&dir),
     }
 }
 
@@ -195,7 +155,7 @@ pub fn recover(root: &Path) -> std::io::Result<Vec<SetAside>> {
             // Temporaries, states of messages a killed edit had already dropped, and
             // anything that is not a state file (a link goes as a link).
             Some(msgs) => {
-                for (q, qt) in crate::store::entries(p)? {
+                for (q, qt) in entries(p)? {
                     if !qt.is_file() || is_tmp(&q) || !msgs.contains(&stem(&q)) {
                         remove(&q);
                     }
@@ -360,36 +320,5 @@ mod tests {
         assert_eq!(s.load_chat(&chat.id).unwrap().id, chat.id);
         assert!(s.set_aside().is_empty());
         std::fs::remove_dir_all(&root).ok();
-    }
-
-    #[test]
-    fn message_ids_must_be_ids_and_unique() {
-        let mut chat = Store::new(temp_root("unused")).create_chat(None, Default::default());
-        // create_chat writes under a fresh temp root; only the value is used here.
-        let chat = chat.as_mut().unwrap();
-        let m = crate::store::Message {
-            id: "00ff".into(),
-            role: crate::store::Role::User,
-            text: "hi".into(),
-            stats: None,
-            model: None,
-            created_ms: 0,
-        };
-        chat.messages = vec![m.clone(), m.clone()];
-        let bytes = serde_json::to_vec(&*chat).unwrap();
-        let e = check_chat(&chat.id, &bytes).unwrap_err();
-        assert!(e.contains("appears twice"), "{e}");
-        chat.messages[1].id = "../x".into();
-        let bytes = serde_json::to_vec(&*chat).unwrap();
-        assert!(check_chat(&chat.id, &bytes)
-            .unwrap_err()
-            .contains("not an id"));
-        chat.messages.truncate(1);
-        let bytes = serde_json::to_vec(&*chat).unwrap();
-        assert_eq!(
-            check_chat(&chat.id, &bytes).unwrap().messages,
-            chat.messages
-        );
-        std::fs::remove_dir_all(temp_root("unused")).ok();
     }
 }

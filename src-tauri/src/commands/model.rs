@@ -1,0 +1,61 @@
+//! The GPU adapters and the loaded model.
+
+use rwkv_engine::gpu::{context::AdapterSummary, AdapterChoice, GpuContext};
+use rwkv_engine::{LoadProgress, ModelInfo};
+use tauri::ipc::Channel;
+use tauri::State;
+
+use crate::error::AppResult;
+use crate::paths::AppPaths;
+use crate::scope::{Access, UserFiles};
+use crate::worker::EngineHandle;
+
+#[tauri::command]
+pub async fn adapters_list(engine: State<'_, EngineHandle>) -> AppResult<Vec<AdapterSummary>> {
+    // Enumeration opens the instance: keep it off the UI thread, on the engine's.
+    engine.run(|_| Ok(GpuContext::list_adapters())).await
+}
+
+/// Loads a model (the bundled one when `path` is absent) on adapter `adapter` (an index of
+/// `adapters_list`; absent: the previous choice, automatic at first), streaming load
+/// phases. Replaces a loaded model; a file that does not parse leaves it loaded
+/// ([`Worker::load`](crate::worker::Worker::load)).
+#[tauri::command]
+pub async fn model_load(
+    engine: State<'_, EngineHandle>,
+    paths: State<'_, AppPaths>,
+    files: State<'_, UserFiles>,
+    path: Option<String>,
+    adapter: Option<usize>,
+    on_progress: Channel<LoadProgress>,
+) -> AppResult<ModelInfo> {
+    let path = match path {
+        Some(p) => files.check(&p, Access::Read)?,
+        None => paths.default_model.clone(),
+    };
+    let choice = adapter.map(AdapterChoice::Index);
+    engine
+        .run(move |w| {
+            w.load(&path, choice, &mut |p| {
+                let _ = on_progress.send(p);
+            })
+        })
+        .await
+}
+
+#[tauri::command]
+pub async fn model_info(engine: State<'_, EngineHandle>) -> AppResult<Option<ModelInfo>> {
+    engine
+        .run(|w| Ok(w.engine.as_ref().map(|e| e.info().clone())))
+        .await
+}
+
+#[tauri::command]
+pub async fn model_unload(engine: State<'_, EngineHandle>) -> AppResult<()> {
+    engine
+        .run(|w| {
+            w.set_engine(None);
+            Ok(())
+        })
+        .await
+}
