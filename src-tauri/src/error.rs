@@ -55,6 +55,8 @@ error_codes! {
     MalformedFile => "malformed_file",
     /// The engine: a well-formed file that is not an RWKV-7 model (another architecture).
     NotRwkv7 => "not_rwkv7",
+    /// The engine: an RWKV-7 model this engine cannot run (a head size other than 64).
+    UnsupportedModel => "unsupported_model",
     /// The engine: a tensor the model needs is absent from the file.
     MissingTensor => "missing_tensor",
     /// The engine: a tensor of the file has another shape than the architecture needs.
@@ -114,6 +116,7 @@ impl From<&EngineError> for ErrorCode {
             EngineError::Io { .. } => ErrorCode::Io,
             EngineError::Malformed { .. } => ErrorCode::MalformedFile,
             EngineError::NotRwkv7 { .. } => ErrorCode::NotRwkv7,
+            EngineError::Unsupported { .. } => ErrorCode::UnsupportedModel,
             EngineError::MissingTensor { .. } => ErrorCode::MissingTensor,
             EngineError::Shape { .. } => ErrorCode::TensorShape,
             EngineError::UnsupportedType { .. } => ErrorCode::UnsupportedType,
@@ -273,6 +276,10 @@ mod tests {
                 what: what(),
             },
             EngineError::NotRwkv7 {
+                path: path(),
+                what: what(),
+            },
+            EngineError::Unsupported {
                 path: path(),
                 what: what(),
             },

@@ -45,6 +45,7 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   io: 'The file could not be read',
   malformed_file: 'This file is damaged or incomplete',
   not_rwkv7: 'Not an RWKV-7 model',
+  unsupported_model: 'This model is not supported',
   missing_tensor: 'The model file does not match the RWKV-7 layout',
   tensor_shape: 'The model file does not match the RWKV-7 layout',
   unsupported_type: 'Unsupported tensor type',

@@ -9,6 +9,8 @@ export type ErrorCode =
   | 'malformed_file'
   /** The engine: a well-formed file that is not an RWKV-7 model (another architecture). */
   | 'not_rwkv7'
+  /** The engine: an RWKV-7 model this engine cannot run (a head size other than 64). */
+  | 'unsupported_model'
   /** The engine: a tensor the model needs is absent from the file. */
   | 'missing_tensor'
   /** The engine: a tensor of the file has another shape than the architecture needs. */
@@ -53,7 +55,7 @@ export type ErrorCode =
   | 'internal';
 
 /** Every `ErrorCode`, in the backend's order. */
-export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'worker', 'internal'];
+export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'worker', 'internal'];
 
 /** Why a reply ended: `ReplyStats.stop` (`rwkv_engine::StopReason`, by its serde names). */
 export type StopReason = 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback';
