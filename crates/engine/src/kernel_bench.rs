@@ -40,7 +40,8 @@ pub struct KernelBenchOptions {
     /// Timed passes (the median is reported), after one warm-up pass.
     pub repeats: usize,
     /// Lanes per row of the decode kernel to try besides the engine's choice (tuning:
-    /// each is timed as `matvec/L<lanes>` through `RWKV_MV_LANES`).
+    /// each is timed as `matvec/L<lanes>` through `Tuning::mv_lanes`, as `RWKV_MV_LANES`
+    /// would set it).
     pub mv_lanes: Vec<u32>,
 }
 
@@ -115,11 +116,8 @@ pub fn run(
                 }
             }
             for &lanes in &opts.mv_lanes {
-                // The lanes knob is read when a node is built (single-threaded CLI).
-                std::env::set_var("RWKV_MV_LANES", lanes.to_string());
-                let r = time_product(gpu, &pipelines, dtype, n, k, 1, opts);
-                std::env::remove_var("RWKV_MV_LANES");
-                match r {
+                let tuned = with_tuning(gpu, |t| t.mv_lanes = Some(lanes));
+                match time_product(&tuned, &pipelines, dtype, n, k, 1, opts) {
                     Ok(f) => push(
                         KernelFigure {
                             kernel: format!("matvec/L{lanes}"),
@@ -134,22 +132,14 @@ pub fn run(
     }
     for heads in [12usize, 40] {
         push(time_wkv(gpu, &pipelines, heads, opts)?, &mut out);
-        // Tuning variants: threads per row of S × rows per workgroup (env knobs read
-        // when the node is built; single-threaded CLI).
-        for (tpr, rb) in [
-            ("1", "8"),
-            ("1", "16"),
-            ("1", "32"),
-            ("4", "8"),
-            ("4", "16"),
-            ("4", "64"),
-        ] {
-            std::env::set_var("RWKV_WKV_TPR", tpr);
-            std::env::set_var("RWKV_WKV_ROWS", rb);
-            let r = time_wkv(gpu, &pipelines, heads, opts);
-            std::env::remove_var("RWKV_WKV_TPR");
-            std::env::remove_var("RWKV_WKV_ROWS");
-            let f = r?;
+        // Tuning variants: threads per row of S × rows per workgroup (as `RWKV_WKV_TPR`
+        // and `RWKV_WKV_ROWS` would set them).
+        for (tpr, rb) in [(1, 8), (1, 16), (1, 32), (4, 8), (4, 16), (4, 64)] {
+            let tuned = with_tuning(gpu, |t| {
+                t.wkv_tpr = Some(tpr);
+                t.wkv_rows = Some(rb);
+            });
+            let f = time_wkv(&tuned, &pipelines, heads, opts)?;
             push(
                 KernelFigure {
                     kernel: format!("wkv/T{tpr}R{rb}"),
@@ -160,6 +150,13 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// `gpu` with its knobs changed by `tune` (the same device and queue).
+fn with_tuning(gpu: &GpuContext, tune: impl FnOnce(&mut crate::gpu::Tuning)) -> GpuContext {
+    let mut g = gpu.clone();
+    tune(&mut g.tuning);
+    g
 }
 
 /// Seeded uniform values in [-scale, scale).

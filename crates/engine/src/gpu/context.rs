@@ -6,25 +6,19 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::error::{EngineError, Result};
+use crate::gpu::Tuning;
 
 /// Whether the engine runs its subgroup kernels on an adapter that offers subgroups.
-/// `RWKV_SUBGROUPS=1` / `RWKV_SUBGROUPS=0` (or `RWKV_NO_SUBGROUPS=1`) decide; without
-/// them, yes — except on Mesa's llvmpipe (lavapipe, the CPU driver of CI, VMs and
+/// `tuning.subgroups` (`RWKV_SUBGROUPS=1|0`, `RWKV_NO_SUBGROUPS`) decides; without it,
+/// yes — except on Mesa's llvmpipe (lavapipe, the CPU driver of CI, VMs and
 /// machines without a GPU). There every workgroup that runs a subgroup shuffle keeps
 /// memory that never comes back (Mesa 22.3.6: ≈ 2,100 allocations of ≈ 450 bytes a token
 /// from the shaders' JIT code in a 2-layer model, RSS +700 KB a token; with the
 /// workgroup-memory kernels RSS stays flat — issue 26, docs/reliability.md), and the
 /// subgroup kernels bring it no speed (22 vs 25 tok/s without). The tests force them on
 /// there to keep covering them (`scripts/test.sh`).
-pub fn subgroups_wanted(info: &wgpu::AdapterInfo) -> bool {
-    if std::env::var_os("RWKV_NO_SUBGROUPS").is_some() {
-        return false;
-    }
-    match std::env::var("RWKV_SUBGROUPS").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => !is_llvmpipe(info),
-    }
+pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
+    tuning.subgroups.unwrap_or_else(|| !is_llvmpipe(info))
 }
 
 /// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
@@ -43,7 +37,7 @@ pub struct GpuFeatures {
     pub subgroup_min_size: u32,
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with 16×16×16 f16 × f16 → f32 tiles and
     /// subgroups of exactly 32 (tensor cores on NVIDIA Vulkan): the prefill matrix
-    /// kernel `matmul_coop`. `RWKV_NO_COOPMAT` turns it off.
+    /// kernel `matmul_coop`. `RWKV_NO_COOPMAT` ([`Tuning::no_coopmat`]) turns it off.
     pub coopmat: bool,
     /// `TIMESTAMP_QUERY`: GPU timestamps at pass boundaries.
     pub timestamp: bool,
@@ -66,7 +60,7 @@ pub struct AdapterSummary {
 #[derive(Debug, Clone, Default)]
 pub enum AdapterChoice {
     /// Discrete GPU first, then integrated, then virtual, then CPU. `RWKV_ADAPTER`
-    /// (an index or a case-insensitive name substring) overrides.
+    /// ([`Tuning::adapter`]: an index or a case-insensitive name substring) overrides.
     #[default]
     Auto,
     /// The adapter at this index of [`GpuContext::list_adapters`].
@@ -84,6 +78,9 @@ pub struct GpuContext {
     pub summary: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// The environment's knobs, read when the device opened: what the op builders, the
+    /// loader and the pipeline cache tune by.
+    pub tuning: Tuning,
     /// The first fault that makes the device unusable: lost, an engine bug (validation),
     /// or a buffer the driver could not allocate (see `out_of_memory`).
     lost: Arc<Mutex<Option<String>>>,
@@ -100,9 +97,10 @@ impl std::fmt::Debug for GpuContext {
     }
 }
 
-fn instance() -> wgpu::Instance {
+fn instance(tuning: &Tuning) -> wgpu::Instance {
+    let backends = tuning.wgpu_backend.as_deref();
     wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        backends: backends.map_or(wgpu::Backends::all(), wgpu::Backends::from_comma_list),
         flags: wgpu::InstanceFlags::from_build_config().with_env(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     })
@@ -139,7 +137,7 @@ fn usable(a: &wgpu::Adapter) -> bool {
 impl GpuContext {
     /// Every adapter wgpu sees (respecting `WGPU_BACKEND`), in enumeration order.
     pub fn list_adapters() -> Vec<AdapterSummary> {
-        let inst = instance();
+        let inst = instance(&Tuning::from_env());
         let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
         adapters
             .iter()
@@ -149,12 +147,20 @@ impl GpuContext {
     }
 
     /// Opens a device on the chosen adapter, with every useful optional feature it has
-    /// and its full limits (so storage bindings can be as large as the adapter allows).
+    /// and its full limits (so storage bindings can be as large as the adapter allows),
+    /// tuned by the environment's knobs ([`Tuning::from_env`], read here once).
     ///
     /// Errors: [`EngineError::Gpu`] when no adapter exists (with a hint on installing
     /// Mesa's lavapipe), when the choice matches none, or when device creation fails.
     pub fn new(choice: &AdapterChoice) -> Result<Self> {
-        let inst = instance();
+        Self::with_tuning(choice, Tuning::from_env())
+    }
+
+    /// [`GpuContext::new`] with the knobs given.
+    ///
+    /// Errors: as [`GpuContext::new`].
+    pub fn with_tuning(choice: &AdapterChoice, tuning: Tuning) -> Result<Self> {
+        let inst = instance(&tuning);
         let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
         if adapters.is_empty() {
             return Err(EngineError::gpu(
@@ -162,10 +168,10 @@ impl GpuContext {
                  (`apt-get install mesa-vulkan-drivers`) and set WGPU_BACKEND=vulkan",
             ));
         }
-        let choice = match (choice, std::env::var("RWKV_ADAPTER")) {
-            (AdapterChoice::Auto, Ok(v)) if !v.is_empty() => match v.parse::<usize>() {
+        let choice = match (choice, &tuning.adapter) {
+            (AdapterChoice::Auto, Some(v)) => match v.parse::<usize>() {
                 Ok(i) => AdapterChoice::Index(i),
-                Err(_) => AdapterChoice::Name(v),
+                Err(_) => AdapterChoice::Name(v.clone()),
             },
             (c, _) => c.clone(),
         };
@@ -217,7 +223,7 @@ impl GpuContext {
             && coop_tile
             && info.subgroup_min_size == 32
             && info.subgroup_max_size == 32
-            && std::env::var_os("RWKV_NO_COOPMAT").is_none();
+            && !tuning.no_coopmat;
         if coopmat {
             required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         }
@@ -272,7 +278,8 @@ impl GpuContext {
         }));
         let features = GpuFeatures {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
-            subgroup: required.contains(wgpu::Features::SUBGROUP) && subgroups_wanted(&info),
+            subgroup: required.contains(wgpu::Features::SUBGROUP)
+                && subgroups_wanted(&info, &tuning),
             subgroup_min_size: info.subgroup_min_size,
             coopmat,
             timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),
@@ -293,6 +300,7 @@ impl GpuContext {
             summary,
             features,
             limits,
+            tuning,
             lost,
             out_of_memory,
         })

@@ -281,20 +281,6 @@ fn matvec_step(dtype: Option<DType>) -> &'static str {
     }
 }
 
-/// Steps a lane of the matrix × vector kernels issues together (`UNR`): 2 for float
-/// weights, 1 for block-quantized ones, or `RWKV_MV_UNROLL` (1–8) for tuning runs. H100,
-/// same machine, decode tok/s at 1 / 2: 2.9B F16 227.6 / 243.6, 0.1B F16 1,093 / 1,111;
-/// 2.9B Q4_K 255.9 / 250.7 (4: 221.5), 0.1B Q4_K 1,058 / 1,021 — a quantized step holds
-/// more registers, and more steps in flight cost it more occupancy than they hide.
-fn mv_unroll(dtype: Option<DType>) -> u32 {
-    let float = matches!(dtype, Some(DType::F16 | DType::F32 | DType::BF16));
-    std::env::var("RWKV_MV_UNROLL")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|u| (1..=8).contains(u))
-        .unwrap_or(if float { 2 } else { 1 })
-}
-
 fn spec(key: &PipelineKey, name: &str) -> Option<u32> {
     key.spec.iter().find(|&&(n, _)| n == name).map(|&(_, v)| v)
 }
@@ -360,14 +346,6 @@ pub fn shader_source(key: &PipelineKey) -> Result<String> {
         src.push_str(if sep { OUT_SEP } else { OUT_ACT });
     }
     if key.op == "matmul_coop" {
-        // Loads two steps ahead for F16 weights in 128-token tiles (see the shader).
-        // `RWKV_COOP_PF2=0|1` forces it (A/B runs).
-        let pf2 = match std::env::var("RWKV_COOP_PF2").ok().as_deref() {
-            Some("0") => false,
-            Some("1") => true,
-            _ => spec(key, "W16") == Some(1) && spec(key, "BM") == Some(128),
-        };
-        src.push_str(&format!("const PF2: u32 = {}u;\n", u32::from(pf2)));
         if key.dtype != Some(DType::Q4_K) {
             src.push_str(COOP_RAW_GENERIC);
         }
@@ -414,9 +392,6 @@ fn y_part(i: u32, v: f32) { part[i] = v; }
     }
     if matches!(key.op, "matvec" | "matvec_group") && spec(key, "HPROD").is_none() {
         src.push_str("const HPROD: u32 = 0u;\n");
-    }
-    if matches!(key.op, "matvec" | "matvec_group") {
-        src.push_str(&format!("const UNR: u32 = {}u;\n", mv_unroll(key.dtype)));
     }
     if matches!(key.op, "matvec" | "matvec_group") {
         src.push_str(if sep { MV_OUT_SEP } else { MV_OUT_ACT });
@@ -539,10 +514,10 @@ pub fn gpu_native(dtype: DType) -> bool {
 }
 
 /// Whether shaders may be built without wgpu's runtime bounds checks: on Vulkan (where
-/// robust buffer access stands behind them) unless `RWKV_CHECKED_SHADERS` is set.
+/// robust buffer access stands behind them) unless `RWKV_CHECKED_SHADERS` is set
+/// ([`crate::gpu::Tuning::checked_shaders`]).
 pub(crate) fn unchecked_ok(ctx: &GpuContext) -> bool {
-    ctx.adapter.get_info().backend == wgpu::Backend::Vulkan
-        && std::env::var_os("RWKV_CHECKED_SHADERS").is_none()
+    ctx.adapter.get_info().backend == wgpu::Backend::Vulkan && !ctx.tuning.checked_shaders
 }
 
 pub use crate::gpu::pipeline_cache::{Pipeline, PipelineCache};

@@ -3,7 +3,8 @@
 //! A pipeline's bind group layout is read from its WGSL source (the `@binding(n) var<…>`
 //! declarations, which every engine shader keeps in use), so the graph builder can create
 //! bind groups at once while the driver compiles the shaders on up to
-//! `RWKV_COMPILE_THREADS` (default: the CPU count, at most 16) worker threads. Compiling
+//! `RWKV_COMPILE_THREADS` ([`Tuning::compile_threads`]; default: the CPU count, at most 16)
+//! worker threads. Compiling
 //! dominates a first run (NVIDIA's shader cache empty: ≈ 2.9 s for a 2.9B model's variants
 //! on one thread); the graph waits for every compile it needs ([`PipelineCache::finish`])
 //! before the model counts as ready. Variants only some passes use (the matrix × vector
@@ -17,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::{shader_source, PipelineKey};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, Tuning};
 
 /// A compute pipeline whose compilation may still be under way.
 pub struct Pipeline {
@@ -83,20 +84,16 @@ pub struct PipelineCache {
     workers: Arc<AtomicUsize>,
 }
 
-/// Worker threads for compiling: `RWKV_COMPILE_THREADS`, else the CPU count (≤ 16). H100
-/// machine of 16 CPUs, 2.9B Q4_K, first run: pipelines 620–690 ms on 16 threads against
-/// 750–795 on 8 (ready in 843–1003 against 995–1039 ms).
-fn max_workers() -> usize {
-    std::env::var("RWKV_COMPILE_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2)
-                .min(16)
-        })
+/// Worker threads for compiling: `RWKV_COMPILE_THREADS` ([`Tuning::compile_threads`]),
+/// else the CPU count (≤ 16). H100 machine of 16 CPUs, 2.9B Q4_K, first run: pipelines
+/// 620–690 ms on 16 threads against 750–795 on 8 (ready in 843–1003 against 995–1039 ms).
+fn max_workers(tuning: &Tuning) -> usize {
+    tuning.compile_threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .min(16)
+    })
 }
 
 /// The group-0 bindings a WGSL source declares: (binding, storage access) where access
@@ -223,13 +220,12 @@ impl PipelineCache {
                 q.0.push_back(job);
             }
         }
-        self.spawn_worker();
+        self.spawn_worker(max_workers(&ctx.tuning));
         Ok(p)
     }
 
-    /// Starts a worker if fewer than [`max_workers`] are running.
-    fn spawn_worker(&self) {
-        let max = max_workers();
+    /// Starts a worker if fewer than `max` are running.
+    fn spawn_worker(&self, max: usize) {
         let running = self.workers.load(Ordering::SeqCst);
         if running >= max
             || self

@@ -133,7 +133,7 @@ impl Graph {
             (cfg.ffn_dim, cfg.n_embd),
         ]
         .iter()
-        .map(|&(n, k)| match coop_ksplit(n, k, t_cap) {
+        .map(|&(n, k)| match coop_ksplit(&gpu.tuning, n, k, t_cap) {
             1 => 0,
             ks => ks as u64 * (t_cap * n) as u64 * 4,
         })

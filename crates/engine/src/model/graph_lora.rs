@@ -10,8 +10,7 @@ use crate::model::graph_group::{push_grouped, Member};
 use crate::model::graph_layer::{mm, Blocks};
 use crate::model::lora::ActiveLoras;
 use crate::ops::matmul::{
-    h_sets, hprod_spin, lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs,
-    MatmulArgs,
+    h_sets, lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs, MatmulArgs,
 };
 use crate::ops::{Count, GpuMatrix, Node, Small};
 
@@ -29,11 +28,11 @@ pub struct HPlan {
 impl HPlan {
     /// The plan for `loras` over `n_layer` blocks: the sites with one adapter (a site of
     /// several keeps its first-product dispatch), when at least two are (`None` otherwise,
-    /// or with `RWKV_LORA_HPROD=0`).
+    /// or with `RWKV_LORA_HPROD=0`: `Tuning::lora_hprod`).
     ///
     /// Errors: as [`h_sets`].
     pub fn new(gpu: &GpuContext, loras: &ActiveLoras, n_layer: usize) -> Result<Option<Self>> {
-        if std::env::var("RWKV_LORA_HPROD").is_ok_and(|v| v == "0") {
+        if !gpu.tuning.lora_hprod {
             return Ok(None);
         }
         let mut order = Vec::new();
@@ -139,7 +138,7 @@ impl<'a> Blocks<'a> {
             sync: &plan.sets,
             set,
             reset,
-            spin: hprod_spin(),
+            spin: self.cx.gpu.tuning.hprod_spin,
         };
         let one = matvec_hprod(self.cx, name, Some(l), m, v, self.act, with, &hp)?;
         set_one_token(node, one)

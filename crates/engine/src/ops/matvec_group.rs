@@ -172,6 +172,10 @@ pub fn matvec_group(
             ("LANES", lanes),
             ("SG", crate::ops::matmul::row_sum_mode(cx, lanes)),
             ("DT2", u32::from(dt2)),
+            (
+                "UNR",
+                crate::ops::matmul::mv_unroll(&cx.gpu.tuning, first.dtype),
+            ),
         ],
     };
     let mut res = vec![

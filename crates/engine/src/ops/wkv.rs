@@ -48,14 +48,12 @@ impl WkvArgs {
 /// The prefill scan takes 16 (H100, 2.9B at 512 tokens, 16 rows a workgroup, with the
 /// chunk prefetch: 8.2 ms for 32 layers with 4, 8.7 with 8, 6.2 with 16); the fused
 /// decode kernel 4 (one workgroup a head). `RWKV_WKV_TPR` (1, 2, 4, 8 or 16; more than 1
-/// only where subgroups hold them) overrides both (tuning runs).
+/// only where subgroups hold them; [`crate::gpu::Tuning::wkv_tpr`]) overrides both
+/// (tuning runs).
 pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
     let f = &cx.gpu.features;
     let fits = |t: u32| t == 1 || (f.subgroup && f.subgroup_min_size >= t);
-    let forced = std::env::var("RWKV_WKV_TPR")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|t| [1, 2, 4, 8, 16].contains(t) && fits(*t));
+    let forced = cx.gpu.tuning.wkv_tpr.filter(|t| fits(*t));
     forced.unwrap_or(if fits(want) {
         want
     } else if fits(4) {
@@ -69,13 +67,10 @@ pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
 /// pass of one sequence still spreads over many SMs. H100, 512 tokens (`rwkv kernels`):
 /// 16 rows beat 8 and 64 for both 12 and 40 heads (12 heads: 190 µs against 223 and
 /// 395; 40 heads: 279 against 605 and 404; 4 threads a row). `RWKV_WKV_ROWS` (8, 16, 32
-/// or 64, at most 256 / threads a row) overrides it for tuning runs.
-pub fn rows_per_workgroup() -> u32 {
-    let forced = std::env::var("RWKV_WKV_ROWS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|r| [8, 16, 32, 64].contains(r));
-    forced.unwrap_or(16)
+/// or 64, at most 256 / threads a row; [`crate::gpu::Tuning::wkv_rows`]) overrides it for
+/// tuning runs.
+pub fn rows_per_workgroup(tuning: &crate::gpu::Tuning) -> u32 {
+    tuning.wkv_rows.unwrap_or(16)
 }
 
 /// `S = S diag(w) + (S(-kk))(kk·a)^T + v k^T; y = S r` per head, over each sequence's
@@ -91,7 +86,11 @@ pub fn wkv(
     let tpr = threads_per_row(cx, 16);
     // One thread a row (no subgroups): a head's 64 rows in one workgroup, so each thread
     // prefetches 4 elements of a chunk, not 16 (registers).
-    let rb = if tpr == 1 { 64 } else { rows_per_workgroup() };
+    let rb = if tpr == 1 {
+        64
+    } else {
+        rows_per_workgroup(&cx.gpu.tuning)
+    };
     wkv_rows(cx, layer, a, meta, state, act, rb, tpr)
 }
 

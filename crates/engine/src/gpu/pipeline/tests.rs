@@ -32,6 +32,7 @@ fn every_key() -> Vec<PipelineKey> {
     ];
     let mut keys = Vec::new();
     for d in dtypes {
+        let unr = crate::ops::matmul::mv_unroll(&crate::gpu::Tuning::default(), d);
         keys.push(PipelineKey {
             op: "embed",
             dtype: Some(d),
@@ -58,6 +59,7 @@ fn every_key() -> Vec<PipelineKey> {
                             ("WM", wm),
                             ("KSPLIT", ks),
                             ("W16", u32::from(d == DType::F16)),
+                            ("PF2", u32::from(d == DType::F16 && bm == 128)),
                         ],
                     });
                 }
@@ -67,7 +69,13 @@ fn every_key() -> Vec<PipelineKey> {
                     keys.push(PipelineKey {
                         op: "matvec",
                         dtype: Some(d),
-                        spec: vec![("OUT_SEP", sep), ("LANES", lanes), ("SG", sg), ("NT1", nt1)],
+                        spec: vec![
+                            ("OUT_SEP", sep),
+                            ("LANES", lanes),
+                            ("SG", sg),
+                            ("NT1", nt1),
+                            ("UNR", unr),
+                        ],
                     });
                 }
                 if sep == 0 {
@@ -85,6 +93,7 @@ fn every_key() -> Vec<PipelineKey> {
                                     ("DT2", dt2),
                                     ("SRC2", src2),
                                     ("NT1", nt1),
+                                    ("UNR", unr),
                                 ],
                             });
                         }

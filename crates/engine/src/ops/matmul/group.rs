@@ -5,7 +5,7 @@
 //! 2.9B at 512 tokens: 16–36 µs each, 15 % of the pass with their reduce steps), and
 //! together they fill the GPU once.
 
-use super::{coop_tile, MatmulArgs, Params, SMALL_T};
+use super::{coop_pf2, coop_tile, MatmulArgs, Params, SMALL_T};
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
@@ -42,7 +42,7 @@ pub fn tile_groupable(cx: &Ctx, items: &[GroupItem]) -> bool {
         return false;
     };
     let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
-    let tile = |m: &GpuMatrix| coop_tile(m.n_out as u32, wg_bytes);
+    let tile = |m: &GpuMatrix| coop_tile(&cx.gpu.tuning, m.n_out as u32, wg_bytes);
     let (lo, hi) = span(items);
     cx.gpu.features.coopmat
         && (2..=MAX_GROUP).contains(&items.len())
@@ -111,7 +111,7 @@ pub fn matmul_group<'a>(
     }
     let first = items[0].m;
     let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
-    let (bm, bn, wm) = coop_tile(first.n_out as u32, wg_bytes);
+    let (bm, bn, wm) = coop_tile(&cx.gpu.tuning, first.n_out as u32, wg_bytes);
     let split = items[0].ks > 1;
     let (lo, hi) = span(items);
     let mut g = Group {
@@ -162,6 +162,7 @@ pub fn matmul_group<'a>(
             ("WM", wm),
             ("KSPLIT", if split { 2 } else { 1 }),
             ("W16", u32::from(first.dtype == crate::DType::F16)),
+            ("PF2", u32::from(coop_pf2(&cx.gpu.tuning, first.dtype, bm))),
             ("GROUP", 1),
         ],
     };

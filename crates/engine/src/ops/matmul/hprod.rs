@@ -10,7 +10,7 @@ use crate::gpu::pipeline::PipelineKey;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 use crate::DType;
 
-use super::{matvec_lanes, row_sum_mode, MatmulArgs, Params};
+use super::{matvec_lanes, mv_unroll, row_sum_mode, MatmulArgs, Params};
 
 /// The value of an h slot that holds nothing yet (as the shader's `H_EMPTY`).
 const H_EMPTY: u32 = u32::MAX;
@@ -27,21 +27,11 @@ pub struct HProd<'a> {
     pub set: usize,
     /// The set this product empties for the next such product of the pass (u32 offset).
     pub reset: usize,
-    /// Polls of an h value before a lane computes it itself.
+    /// Polls of an h value before a lane computes it itself (`RWKV_HPROD_SPIN`:
+    /// [`crate::gpu::Tuning::hprod_spin`], default
+    /// [`crate::gpu::tuning::DEFAULT_HPROD_SPIN`]; 0: every lane that finds nothing
+    /// computes its values).
     pub spin: u32,
-}
-
-/// Polls of an unpublished h value before a lane computes it itself (`RWKV_HPROD_SPIN`
-/// overrides; 0: every lane that finds nothing computes its values). A poll is an L2 round
-/// trip on a GPU (≈ 0.5 µs; the first workgroups publish h within a few µs of the
-/// dispatch's start), so 4,096 bounds a wait at a few ms. Mesa's lavapipe, which does not
-/// start workgroups in order, cuts loops of more than ≈ 32k iterations short (outputs
-/// then go missing): keep it well below that.
-pub fn hprod_spin() -> u32 {
-    std::env::var("RWKV_HPROD_SPIN")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4096)
 }
 
 /// A buffer of `slots` h slots, all empty.
@@ -128,7 +118,7 @@ pub fn matvec_hprod(
         hp_spin: hp.spin,
         _p: [0; 2],
     };
-    let lanes = matvec_lanes(m);
+    let lanes = matvec_lanes(&cx.gpu.tuning, m);
     let key = PipelineKey {
         op: "matvec",
         dtype: Some(m.dtype),
@@ -139,6 +129,7 @@ pub fn matvec_hprod(
             ("LORA", 1),
             ("NT1", 1),
             ("HPROD", 1),
+            ("UNR", mv_unroll(&cx.gpu.tuning, m.dtype)),
         ],
     };
     let res = vec![
@@ -174,7 +165,7 @@ mod tests {
     /// (lanes that find nothing compute h themselves).
     #[test]
     fn makes_its_own_h_pass_after_pass() {
-        for spin in [hprod_spin(), 0] {
+        for spin in [crate::gpu::tuning::DEFAULT_HPROD_SPIN, 0] {
             for dtype in [DType::F16, DType::Q4_K] {
                 passes(dtype, spin);
             }

@@ -8,12 +8,12 @@ mod tiles;
 mod waves;
 
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
-pub use hprod::{h_sets, hprod_spin, matvec_hprod, HProd};
+pub use hprod::{h_sets, matvec_hprod, HProd};
 pub use waves::{matmul_waves, waves_plan};
 
 use tiles::coop_tile;
-pub(crate) use tiles::matvec_step;
 pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
+pub(crate) use tiles::{coop_pf2, matvec_step, mv_unroll};
 
 use crate::error::Result;
 use crate::gpu::pipeline::{gpu_native, PipelineKey};
@@ -283,7 +283,11 @@ fn build<'a>(
     let mut lora_res = None;
     let mut node = if cx.gpu.features.coopmat {
         // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
-        let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
+        let (bm, bn, wm) = coop_tile(
+            &cx.gpu.tuning,
+            n_out,
+            cx.gpu.limits.max_compute_workgroup_storage_size,
+        );
         let ks = split.map_or(1, |s| s.1);
         let mut k = key("matmul_coop");
         let w16 = u32::from(m.dtype == crate::DType::F16);
@@ -293,6 +297,7 @@ fn build<'a>(
             ("WM", wm),
             ("KSPLIT", ks),
             ("W16", w16),
+            ("PF2", u32::from(coop_pf2(&cx.gpu.tuning, m.dtype, bm))),
         ]);
         // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
         let mut res = vec![
@@ -377,7 +382,7 @@ fn build<'a>(
             format!("{}: x offset/stride not multiples of 4", m.name),
         ));
     }
-    let lanes = matvec_lanes(m);
+    let lanes = matvec_lanes(&cx.gpu.tuning, m);
     let mut mk = PipelineKey {
         op: "matvec",
         dtype: Some(m.dtype),
@@ -385,6 +390,7 @@ fn build<'a>(
             ("OUT_SEP", sep),
             ("LANES", lanes),
             ("SG", row_sum_mode(cx, lanes)),
+            ("UNR", mv_unroll(&cx.gpu.tuning, m.dtype)),
         ],
     };
     let mut mv_res = numbered(bind(true));
@@ -464,14 +470,10 @@ pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> u32 {
 }
 
 /// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
-/// a power of two) overrides it for tuning runs.
-pub(crate) fn matvec_lanes(m: &GpuMatrix) -> u32 {
+/// a power of two; [`crate::gpu::Tuning::mv_lanes`]) overrides it for tuning runs.
+pub(crate) fn matvec_lanes(tuning: &crate::gpu::Tuning, m: &GpuMatrix) -> u32 {
     let steps = (m.n_in / matvec_step(m.dtype)) as u32;
-    std::env::var("RWKV_MV_LANES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
-        .unwrap_or_else(|| mv_lanes(steps, m.n_out))
+    tuning.mv_lanes.unwrap_or_else(|| mv_lanes(steps, m.n_out))
 }
 
 /// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,
