@@ -1,12 +1,29 @@
 //! Gathers the rows that feed the head / embeddings (`shaders/gather_rows.wgsl`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{Count, Ctx, Grid, Node, COMMON};
+
+/// The `gather_rows` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GatherRowsSpec;
+
+impl KernelSpec for GatherRowsSpec {
+    fn label(&self) -> String {
+        "gather_rows".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(shader!("gather_rows.wgsl"))
+            .build())
+    }
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
+pub(crate) struct Params {
     c: u32,
     src_off: u32,
     dst_off: u32,
@@ -28,15 +45,10 @@ pub fn gather_rows(
         dst_off: dst_off as u32,
         _p: 0,
     };
-    let key = PipelineKey {
-        op: "gather_rows",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "gather_rows",
         None,
-        &key,
+        &GatherRowsSpec,
         &p,
         &[meta, act],
         Grid::Linear {

@@ -5,17 +5,76 @@
 //! buffer of F16 matrices (an adapter's `A`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::matmul::{matvec_step, MatmulArgs};
-use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::decode::with_decode;
+use crate::ops::matmul::{
+    matvec_step, mv_lanes, mv_unroll, row_sum_mode, step_file, MatmulArgs, RowSum,
+};
+use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
 
 /// Segments one dispatch takes.
 pub const MAX_SEGS: usize = 8;
 
+/// The `matvec_group` kernel: the group's buffer in `dtype`, with F32 beside F16 (or F16
+/// beside F32) matrices in it (`second`), with a second buffer of F16 matrices
+/// (`second_buffer`), with LoRA terms; lanes, row sums, tokens and unrolling as
+/// [`crate::ops::matmul::MatvecSpec`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MatvecGroupSpec {
+    pub dtype: DType,
+    pub lanes: u32,
+    pub row_sum: RowSum,
+    pub second: bool,
+    pub second_buffer: bool,
+    pub lora: bool,
+    pub one_token: bool,
+    pub unroll: u32,
+}
+
+impl KernelSpec for MatvecGroupSpec {
+    fn label(&self) -> String {
+        format!("matvec_group[{}]", self.dtype)
+    }
+
+    fn source(&self) -> Result<String> {
+        let w = Wgsl::new()
+            .u32("LANES", self.lanes)
+            .flag("NT1", self.one_token)
+            .u32("UNR", self.unroll)
+            .file(COMMON);
+        // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
+        let second = match (self.second, self.dtype) {
+            (false, _) => shader!("matvec_group/second_none.wgsl"),
+            (true, DType::F16) => shader!("matvec_group/second_f32.wgsl"),
+            (true, _) => shader!("matvec_group/second_f16.wgsl"),
+        };
+        // Source 2: F16 matrices of a second buffer (binding 8), `mv_row3` over `mv_step3`.
+        let third = match self.second_buffer {
+            true => shader!("matvec_group/third_f16.wgsl"),
+            false => shader!("matvec_group/third_none.wgsl"),
+        };
+        Ok(with_decode(w, self.dtype, "matvec_group")?
+            .file(shader!("product/out_act_vec4.wgsl"))
+            .file(self.row_sum.file())
+            .file(step_file(self.dtype))
+            .file(shader!("matvec/row.wgsl"))
+            .file(second)
+            .file(third)
+            .file(shader!("matvec_group/rows.wgsl"))
+            .file(match self.lora {
+                true => shader!("matvec/lora.wgsl"),
+                false => shader!("matvec/lora_off.wgsl"),
+            })
+            .file(shader!("matvec_group.wgsl"))
+            .build())
+    }
+}
+
+/// One product of the group, mirrored by `Seg` of `shaders/matvec_group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Seg {
+pub(crate) struct Seg {
     k: u32,
     n: u32,
     row_bytes: u32,
@@ -29,13 +88,17 @@ struct Seg {
     wg0: u32,
     src: u32,
     scale: f32,
-    lora: [u32; 4],
+    lora_rank: u32,
+    lora_h: u32,
+    lora_stride: u32,
+    lora_b: u32,
     _p: [u32; 3],
 }
 
+/// Mirrors `Params` of `shaders/matvec_group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
+pub(crate) struct Params {
     nseg: u32,
     _p: [u32; 3],
     seg: [Seg; MAX_SEGS],
@@ -149,7 +212,10 @@ pub fn matvec_group(
             wg0: 0, // set below, once LANES is known
             src,
             scale,
-            lora,
+            lora_rank: lora[0],
+            lora_h: lora[1],
+            lora_stride: lora[2],
+            lora_b: lora[3],
             _p: [0; 3],
         };
     }
@@ -159,24 +225,21 @@ pub fn matvec_group(
         .max()
         .unwrap_or(1) as u32;
     let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
-    let lanes = crate::ops::matmul::mv_lanes(steps, rows_max);
+    let lanes = mv_lanes(steps, rows_max);
     let rows = 256 / lanes;
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(rows);
     }
-    let mut key = PipelineKey {
-        op: "matvec_group",
-        dtype: Some(first.dtype),
-        spec: vec![
-            ("LANES", lanes),
-            ("SG", crate::ops::matmul::row_sum_mode(cx, lanes)),
-            ("DT2", u32::from(dt2)),
-            (
-                "UNR",
-                crate::ops::matmul::mv_unroll(&cx.gpu.tuning, first.dtype),
-            ),
-        ],
+    let mut spec = MatvecGroupSpec {
+        dtype: first.dtype,
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        second: dt2,
+        second_buffer: false,
+        lora: false,
+        one_token: false,
+        unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -185,11 +248,11 @@ pub fn matvec_group(
         (5, buffer_range(&first.buffer, range1)),
     ];
     if let (Some(s), Some(r2)) = (second, range2) {
-        key.spec.push(("SRC2", 1));
+        spec.second_buffer = true;
         res.push((8, buffer_range(&s.buffer, r2)));
     }
     if let Some(b) = lora_buf {
-        key.spec.push(("LORA", 1));
+        spec.lora = true;
         res.push((7, b.as_entire_binding()));
     }
     let grid = Grid::Tiles {
@@ -198,13 +261,13 @@ pub fn matvec_group(
         per_y: 4,
     };
     // Groups serve decode passes only: the 2–8-token variant compiles late.
-    let mut node = cx.node_at_late(op, layer, &key, &p, res.clone(), grid)?;
+    let mut node = cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?;
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
-    key.spec.push(("NT1", 1));
+    spec.one_token = true;
     node.small = Some(crate::ops::Small {
         count: Count::Tokens,
         max: 1,
-        node: Box::new(cx.node_at(op, layer, &key, &p, res, grid)?),
+        node: Box::new(cx.node_at(op, layer, &spec, &p, res, grid)?),
     });
     Ok(node)
 }
@@ -218,21 +281,25 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
-    /// Three matrices (F16, F32, F16) of different shapes at aligned offsets of one buffer
-    /// and two F16 matrices in a second buffer (an adapter's `A`), with their own inputs,
-    /// outputs, biases and epilogues, for 1 and 3 tokens; with subgroup sums and without.
+    /// Three matrices (F16, F32, F16 — or F32, F16, F16: the group's first encoding F32)
+    /// of different shapes at aligned offsets of one buffer and two F16 matrices in a
+    /// second buffer (an adapter's `A`), with their own inputs, outputs, biases and
+    /// epilogues, for 1 and 3 tokens; with subgroup sums and without.
     #[test]
     fn matches_separate_products() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for t in [1, 3] {
-                check(g.clone(), t);
+                for f32_at in [1, 0] {
+                    check(g.clone(), t, f32_at);
+                }
             }
         }
     }
 
-    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize) {
+    /// The group above with matrix `f32_at` of the first buffer in F32.
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize, f32_at: usize) {
         let h = Harness::with_gpu(
             Dims {
                 n_tokens: t as u32,
@@ -251,13 +318,13 @@ mod tests {
         let mut bytes = [Vec::new(), Vec::new()];
         let mut mats = Vec::new();
         let mut ws = Vec::new();
-        // The second matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
+        // One matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
         for (i, &(n, k, _, bi)) in shapes.iter().enumerate() {
             let w = rand_vec(90 + i as u64, n * k, 0.2);
             let b = &mut bytes[bi];
             // The second buffer's matrices start past offset 0, as in an adapter's buffer.
             b.resize(b.len().next_multiple_of(256) + 256 * bi, 0);
-            if i == 1 {
+            if i == f32_at {
                 mats.push((b.len() as u64, n, k, DType::F32, bi));
                 b.extend_from_slice(bytemuck::cast_slice(&w));
                 ws.push(w);
@@ -325,7 +392,7 @@ mod tests {
                 want.iter_mut().for_each(|v| *v *= 0.5);
             }
             let err = max_abs(&got, &want);
-            assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
+            assert!(err < 2e-3, "segment {i} T={t} F32 at {f32_at}: max |Δ| {err}");
         }
     }
 

@@ -2,8 +2,41 @@
 //! one workgroup per (head, sequence), state in f32.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
+
+/// The `wkv` scan: `tpr` threads per row of S (1, or a power of two up to 16 that
+/// subgroups hold), `rows` rows of S per workgroup (8, 16, 32 or 64; at most 256 / `tpr`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvSpec {
+    pub tpr: u32,
+    pub rows: u32,
+}
+
+impl KernelSpec for WkvSpec {
+    fn label(&self) -> String {
+        "wkv".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("TPR", self.tpr)
+            .u32("RB", self.rows)
+            .file(COMMON)
+            .file(tpr_sum(self.tpr))
+            .file(shader!("wkv.wgsl"))
+            .build())
+    }
+}
+
+/// The sum over the `tpr` threads of a row of S (`wkv`, `wkv_fused`): subgroup shuffles,
+/// or the value itself for one thread a row.
+pub(crate) fn tpr_sum(tpr: u32) -> &'static str {
+    match tpr {
+        1 => shader!("wkv/tpr_sum_one.wgsl"),
+        _ => shader!("wkv/tpr_sum_sg.wgsl"),
+    }
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -132,15 +165,11 @@ fn wkv_rows(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let key = PipelineKey {
-        op: "wkv",
-        dtype: None,
-        spec: vec![("TPR", tpr), ("RB", rb)],
-    };
+    let spec = WkvSpec { tpr, rows: rb };
     cx.node(
         "wkv",
         layer,
-        &key,
+        &spec,
         a,
         &[meta, state, act],
         Grid::Tiles {

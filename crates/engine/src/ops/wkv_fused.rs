@@ -2,8 +2,30 @@
 //! of few tokens (decode), where the time mix is bound by dispatches, not arithmetic.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::wkv::tpr_sum;
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
+
+/// The `wkv_fused` kernel: `tpr` threads per row of S (as `wkv`'s).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvFusedSpec {
+    pub tpr: u32,
+}
+
+impl KernelSpec for WkvFusedSpec {
+    fn label(&self) -> String {
+        "wkv_fused".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("TPR", self.tpr)
+            .file(COMMON)
+            .file(tpr_sum(self.tpr))
+            .file(shader!("wkv_fused.wgsl"))
+            .build())
+    }
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -77,15 +99,13 @@ pub fn wkv_fused(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_fused",
-        dtype: None,
-        spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx, 4))],
+    let spec = WkvFusedSpec {
+        tpr: crate::ops::wkv::threads_per_row(cx, 4),
     };
     cx.node(
         "wkv_fused",
         layer,
-        &key,
+        &spec,
         a,
         &[meta, state, act, vecs],
         Grid::Tiles {

@@ -1,8 +1,26 @@
 //! GroupNorm (ln_x) + `r_k` bonus + gate after the recurrence (`shaders/wkv_out.wgsl`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
+
+/// The `wkv_out` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvOutSpec;
+
+impl KernelSpec for WkvOutSpec {
+    fn label(&self) -> String {
+        "wkv_out".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(shader!("wg_sum.wgsl"))
+            .file(shader!("wkv_out.wgsl"))
+            .build())
+    }
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -37,15 +55,10 @@ pub fn wkv_out(
             format!("C = {} is not 64 × {} heads", a.c, a.n_head),
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_out",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "wkv_out",
         layer,
-        &key,
+        &WkvOutSpec,
         a,
         &[vecs, act],
         Grid::Linear {

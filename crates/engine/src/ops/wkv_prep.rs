@@ -2,8 +2,25 @@
 //! the `k_a` key mix, the value residual and the decay transform (RWKV_x070).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
+
+/// The `wkv_prep` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvPrepSpec;
+
+impl KernelSpec for WkvPrepSpec {
+    fn label(&self) -> String {
+        "wkv_prep".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(shader!("wkv_prep.wgsl"))
+            .build())
+    }
+}
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
@@ -39,15 +56,10 @@ pub fn wkv_prep(
             format!("C = {} is not 64 × {} heads", a.c, a.n_head),
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_prep",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "wkv_prep",
         layer,
-        &key,
+        &WkvPrepSpec,
         a,
         &[vecs, act],
         Grid::Linear {

@@ -5,18 +5,18 @@
 //! 2.9B at 512 tokens: 16–36 µs each, 15 % of the pass with their reduce steps), and
 //! together they fill the GPU once.
 
-use super::{coop_pf2, coop_tile, MatmulArgs, Params, SMALL_T};
+use super::{coop_pf2, coop_tile, CoopSpec, MatmulArgs, Params, ReduceSpec, SMALL_T};
 use crate::error::Result;
-use crate::gpu::pipeline::{gpu_native, PipelineKey};
+use crate::ops::decode::gpu_native;
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 
 /// Products one grouped dispatch takes (the shaders' `Group` table).
 pub const MAX_GROUP: usize = 8;
 
-/// Mirrors `struct Group` in `GROUP_ON` (gpu/pipeline.rs).
+/// Mirrors `struct Group` of `shaders/product/group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Group {
+pub(crate) struct Group {
     nseg: u32,
     _g: [u32; 3],
     wg0: [u32; MAX_GROUP],
@@ -152,19 +152,17 @@ pub fn matmul_group<'a>(
         ));
     }
     let w = buffer_range(&first.buffer, (lo, hi));
-    let mut key = PipelineKey {
-        op: "matmul_coop",
-        dtype: Some(first.dtype),
-        spec: vec![
-            ("OUT_SEP", 0),
-            ("BM", bm),
-            ("BN", bn),
-            ("WM", wm),
-            ("KSPLIT", if split { 2 } else { 1 }),
-            ("W16", u32::from(first.dtype == crate::DType::F16)),
-            ("PF2", u32::from(coop_pf2(&cx.gpu.tuning, first.dtype, bm))),
-            ("GROUP", 1),
-        ],
+    let mut spec = CoopSpec {
+        dtype: first.dtype,
+        logits: false,
+        bm,
+        bn,
+        wm,
+        // More than 1: the products are split (each by its own Params' ksplit).
+        ksplit: if split { 2 } else { 1 },
+        pf2: coop_pf2(&cx.gpu.tuning, first.dtype, bm),
+        lora: false,
+        group: true,
     };
     let mut res = vec![
         (2, w.clone()),
@@ -177,13 +175,13 @@ pub fn matmul_group<'a>(
     }
     if let Some(b) = lora_buf {
         // `B h` as extra k-steps of each product's last slice.
-        key.spec.push(("LORA", 1));
+        spec.lora = true;
         res.push((7, b.as_entire_binding()));
     }
     let mut node = cx.node_at(
         op,
         layer,
-        &key,
+        &spec,
         &g,
         res,
         Grid::Tiles {
@@ -199,15 +197,13 @@ pub fn matmul_group<'a>(
     };
     node.small = Some(decode(&node));
     let reduce = if split {
-        let rk = PipelineKey {
-            op: "matmul_reduce",
-            dtype: None,
-            spec: vec![("KSPLIT", 2), ("GROUP", 1)],
-        };
         let mut r = cx.node_at(
             "matmul_reduce",
             layer,
-            &rk,
+            &ReduceSpec {
+                ksplit: 2,
+                group: true,
+            },
             &g,
             vec![
                 (2, scratch.as_entire_binding()),

@@ -6,11 +6,10 @@
 
 use crate::error::Result;
 use crate::gpu::buffer;
-use crate::gpu::pipeline::PipelineKey;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 use crate::DType;
 
-use super::{matvec_lanes, mv_unroll, row_sum_mode, MatmulArgs, Params};
+use super::{matvec_lanes, mv_unroll, row_sum_mode, MatmulArgs, MatvecLora, MatvecSpec, Params};
 
 /// The value of an h slot that holds nothing yet (as the shader's `H_EMPTY`).
 const H_EMPTY: u32 = u32::MAX;
@@ -42,11 +41,11 @@ pub fn h_sets(gpu: &crate::gpu::GpuContext, slots: usize) -> Result<wgpu::Buffer
     buffer::storage_init(gpu, "LoRA h sets", bytemuck::cast_slice(&empty))
 }
 
-/// Params of the kernel: the product's, then the first product's (`HP_FIELDS` of
-/// gpu/pipeline.rs).
+/// Params of the kernel: the product's, then the first product's (mirrored by `Params`
+/// of `shaders/matvec/params_hprod.wgsl`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct HParams {
+pub(crate) struct HParams {
     base: Params,
     hp_wgs: u32,
     hp_rows: u32,
@@ -119,18 +118,14 @@ pub fn matvec_hprod(
         _p: [0; 2],
     };
     let lanes = matvec_lanes(&cx.gpu.tuning, m);
-    let key = PipelineKey {
-        op: "matvec",
-        dtype: Some(m.dtype),
-        spec: vec![
-            ("OUT_SEP", 0),
-            ("LANES", lanes),
-            ("SG", row_sum_mode(cx, lanes)),
-            ("LORA", 1),
-            ("NT1", 1),
-            ("HPROD", 1),
-            ("UNR", mv_unroll(&cx.gpu.tuning, m.dtype)),
-        ],
+    let spec = MatvecSpec {
+        dtype: m.dtype,
+        logits: false,
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        one_token: true,
+        lora: MatvecLora::MakesH,
+        unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
     };
     let res = vec![
         (2, m.binding()),
@@ -146,7 +141,7 @@ pub fn matvec_hprod(
         count: Count::Tokens,
         per_y: 4,
     };
-    cx.node_at(op, layer, &key, &p, res, grid)
+    cx.node_at(op, layer, &spec, &p, res, grid)
 }
 
 #[cfg(test)]
