@@ -1,12 +1,11 @@
 //! GPU plumbing: adapter choice and device ([`context`]), buffers ([`buffer`]), the
-//! pipeline cache keyed by every specialisation ([`pipeline`]), one open device per adapter
+//! kernel specs and the pipeline cache keyed by them ([`pipeline`]), one open device per adapter
 //! for the process ([`shared`]), the environment's knobs read once ([`tuning`]) and the
 //! profiler.
 
 pub mod buffer;
 pub mod context;
 pub mod pipeline;
-pub mod pipeline_cache;
 pub mod shared;
 pub mod tuning;
 

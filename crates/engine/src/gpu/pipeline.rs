@@ -2,7 +2,7 @@
 //! kernel family, beside its op in `ops/`), its WGSL ([`Wgsl`]: files of `shaders/` and
 //! the variant's constants, put together by the op that owns the kernel) and the key the
 //! cache holds it under ([`SpecKey`]: the spec itself, of whichever type). Compiling and
-//! caching: [`crate::gpu::pipeline_cache`]. This module knows no op by name; adding a
+//! caching: [`cache`] ([`PipelineCache`]). This module knows no op by name; adding a
 //! specialisation to a kernel touches its spec type and its shader only.
 
 use std::any::{Any, TypeId};
@@ -13,7 +13,9 @@ use std::hash::{Hash, Hasher};
 use crate::error::Result;
 use crate::gpu::GpuContext;
 
-pub use crate::gpu::pipeline_cache::{Pipeline, PipelineCache};
+pub mod cache;
+
+pub use cache::{Pipeline, PipelineCache};
 
 /// A kernel variant: the value that picks every part of a shader's text, and the
 /// pipeline cache's key for it.

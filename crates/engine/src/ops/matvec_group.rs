@@ -392,7 +392,10 @@ mod tests {
                 want.iter_mut().for_each(|v| *v *= 0.5);
             }
             let err = max_abs(&got, &want);
-            assert!(err < 2e-3, "segment {i} T={t} F32 at {f32_at}: max |Δ| {err}");
+            assert!(
+                err < 2e-3,
+                "segment {i} T={t} F32 at {f32_at}: max |Δ| {err}"
+            );
         }
     }
 

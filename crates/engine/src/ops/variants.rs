@@ -271,7 +271,7 @@ mod tests {
                 .collect();
             used.sort_by_key(|e| e.0);
             assert_eq!(
-                crate::gpu::pipeline_cache::declared_bindings(&src),
+                crate::gpu::pipeline::cache::declared_bindings(&src),
                 used,
                 "{v:?}: declared bindings differ from the ones the shader uses"
             );

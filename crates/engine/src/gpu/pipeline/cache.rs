@@ -17,8 +17,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::{AnySpec, KernelSpec, SpecKey};
 use crate::error::{EngineError, Result};
-use crate::gpu::pipeline::{AnySpec, KernelSpec, SpecKey};
 use crate::gpu::{GpuContext, Tuning};
 
 /// A compute pipeline whose compilation may still be under way.
@@ -225,7 +225,7 @@ impl PipelineCache {
             device: ctx.device.clone(),
             layout: pipeline_layout,
             src,
-            unchecked: crate::gpu::pipeline::unchecked_ok(ctx),
+            unchecked: super::unchecked_ok(ctx),
         };
         if let Ok(mut q) = self.jobs.lock() {
             if late {
