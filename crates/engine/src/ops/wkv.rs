@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON, HEAD_SIZE};
 
 /// The `wkv` scan: `tpr` threads per row of S (1, or a power of two up to 16 that
 /// subgroups hold), `rows` rows of S per workgroup (8, 16, 32 or 64; at most 256 / `tpr`).
@@ -20,6 +20,7 @@ impl KernelSpec for WkvSpec {
 
     fn source(&self) -> Result<String> {
         Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
             .u32("TPR", self.tpr)
             .u32("RB", self.rows)
             .file(COMMON)
@@ -117,10 +118,10 @@ pub fn wkv(
     act: &wgpu::Buffer,
 ) -> Result<Node> {
     let tpr = threads_per_row(cx, 16);
-    // One thread a row (no subgroups): a head's 64 rows in one workgroup, so each thread
+    // One thread a row (no subgroups): a head's rows in one workgroup, so each thread
     // prefetches 4 elements of a chunk, not 16 (registers).
     let rb = if tpr == 1 {
-        64
+        HEAD_SIZE as u32
     } else {
         rows_per_workgroup(&cx.gpu.tuning)
     };
@@ -140,10 +141,11 @@ fn wkv_rows(
     rb: u32,
     tpr: u32,
 ) -> Result<Node> {
-    if a.c % 64 != 0 {
+    let n = HEAD_SIZE as u32;
+    if a.c % n != 0 {
         return Err(op_err(
             "wkv",
-            format!("C = {} is not a multiple of the head size 64", a.c),
+            format!("C = {} is not a multiple of the head size {n}", a.c),
         ));
     }
     // At most 256 threads a workgroup (the chunk copy gives each at least one element).
@@ -173,14 +175,15 @@ fn wkv_rows(
         a,
         &[meta, state, act],
         Grid::Tiles {
-            x: a.c / 64 * (64 / rb),
+            x: a.c / n * (n / rb),
             count: crate::ops::Count::Seqs,
             per_y: 1,
         },
     )
 }
 
-/// CPU reference for one head: updates `s [64*64]` (`S[i][j]` at `i*64+j`) and returns y.
+/// CPU reference for one head of N = [`HEAD_SIZE`]: updates `s [N*N]` (`S[i][j]` at
+/// `i*N+j`) and returns y `[N]`.
 pub fn reference_step(
     s: &mut [f32],
     r: &[f32],
@@ -190,12 +193,13 @@ pub fn reference_step(
     kk: &[f32],
     a: &[f32],
 ) -> Vec<f32> {
-    let mut y = vec![0f32; 64];
-    for i in 0..64 {
-        let sa: f32 = -(0..64).map(|j| s[i * 64 + j] * kk[j]).sum::<f32>();
-        for j in 0..64 {
-            s[i * 64 + j] = s[i * 64 + j] * w[j] + sa * kk[j] * a[j] + v[i] * k[j];
-            y[i] += s[i * 64 + j] * r[j];
+    const N: usize = HEAD_SIZE;
+    let mut y = vec![0f32; N];
+    for i in 0..N {
+        let sa: f32 = -(0..N).map(|j| s[i * N + j] * kk[j]).sum::<f32>();
+        for j in 0..N {
+            s[i * N + j] = s[i * N + j] * w[j] + sa * kk[j] * a[j] + v[i] * k[j];
+            y[i] += s[i * N + j] * r[j];
         }
     }
     y

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, HEAD_SIZE};
 
 /// The `wkv_out` kernel (one variant).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -15,6 +15,7 @@ impl KernelSpec for WkvOutSpec {
 
     fn source(&self) -> Result<String> {
         Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
             .file(COMMON)
             .file(shader!("wg_sum.wgsl"))
             .file(shader!("wkv_out.wgsl"))
@@ -49,10 +50,10 @@ pub fn wkv_out(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    if a.c != a.n_head * 64 {
+    if a.c != a.n_head * HEAD_SIZE as u32 {
         return Err(op_err(
             "wkv_out",
-            format!("C = {} is not 64 × {} heads", a.c, a.n_head),
+            format!("C = {} is not {HEAD_SIZE} × {} heads", a.c, a.n_head),
         ));
     }
     cx.node(

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, DECAY_SCALE, HEAD_SIZE};
 
 /// The `wkv_prep` kernel (one variant).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -16,6 +16,8 @@ impl KernelSpec for WkvPrepSpec {
 
     fn source(&self) -> Result<String> {
         Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
+            .f32("DECAY_SCALE", DECAY_SCALE)
             .file(COMMON)
             .file(shader!("wkv_prep.wgsl"))
             .build())
@@ -42,7 +44,7 @@ pub struct WkvPrepArgs {
 }
 
 /// In place on `act`: `kk = normalize(k*k_k)`, `k *= 1 + (a-1)*k_a`, value residual,
-/// `w = exp(-0.606531*sigmoid(w))`. Head size 64.
+/// `w = exp(-DECAY_SCALE*sigmoid(w))` ([`DECAY_SCALE`] = e^-0.5). Heads of [`HEAD_SIZE`].
 pub fn wkv_prep(
     cx: &Ctx,
     layer: Option<usize>,
@@ -50,10 +52,10 @@ pub fn wkv_prep(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    if a.c != a.n_head * 64 {
+    if a.c != a.n_head * HEAD_SIZE as u32 {
         return Err(op_err(
             "wkv_prep",
-            format!("C = {} is not 64 × {} heads", a.c, a.n_head),
+            format!("C = {} is not {HEAD_SIZE} × {} heads", a.c, a.n_head),
         ));
     }
     cx.node(
