@@ -28,12 +28,12 @@ impl KernelSpec for EmbedSpec {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    c: u32,
-    row0: u32,
-    n_rows: u32,
-    row_bytes: u32,
-    y_off: u32,
-    _p: [u32; 3],
+    pub(crate) c: u32,
+    pub(crate) row0: u32,
+    pub(crate) n_rows: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) y_off: u32,
+    pub(crate) _p: [u32; 3],
 }
 
 /// `act[y_off + t*C ..] = emb[tokens[t]]` for tokens within `chunk`'s rows (token ids at

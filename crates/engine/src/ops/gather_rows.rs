@@ -21,13 +21,14 @@ impl KernelSpec for GatherRowsSpec {
     }
 }
 
+/// Mirrors `Params` of `shaders/gather_rows.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    c: u32,
-    src_off: u32,
-    dst_off: u32,
-    _p: u32,
+    pub(crate) c: u32,
+    pub(crate) src_off: u32,
+    pub(crate) dst_off: u32,
+    pub(crate) _p: u32,
 }
 
 /// `act[dst_off + i*c ..] = act[src_off + rows[i]*c ..]` for the R rows listed in `meta`.

@@ -23,16 +23,17 @@ impl KernelSpec for LayerNormSpec {
     }
 }
 
+/// Mirrors `Params` of `shaders/layer_norm.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    c: u32,
-    x_off: u32,
-    y_off: u32,
-    w_off: u32,
-    rows_sel: u32,
-    eps: f32,
-    _p: [u32; 2],
+    pub(crate) c: u32,
+    pub(crate) x_off: u32,
+    pub(crate) y_off: u32,
+    pub(crate) w_off: u32,
+    pub(crate) rows_sel: u32,
+    pub(crate) eps: f32,
+    pub(crate) _p: [u32; 2],
 }
 
 /// `act[y_off..] = LayerNorm(act[x_off..])` over `rows` rows of `c`, weight at

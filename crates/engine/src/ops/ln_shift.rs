@@ -37,18 +37,18 @@ impl KernelSpec for LnShiftSpec {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    c: u32,
-    n_mix: u32,
-    mix_off: u32,
-    ln_off: u32,
-    x_off: u32,
-    out_off: u32,
-    out_stride: u32,
-    state_off: u32,
-    slot_len: u32,
-    eps: f32,
-    slices: u32,
-    _p: u32,
+    pub(crate) c: u32,
+    pub(crate) n_mix: u32,
+    pub(crate) mix_off: u32,
+    pub(crate) ln_off: u32,
+    pub(crate) x_off: u32,
+    pub(crate) out_off: u32,
+    pub(crate) out_stride: u32,
+    pub(crate) state_off: u32,
+    pub(crate) slot_len: u32,
+    pub(crate) eps: f32,
+    pub(crate) slices: u32,
+    pub(crate) _p: u32,
 }
 
 /// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).

@@ -75,33 +75,33 @@ impl KernelSpec for MatvecGroupSpec {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Seg {
-    k: u32,
-    n: u32,
-    row_bytes: u32,
-    w_off: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    bias_off: u32,
-    wg0: u32,
-    src: u32,
-    scale: f32,
-    lora_rank: u32,
-    lora_h: u32,
-    lora_stride: u32,
-    lora_b: u32,
-    _p: [u32; 3],
+    pub(crate) k: u32,
+    pub(crate) n: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) w_off: u32,
+    pub(crate) x_off: u32,
+    pub(crate) x_stride: u32,
+    pub(crate) y_off: u32,
+    pub(crate) y_stride: u32,
+    pub(crate) act: u32,
+    pub(crate) bias_off: u32,
+    pub(crate) wg0: u32,
+    pub(crate) src: u32,
+    pub(crate) scale: f32,
+    pub(crate) lora_rank: u32,
+    pub(crate) lora_h: u32,
+    pub(crate) lora_stride: u32,
+    pub(crate) lora_b: u32,
+    pub(crate) _p: [u32; 3],
 }
 
 /// Mirrors `Params` of `shaders/matvec_group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    nseg: u32,
-    _p: [u32; 3],
-    seg: [Seg; MAX_SEGS],
+    pub(crate) nseg: u32,
+    pub(crate) _p: [u32; 3],
+    pub(crate) seg: [Seg; MAX_SEGS],
 }
 
 fn floats(d: DType) -> bool {

@@ -34,6 +34,8 @@ pub mod wkv_out;
 pub mod wkv_prep;
 
 #[cfg(test)]
+mod layouts;
+#[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
 pub(crate) mod variants;

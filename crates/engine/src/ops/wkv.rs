@@ -39,6 +39,7 @@ pub(crate) fn tpr_sum(tpr: u32) -> &'static str {
     }
 }
 
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvArgs {

@@ -29,6 +29,7 @@ impl KernelSpec for WkvFusedSpec {
     }
 }
 
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_fused.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvFusedArgs {

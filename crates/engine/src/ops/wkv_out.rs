@@ -23,6 +23,7 @@ impl KernelSpec for WkvOutSpec {
     }
 }
 
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_out.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvOutArgs {

@@ -24,6 +24,7 @@ impl KernelSpec for WkvPrepSpec {
     }
 }
 
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_prep.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvPrepArgs {

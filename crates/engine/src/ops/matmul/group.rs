@@ -17,10 +17,10 @@ pub const MAX_GROUP: usize = 8;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Group {
-    nseg: u32,
-    _g: [u32; 3],
-    wg0: [u32; MAX_GROUP],
-    seg: [Params; MAX_GROUP],
+    pub(crate) nseg: u32,
+    pub(crate) _g: [u32; 3],
+    pub(crate) wg0: [u32; MAX_GROUP],
+    pub(crate) seg: [Params; MAX_GROUP],
 }
 
 /// One product of a [`matmul_group`]: its matrix, where it reads and writes, and its k

@@ -46,14 +46,14 @@ pub fn h_sets(gpu: &crate::gpu::GpuContext, slots: usize) -> Result<wgpu::Buffer
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct HParams {
-    base: Params,
-    hp_wgs: u32,
-    hp_rows: u32,
-    hp_set: u32,
-    hp_reset: u32,
-    hp_scale: f32,
-    hp_spin: u32,
-    _p: [u32; 2],
+    pub(crate) base: Params,
+    pub(crate) hp_wgs: u32,
+    pub(crate) hp_rows: u32,
+    pub(crate) hp_set: u32,
+    pub(crate) hp_reset: u32,
+    pub(crate) hp_scale: f32,
+    pub(crate) hp_spin: u32,
+    pub(crate) _p: [u32; 2],
 }
 
 /// The one-token node of `m`'s product with arguments `a` (whose LoRA term `a.lora` reads

@@ -21,6 +21,8 @@ pub(crate) use matvec::{matvec_lanes, mv_lanes, row_sum_mode, step_file};
 pub use matvec::{MatvecLora, MatvecSpec, RowSum};
 pub use tiled::MatmulSpec;
 pub use waves::{matmul_waves, waves_plan};
+#[cfg(test)]
+pub(crate) use {group::Group, hprod::HParams};
 
 use tiles::coop_tile;
 pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
@@ -52,28 +54,28 @@ pub enum Act {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
-    k: u32,
-    n: u32,
-    row0: u32,
-    row_bytes: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    accumulate: u32,
-    bias_off: u32,
-    rows_sel: u32,
-    scale: f32,
-    lora_rank: u32,
-    lora_h: u32,
-    lora_stride: u32,
-    lora_b: u32,
+    pub(crate) k: u32,
+    pub(crate) n: u32,
+    pub(crate) row0: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) x_off: u32,
+    pub(crate) x_stride: u32,
+    pub(crate) y_off: u32,
+    pub(crate) y_stride: u32,
+    pub(crate) act: u32,
+    pub(crate) accumulate: u32,
+    pub(crate) bias_off: u32,
+    pub(crate) rows_sel: u32,
+    pub(crate) scale: f32,
+    pub(crate) lora_rank: u32,
+    pub(crate) lora_h: u32,
+    pub(crate) lora_stride: u32,
+    pub(crate) lora_b: u32,
     /// k slices, the scratch offset of this product's slices and W's byte offset in its
     /// binding: read by the grouped kernels only (`group.rs`).
-    ksplit: u32,
-    part_off: u32,
-    w_off: u32,
+    pub(crate) ksplit: u32,
+    pub(crate) part_off: u32,
+    pub(crate) w_off: u32,
 }
 
 impl Params {
