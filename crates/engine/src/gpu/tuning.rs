@@ -2,29 +2,8 @@
 //! device opens ([`crate::gpu::GpuContext::new`]) and held by the context
 //! ([`crate::gpu::GpuContext::tuning`]), from where the op builders, the loader and the
 //! pipeline cache read it. Nothing else in the engine reads the environment (a test
-//! greps for it).
-//!
-//! | variable | field | default | what it changes |
-//! |---|---|---|---|
-//! | `RWKV_ADAPTER` | `adapter` | none: discrete GPU first | the adapter of `AdapterChoice::Auto` (index or name substring) |
-//! | `RWKV_SUBGROUPS=1\|0` | `subgroups` | on, except on llvmpipe | subgroup kernels on adapters that offer subgroups |
-//! | `RWKV_NO_SUBGROUPS` (any value) | `subgroups` | unset | subgroups off (wins over `RWKV_SUBGROUPS`) |
-//! | `RWKV_NO_COOPMAT` (any value) | `no_coopmat` | unset | no tensor-core tiles (`matmul_coop`): the portable `matmul` |
-//! | `RWKV_CHECKED_SHADERS` (any value) | `checked_shaders` | unset | keep wgpu's bounds checks in shaders (off on Vulkan otherwise) |
-//! | `RWKV_MV_LANES=4…32` (power of two) | `mv_lanes` | by row length | lanes per row of the matrix × vector kernel |
-//! | `RWKV_MV_UNROLL=1…8` | `mv_unroll` | 2 float, 1 block-quantized | steps a matrix × vector lane issues together |
-//! | `RWKV_COOP_TILE=128x128\|64x128\|32x64` | `coop_tile` | largest that fits | tensor-core tile of the products of ≥ 1024 rows |
-//! | `RWKV_COOP_PF2=0\|1` | `coop_pf2` | F16 in 128-token tiles | tensor-core tiles loading two steps ahead |
-//! | `RWKV_KSPLIT_C=1…8` | `ksplit_c` | by waves | k slices of the C-row tensor-core products |
-//! | `RWKV_KSPLIT_WIDE=1…8` | `ksplit_wide` | 1 | k slices of the wider (> 4096-row) tensor-core products |
-//! | `RWKV_WAVES=0` | `waves` | on | off: no whole-tiles + k-split-tail split of a wide product |
-//! | `RWKV_WKV_ROWS=8\|16\|32\|64` | `wkv_rows` | 16 | rows of S per workgroup of the WKV scan |
-//! | `RWKV_WKV_TPR=1\|2\|4\|8\|16` | `wkv_tpr` | 16 scan, 4 fused (where subgroups hold them) | threads per row of S (scan and fused decode) |
-//! | `RWKV_LORA_HPROD=0` | `lora_hprod` | on | off: a LoRA's one-token first products as dispatches of their own |
-//! | `RWKV_HPROD_SPIN=N` | `hprod_spin` | 4096 | polls of an unpublished LoRA h value before a lane makes it itself |
-//! | `RWKV_COMPILE_THREADS=N` (≥ 1) | `compile_threads` | CPUs, ≤ 16 | pipeline-compile threads |
-//! | `RWKV_UPLOAD_THREADS=1…64` | `upload_threads` | CPUs, ≤ 8 | weight-upload threads (when the load options leave it 0) |
-//! | `WGPU_BACKEND` (wgpu's own) | `wgpu_backend` | all backends | the backends wgpu enumerates |
+//! greps for it). Each field below names its variable, values and default; the table for
+//! users is `docs/tuning.md` (a test checks it lists every variable read here).
 //!
 //! A value outside its range is ignored with a warning in the log (the default applies),
 //! as the knobs are for tuning runs and A/B comparisons; the shape knobs are also checked
@@ -33,8 +12,8 @@
 
 use std::ffi::OsString;
 
-/// The engine's environment knobs, parsed (see the module's table). `Default` is the
-/// engine with no knob set.
+/// The engine's environment knobs, parsed (`docs/tuning.md` tabulates them). `Default`
+/// is the engine with no knob set.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Tuning {
     /// `RWKV_ADAPTER`: an adapter index or a case-insensitive name substring, used in
@@ -294,6 +273,34 @@ mod tests {
         let t = from(&[("RWKV_NO_SUBGROUPS", ""), ("RWKV_SUBGROUPS", "1")]);
         assert_eq!(t.subgroups, Some(false));
         assert_eq!(from(&[("RWKV_SUBGROUPS", "0")]).subgroups, Some(false));
+    }
+
+    /// docs/tuning.md lists every variable this module reads.
+    #[test]
+    fn docs_list_every_knob() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let docs = std::fs::read_to_string(root.join("../../docs/tuning.md")).unwrap();
+        let src = std::fs::read_to_string(root.join("src/gpu/tuning.rs")).unwrap();
+        let code = &src[..src.find("#[cfg(test)]").unwrap()];
+        // Every string literal that is a variable name: `"RWKV_…"` up to the next quote.
+        let names: Vec<&str> = code
+            .match_indices('"')
+            .filter_map(|(i, _)| {
+                let rest = &code[i + 1..];
+                let name = &rest[..rest.find('"')?];
+                let upper = name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                (upper && (name.starts_with("RWKV_") || name == "WGPU_BACKEND")).then_some(name)
+            })
+            .collect();
+        assert!(names.len() >= 19, "{names:?}");
+        for n in names {
+            assert!(
+                docs.contains(&format!("| `{n}` |")),
+                "docs/tuning.md lacks {n}"
+            );
+        }
     }
 
     /// Nothing in the engine but this module reads the environment: every knob goes
