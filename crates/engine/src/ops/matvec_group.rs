@@ -143,6 +143,52 @@ fn span<'a>(segs: impl Iterator<Item = &'a GpuMatrix>, b: &wgpu::Buffer) -> (u64
     (lo.min(hi), hi)
 }
 
+/// The [`Seg`] of `m` with arguments `a`, read from source `src` at `m.offset - base`
+/// (its `wg0` set later), and the LoRA weights its term reads.
+///
+/// Errors: arguments a group does not take (a residual add, gathered rows, a row offset),
+/// x offset / stride or K not aligned; as [`MatmulArgs::lora_fields`].
+fn segment<'c>(
+    cx: &Ctx<'c>,
+    op: &'static str,
+    m: &GpuMatrix,
+    a: &MatmulArgs,
+    src: u32,
+    base: u64,
+) -> Result<(Seg, Option<&'c wgpu::Buffer>)> {
+    let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
+    if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
+        return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
+    }
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: x offset/stride or K not aligned", m.name),
+        ));
+    }
+    let sg = Seg {
+        k: m.n_in as u32,
+        n: m.n_out as u32,
+        row_bytes: m.row_bytes as u32,
+        w_off: (m.offset - base) as u32,
+        x_off: a.x_off as u32,
+        x_stride: a.x_stride as u32,
+        y_off: a.y_off as u32,
+        y_stride: a.y_stride as u32,
+        act: a.act as u32,
+        bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
+        wg0: 0,
+        src,
+        scale,
+        lora_rank: lora[0],
+        lora_h: lora[1],
+        lora_stride: lora[2],
+        lora_b: lora[3],
+        _p: [0; 3],
+    };
+    Ok((sg, buf))
+}
+
 /// `y_s = act_s(W_s x_s + bias_s)` for each segment `(W_s, args_s)` (no residual add, no
 /// row offset; tokens, not gathered rows). See [`groupable`] for the matrices it takes;
 /// offsets of x and y multiples of 4.
@@ -181,43 +227,15 @@ pub fn matvec_group(
     let mut lora_buf = None;
     let mut dt2 = false;
     for (i, (m, a)) in segs.iter().enumerate() {
-        let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
-        lora_buf = lora_buf.or(buf);
-        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
-            return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
-        }
-        if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
-            return Err(op_err(
-                op,
-                format!("{}: x offset/stride or K not aligned", m.name),
-            ));
-        }
         let (src, base) = match (second, range2) {
             (Some(s), Some((lo, _))) if m.buffer == s.buffer => (2, lo),
             _ if m.dtype != first.dtype => (1, range1.0),
             _ => (0, range1.0),
         };
         dt2 |= src == 1;
-        p.seg[i] = Seg {
-            k: m.n_in as u32,
-            n: m.n_out as u32,
-            row_bytes: m.row_bytes as u32,
-            w_off: (m.offset - base) as u32,
-            x_off: a.x_off as u32,
-            x_stride: a.x_stride as u32,
-            y_off: a.y_off as u32,
-            y_stride: a.y_stride as u32,
-            act: a.act as u32,
-            bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
-            wg0: 0, // set below, once LANES is known
-            src,
-            scale,
-            lora_rank: lora[0],
-            lora_h: lora[1],
-            lora_stride: lora[2],
-            lora_b: lora[3],
-            _p: [0; 3],
-        };
+        let (sg, buf) = segment(cx, op, m, a, src, base)?;
+        p.seg[i] = sg;
+        lora_buf = lora_buf.or(buf);
     }
     let steps = segs
         .iter()

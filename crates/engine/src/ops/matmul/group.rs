@@ -82,6 +82,61 @@ fn span(items: &[GroupItem]) -> (u64, u64) {
     (lo, hi.max(lo))
 }
 
+/// A group's table and totals: workgroups (x), rows, f32 of k slices, the LoRA weights
+/// its terms read.
+struct Table<'a> {
+    group: Group,
+    wgs: u32,
+    rows: u32,
+    part: u64,
+    lora: Option<&'a wgpu::Buffer>,
+}
+
+/// The [`Group`] table of `items` (tiles of `bn` rows; W offsets from `lo`; each split
+/// item's slices after the previous ones', `ks × t_cap × N` f32 each).
+///
+/// Errors: as [`MatmulArgs::lora_fields`].
+fn table<'a>(
+    cx: &Ctx<'a>,
+    op: &'static str,
+    items: &[GroupItem],
+    bn: u32,
+    t_cap: usize,
+    lo: u64,
+) -> Result<Table<'a>> {
+    let split = items.first().is_some_and(|it| it.ks > 1);
+    let mut t = Table {
+        group: Group {
+            nseg: items.len() as u32,
+            _g: [0; 3],
+            wg0: [0; MAX_GROUP],
+            seg: [bytemuck::Zeroable::zeroed(); MAX_GROUP],
+        },
+        wgs: 0,
+        rows: 0,
+        part: 0,
+        lora: None,
+    };
+    for (i, it) in items.iter().enumerate() {
+        let (m, a) = (it.m, &it.args);
+        let ks = it.ks.max(1);
+        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
+        t.lora = t.lora.or(buf);
+        t.group.wg0[i] = t.wgs;
+        t.wgs += (m.n_out as u32).div_ceil(bn) * ks;
+        t.rows += m.n_out as u32;
+        t.group.seg[i] = Params {
+            part_off: t.part as u32,
+            w_off: (m.offset - lo) as u32,
+            ..Params::of(m, a, scale, lf, ks)
+        };
+        if split {
+            t.part += u64::from(ks) * (t_cap * m.n_out) as u64;
+        }
+    }
+    Ok(t)
+}
+
 /// `y_i (+)= act_i(W_i x_i + bias_i)` for every item, as one tensor-core dispatch (passes
 /// of more than [`SMALL_T`] tokens; smaller ones dispatch nothing — the products' own
 /// decode variants serve them) and, when the items are split, one reduce step over all
@@ -114,43 +169,18 @@ pub fn matmul_group<'a>(
     let (bm, bn, wm) = coop_tile(&cx.gpu.tuning, first.n_out as u32, wg_bytes);
     let split = items[0].ks > 1;
     let (lo, hi) = span(items);
-    let mut g = Group {
-        nseg: items.len() as u32,
-        _g: [0; 3],
-        wg0: [0; MAX_GROUP],
-        seg: [bytemuck::Zeroable::zeroed(); MAX_GROUP],
-    };
-    let mut wg = 0u32;
-    let mut part = 0u64;
-    let mut rows = 0u32;
-    let mut lora_buf = None;
-    for (i, it) in items.iter().enumerate() {
-        let (m, a) = (it.m, &it.args);
-        let ks = it.ks.max(1);
-        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
-        lora_buf = lora_buf.or(buf);
-        g.wg0[i] = wg;
-        wg += (m.n_out as u32).div_ceil(bn) * ks;
-        rows += m.n_out as u32;
-        g.seg[i] = Params {
-            part_off: part as u32,
-            w_off: (m.offset - lo) as u32,
-            ..Params::of(m, a, scale, lf, ks)
-        };
-        if split {
-            part += u64::from(ks) * (t_cap * m.n_out) as u64;
-        }
-    }
-    if part * 4 > scratch.size() || part > u64::from(u32::MAX) {
+    let t = table(cx, op, items, bn, t_cap, lo)?;
+    if t.part * 4 > scratch.size() || t.part > u64::from(u32::MAX) {
         return Err(op_err(
             op,
             format!(
                 "slices of {} f32 beyond the {}-byte scratch",
-                part,
+                t.part,
                 scratch.size()
             ),
         ));
     }
+    let (g, wg, rows, lora_buf) = (t.group, t.wgs, t.rows, t.lora);
     let w = buffer_range(&first.buffer, (lo, hi));
     let mut spec = CoopSpec {
         dtype: first.dtype,
