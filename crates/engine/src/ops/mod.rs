@@ -8,7 +8,7 @@
 //!
 //! Each kernel family has a spec type beside its builder (`EmbedSpec`, `MatvecSpec`, …:
 //! a [`KernelSpec`]) that is its pipeline key and puts its WGSL together from the files
-//! of `shaders/` ([`shader!`]).
+//! of `shaders/` (the `shader!` macro).
 
 /// The text of a file of the repository's `shaders/` folder (`shader!("matvec/row.wgsl")`).
 macro_rules! shader {
