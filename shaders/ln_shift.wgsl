@@ -8,6 +8,8 @@
 // from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
 // (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
+// The entry point and the workgroup sum `wg_sum` come with the variant: subgroup sums
+// (ln_shift/subgroups.wgsl) or a tree in workgroup memory (ln_shift/tree.wgsl).
 
 struct Params {
     c: u32,
@@ -33,9 +35,9 @@ struct Params {
 
 const WG: u32 = 256u;
 
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) li: u32 /*SG_ARGS*/) {
+// The kernel for invocation `li` of workgroup `wid` (`sgid`, `sgs`: its subgroup
+// invocation id and the subgroup size, for `wg_sum`; 0 where there are no subgroups).
+fn ln_shift(wid: vec3<u32>, nwg: vec3<u32>, li: u32, sgid: u32, sgs: u32) {
     let wgi = linear_wg(wid, nwg);
     let t = wgi / p.slices;
     if (t >= d.n_tokens) {
@@ -58,13 +60,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var i = li; i < p.c; i += WG) {
         s += vec3<f32>(act[rt + i], act[rp + i], act[rl + i]);
     }
-    let mean = wg_sum(vec4<f32>(s, 0.0), li SG_PASS).xyz / f32(p.c);
+    let mean = wg_sum(vec4<f32>(s, 0.0), li, sgid, sgs).xyz / f32(p.c);
     var v = vec3<f32>(0.0);
     for (var i = li; i < p.c; i += WG) {
         let e = vec3<f32>(act[rt + i], act[rp + i], act[rl + i]) - mean;
         v += e * e;
     }
-    let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li SG_PASS).xyz / f32(p.c) + p.eps);
+    let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li, sgid, sgs).xyz / f32(p.c) + p.eps);
     let sb = slot * p.slot_len + p.state_off;
     for (var i = c0 + li; i < c1; i += WG) {
         let wt = vecs[p.ln_off + i];

@@ -4,11 +4,10 @@
 // tokens per workgroup, K in steps of 32; tiles are stored k-major as vec4s so that each
 // thread's 4 rows and 4 tokens are one vec4 load each, and its 4×4 outputs live in four
 // vec4 registers (no arrays, nothing indexed at run time).
-// `y_load` / `y_store` come from the prelude: into `act`, or into a separate `out`;
-// Params and `finish` from matmul_params.wgsl.
+// `y_load` / `y_store`: into `act` (product/out_act.wgsl), or into a separate `out`
+// (product/out_logits5.wgsl); `Params`, `p` and `finish`: product/.
 
 @group(0) @binding(0) var<uniform> d: Dims;
-@group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> w: array<u32>;          // [N, K] encoded
 @group(0) @binding(3) var<storage, read> vecs: array<f32>;       // bias vectors
 @group(0) @binding(4) var<storage, read_write> act: array<f32>;  // activations
@@ -21,6 +20,7 @@ var<workgroup> xs: array<vec4<f32>, 512>; // [32 k][16 token groups of 4]
 
 
 fn store(r: u32, t: u32, t_count: u32, v: f32) {
+    let p = &g.seg[gs];
     if (r < p.n && t < t_count) {
         let idx = p.y_off + t * p.y_stride + p.row0 + r;
         var y: f32;
@@ -38,6 +38,7 @@ fn store(r: u32, t: u32, t_count: u32, v: f32) {
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let p = &g.seg[gs];
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let r0 = wid.x * BR;
     let t0 = wid.y * BT;

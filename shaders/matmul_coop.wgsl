@@ -20,13 +20,14 @@
 // steps (a loop of their own, so the main loop is the plain kernel's) with h ([T, R] in
 // `act` at lora_h, stride lora_stride) in place of x and the f16 `B` block ([N, R] at
 // lora_b halves, `lora_w8`) in place of W: the raw sum is W x + B h before the epilogue.
-// Params and `finish` from matmul_params.wgsl; `act` seen as vec4s; needs subgroups of
-// exactly 32. GROUP = 1 (`matmul_group`): up to 8 products of one weight buffer in one
-// dispatch, `p` taken from the group's table by `enter` (workgroup x → its product's own
-// x), each with its own k slices (`slices`), W offset (`w_base`) and scratch offset.
+// `Params`, `p` and `finish`: product/; `act` seen as vec4s; needs subgroups of exactly
+// 32. GROUP = 1 (`matmul_group`): up to 8 products of one weight buffer in one dispatch,
+// `p` taken from the group's table by `enter` (workgroup x → its product's own x;
+// product/group.wgsl), each with its own k slices (`slices`), W offset (`w_base`) and
+// scratch offset. The variant's pieces: matmul_coop/ (LoRA term, k-split output, the
+// prefetch pair of encodings without one of their own).
 
 @group(0) @binding(0) var<uniform> d: Dims;
-@group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> w: array<u32>;               // [N, K] encoded
 @group(0) @binding(3) var<storage, read> vecs: array<f32>;            // bias vectors
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
@@ -56,6 +57,7 @@ var<workgroup> sc: array<f32, 256u * NSG>; // one 16 × 16 result per subgroup
 // conflicted and wrote 16 tokens' rows a round: the epilogue was ≈ 20 % of a 2560-row
 // product, H100).
 fn emit(sg: u32, lane: u32, tm: u32, tn: u32, t_count: u32, ks: u32) {
+    let p = &g.seg[gs];
     for (var u = 0u; u < 8u; u++) {
         let e = u * 32u + lane;
         let t = tm + e / 16u;
@@ -103,6 +105,7 @@ const XT: u32 = THREADS / 8u; // tokens between a thread's x vec4s
 const WR: u32 = THREADS / 4u; // rows between a thread's weight pieces
 
 fn lanes_of(li: u32, m0: u32, n0: u32) -> Lanes {
+    let p = &g.seg[gs];
     let t = m0 + li / 8u;
     return Lanes((p.x_off + t * p.x_stride + 4u * (li % 8u)) >> 2u,
                  (XT * p.x_stride) >> 2u, t, n0 + li / 4u, 8u * (li % 4u));
@@ -135,6 +138,7 @@ fn store_x(buf: u32, li: u32, xr: ptr<function, array<vec4<f32>, XV>>) {
 // W16 = 1) or the encoding's `raw8` words (Q4_K; a no-op for the others).
 fn load_w(k0: u32, ln: Lanes, wr: ptr<function, array<vec4<u32>, WV>>,
           rr: ptr<function, array<R8, WV>>) {
+    let p = &g.seg[gs];
     let k = k0 + ln.kc;
     for (var u = 0u; u < WV; u++) {
         // Rows past the matrix read row n - 1: the tile's columns past n only feed
@@ -177,6 +181,7 @@ fn store_w(buf: u32, k0: u32, li: u32, ln: Lanes, wr: ptr<function, array<vec4<u
 // Columns j0.. of h (x's place) and of the B block (W's place) as f16 tiles in buffer 0,
 // read in the same coalesced runs as x and W.
 fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
+    let p = &g.seg[gs];
     for (var u = 0u; u < XV; u++) {
         let e = u * THREADS + li;
         let t = m0 + e / 8u;
@@ -213,6 +218,7 @@ fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
 @compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let wx = enter(wid.x);
+    let p = &g.seg[gs];
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let m0 = wid.y * BM;
     let nks = slices();

@@ -4,12 +4,11 @@
 // words: `mv_row` of shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet
 // in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
 // the lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
-// Params and `finish` from matmul_params.wgsl; `act` is seen as vec4s, the weights also
-// as `w4`. The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where
-// the first workgroups make its h in the same dispatch.
+// `Params`, `p` and `finish`: product/; `act` is seen as vec4s, the weights also as `w4`.
+// The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where the
+// first workgroups make its h in the same dispatch.
 
 @group(0) @binding(0) var<uniform> d: Dims;
-@group(0) @binding(1) var<uniform> p: Params;
 @group(0) @binding(2) var<storage, read> w: array<u32>;             // [N, K] encoded
 @group(0) @binding(3) var<storage, read> vecs: array<f32>;          // bias vectors
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
@@ -23,6 +22,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
+    let p = &g.seg[gs];
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let lane = li % LANES;
     let t0 = wid.y * 4u;

@@ -21,7 +21,7 @@ struct Seg {
     bias_off: u32,
     wg0: u32,
     src: u32,   // 0: buffer 1, first encoding; 1: buffer 1, second; 2: buffer 2 (F16)
-    scale: f32, // as `Params` of matmul_params.wgsl: raw-sum scale and the LoRA term
+    scale: f32, // as `Params` of product/params.wgsl: raw-sum scale and the LoRA term
     lora_rank: u32,
     lora_h: u32,
     lora_stride: u32,

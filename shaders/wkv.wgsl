@@ -2,12 +2,13 @@
 //   S = S * diag(w) + (S (-kk)) (kk * a)^T + v k^T,   y = S r
 // S[i][j] pairs value index i with key index j (RWKV_x070 RNN mode; fixtures' layout).
 // Rows of S are independent: one workgroup of RB × TPR threads per (block of RB rows of
-// a head, sequence), TPR threads per row i, each keeping NV = 16 / TPR vec4s of the row
+// a head, sequence), TPR threads per row i, each keeping NV = HV / TPR vec4s of the row
 // in registers and summing its partial dot products with the row's other threads
 // through subgroup shuffles (TPR > 1). Tokens go in chunks of CH: the chunk's r, w, k,
 // kk, kk·a and v of its head are in workgroup memory (copied coalesced), and the steps
 // read only workgroup memory; the next chunk's loads are issued into registers before
 // the current chunk's steps, so their latency hides behind them.
+// The head size HEAD_SIZE (64, from the engine's `HEAD_SIZE`) gives rows of HV = 16 vec4s.
 // A token's step is a short dependent chain run by few warps: splitting a head's 64 rows
 // over 64 / RB workgroups and each row over TPR threads spreads the scan over more SMs
 // and warps (H100: 16 threads a row, one vec4 each, ran the 2.9B scan in 6.2 ms against
@@ -34,30 +35,31 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
 
-const NV: u32 = 16u / TPR;
+const HV: u32 = HEAD_SIZE / 4u; // vec4s of a row of S (and of a head's part of a token)
+const NV: u32 = HV / TPR;
 const CH: u32 = 16u;
 const WG: u32 = RB * TPR;
-const BLOCKS: u32 = 64u / RB; // row blocks per head
+const BLOCKS: u32 = HEAD_SIZE / RB; // row blocks per head
 
-// The chunk's vectors of this head: [CH][16] vec4s each, v as [CH][64].
-var<workgroup> cr: array<vec4<f32>, 256>;
-var<workgroup> cw: array<vec4<f32>, 256>;
-var<workgroup> ck: array<vec4<f32>, 256>;
-var<workgroup> ckk: array<vec4<f32>, 256>;
-var<workgroup> cka: array<vec4<f32>, 256>;
-var<workgroup> cv: array<vec4<f32>, 256>;
+// The chunk's vectors of this head: [CH][HV] vec4s each, v as [CH][HEAD_SIZE].
+var<workgroup> cr: array<vec4<f32>, CH * HV>;
+var<workgroup> cw: array<vec4<f32>, CH * HV>;
+var<workgroup> ck: array<vec4<f32>, CH * HV>;
+var<workgroup> ckk: array<vec4<f32>, CH * HV>;
+var<workgroup> cka: array<vec4<f32>, CH * HV>;
+var<workgroup> cv: array<vec4<f32>, CH * HV>;
 
-const PER: u32 = CH * 16u / WG; // chunk elements each thread copies
+const PER: u32 = CH * HV / WG; // chunk elements each thread copies
 
 // Loads the chunk of tokens n0.. (of the sequence at `start`, `len` tokens) of head h
-// into registers: element e = u · WG + li is (token e / 16, vec4 column e % 16); r, w, k,
+// into registers: element e = u · WG + li is (token e / HV, vec4 column e % HV); r, w, k,
 // kk, kk · a, v. All loads are issued before any is used.
 fn fetch(pf: ptr<function, array<array<vec4<f32>, 6>, PER>>, start: u32, n0: u32, len: u32,
          h: u32, c4: u32, li: u32) {
     for (var u = 0u; u < PER; u++) {
         let e = u * WG + li;
-        if (n0 + e / 16u < len) {
-            let g = (start + n0 + e / 16u) * c4 + h * 16u + e % 16u;
+        if (n0 + e / HV < len) {
+            let g = (start + n0 + e / HV) * c4 + h * HV + e % HV;
             (*pf)[u][0] = act[(p.r_off >> 2u) + g];
             (*pf)[u][1] = act[(p.w_off >> 2u) + g];
             (*pf)[u][2] = act[(p.k_off >> 2u) + g];
@@ -94,7 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
     let i = (wid.x % BLOCKS) * RB + li / TPR; // row of S (value index) within the head
     let q = li % TPR;       // which NV vec4s of the row
-    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q * NV;
     var s: array<vec4<f32>, NV>;
     for (var j = 0u; j < NV; j++) {
         s[j] = state[sb + j];
@@ -113,8 +115,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             fetch(&pf, start, n0 + CH, len, h, c4, li);
         }
         for (var tn = 0u; tn < m; tn++) {
-            let e0 = tn * 16u + q * NV;
-            let vi = tn * 64u + i;
+            let e0 = tn * HV + q * NV;
+            let vi = tn * HEAD_SIZE + i;
             let v = cv[vi >> 2u][vi & 3u];
             var sa = 0.0;
             for (var j = 0u; j < NV; j++) {
@@ -128,7 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             y = tpr_sum(y);
             if (q == 0u) {
-                let yi = p.y_off + (start + n0 + tn) * p.c + h * 64u + i;
+                let yi = p.y_off + (start + n0 + tn) * p.c + h * HEAD_SIZE + i;
                 act[yi >> 2u][yi & 3u] = y;
             }
         }

@@ -1,18 +1,19 @@
 // Decode time mix core in one dispatch (RWKV_x070), for passes of few tokens: per (head,
 // sequence), for each of the sequence's tokens in order,
-//   kk = normalize(k * k_k);  k' = k * (1 + (a - 1) * k_a);  w = exp(-0.606531 σ(w_raw))
+//   kk = normalize(k * k_k);  k' = k * (1 + (a - 1) * k_a);  w = exp(-DECAY_SCALE σ(w_raw))
 //   v' = layer 0: v (saved as v_first);  else v + (v_first - v) * v_mix
 //   S = S diag(w) + (S (-kk)) (kk a)^T + v' k'^T,   y = S r
 //   o = (GroupNorm_H(y) (ln_x) + (Σ_j r_j k'_j r_k[j]) v') * g
 // i.e. `wkv_prep` → `wkv` → `wkv_out`, without their dispatches between. Threads as in
 // `wkv` (TPR per row of S, the row's NV vec4 columns in registers); the GroupNorm over
-// the head's 64 rows goes through workgroup memory.
+// the head's HEAD_SIZE rows goes through workgroup memory. HEAD_SIZE (64) and DECAY_SCALE
+// (e^-0.5 = 0.606531) come from the engine's constants of the same names.
 
 struct Params {
     c: u32,
     layer0: u32,
     r_off: u32,
-    w_off: u32,       // raw decay (before the exp(-0.606531 σ(·)))
+    w_off: u32,       // raw decay (before the exp(-DECAY_SCALE σ(·)))
     k_off: u32,       // raw k
     v_off: u32,       // raw v
     a_off: u32,       // σ(a0 + lora)
@@ -38,10 +39,11 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
 @group(0) @binding(5) var<storage, read> vecs: array<vec4<f32>>;         // layer vectors
 
-const NV: u32 = 16u / TPR;
-const WG: u32 = 64u * TPR;
+const HV: u32 = HEAD_SIZE / 4u; // vec4s of a row of S
+const NV: u32 = HV / TPR;
+const WG: u32 = HEAD_SIZE * TPR;
 
-var<workgroup> ys: array<f32, 64>;
+var<workgroup> ys: array<f32, HEAD_SIZE>;
 
 fn act1(i: u32) -> f32 {
     return act[i >> 2u][i & 3u];
@@ -63,13 +65,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
     let i = li / TPR;
     let q = li % TPR;
-    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * 64u + i) * 16u + q * NV;
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q * NV;
     var s: array<vec4<f32>, NV>;
     for (var j = 0u; j < NV; j++) {
         s[j] = state[sb + j];
     }
-    let col = h * 16u + q * NV;   // vec4 column of this thread's keys
-    let ch = h * 64u + i;         // channel of this thread's row
+    let col = h * HV + q * NV;    // vec4 column of this thread's keys
+    let ch = h * HEAD_SIZE + i;   // channel of this thread's row
     for (var n = 0u; n < len; n++) {
         let t = start + n;
         let g = t * (p.c >> 2u) + col;
@@ -88,7 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             kp[j] = k * (1.0 + (a - 1.0) * vecs[(p.ka_off >> 2u) + col + j]);
             av[j] = a;
             let wr = act[(p.w_off >> 2u) + g + j];
-            wd[j] = exp(-0.606531 / (1.0 + exp(-wr)));
+            wd[j] = exp(-DECAY_SCALE / (1.0 + exp(-wr)));
             rr[j] = act[(p.r_off >> 2u) + g + j];
         }
         let inv = 1.0 / max(sqrt(tpr_sum(nrm)), 1e-12);
@@ -122,16 +124,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
         var mean = 0.0;
-        for (var e = 0u; e < 64u; e++) {
+        for (var e = 0u; e < HEAD_SIZE; e++) {
             mean += ys[e];
         }
-        mean /= 64.0;
+        mean /= f32(HEAD_SIZE);
         var var_ = 0.0;
-        for (var e = 0u; e < 64u; e++) {
+        for (var e = 0u; e < HEAD_SIZE; e++) {
             let dv = ys[e] - mean;
             var_ += dv * dv;
         }
-        var_ /= 64.0;
+        var_ /= f32(HEAD_SIZE);
         let gn = (y - mean) * inverseSqrt(var_ + p.eps) * vec1(p.lnx_off + ch)
             + vec1(p.lnx_off + p.c + ch);
         if (q == 0u) {

@@ -1,6 +1,6 @@
 // After the recurrence, per token and head (RWKV_x070):
 //   o = GroupNorm_H(y) (eps 64e-5, ln_x affine) + (Σ_j r_j k_j r_k[h, j]) v,   o *= g
-// One workgroup of 64 per (token, head).
+// One workgroup of HEAD_SIZE (64, the engine's `HEAD_SIZE`) per (token, head).
 
 struct Params {
     c: u32,
@@ -22,7 +22,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> vecs: array<f32>;       // layer vectors
 @group(0) @binding(3) var<storage, read_write> act: array<f32>;  // activations
 
-const WG: u32 = 64u;
+const WG: u32 = HEAD_SIZE;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -33,12 +33,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let t = g / p.n_head;
     let h = g % p.n_head;
-    let ch = h * 64u + li;
+    let ch = h * HEAD_SIZE + li;
     let idx = t * p.c + ch;
     let y = act[p.y_off + idx];
-    let mean = wg_sum1(li, y) / 64.0;
+    let mean = wg_sum1(li, y) / f32(HEAD_SIZE);
     let e = y - mean;
-    let var_ = wg_sum1(li, e * e) / 64.0;
+    let var_ = wg_sum1(li, e * e) / f32(HEAD_SIZE);
     let gn = e * inverseSqrt(var_ + p.eps) * vecs[p.lnx_off + ch] + vecs[p.lnx_off + p.c + ch];
     let r = act[p.r_off + idx];
     let k = act[p.k_off + idx];

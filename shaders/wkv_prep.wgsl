@@ -2,8 +2,9 @@
 //   kk = normalize(k * k_k)                 (L2 over the head, eps 1e-12)
 //   k  = k * (1 + (a - 1) * k_a)
 //   v  = layer 0: v_first = v;  else v + (v_first - v) * v_mix
-//   w  = exp(-0.606531 * sigmoid(w_raw))    (= exp(-exp(-0.5) * sigmoid(w_raw)))
-// One workgroup of 64 (the head size) per (token, head).
+//   w  = exp(-DECAY_SCALE * sigmoid(w_raw)) (DECAY_SCALE = e^-0.5 = 0.606531)
+// One workgroup of HEAD_SIZE (64) per (token, head); both constants come from the
+// engine's constants of the same names.
 
 struct Params {
     c: u32,
@@ -25,9 +26,9 @@ struct Params {
 @group(0) @binding(2) var<storage, read> vecs: array<f32>;       // layer vectors
 @group(0) @binding(3) var<storage, read_write> act: array<f32>;  // activations
 
-var<workgroup> red: array<f32, 64>;
+var<workgroup> red: array<f32, HEAD_SIZE>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(HEAD_SIZE)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let g = linear_wg(wid, nwg);
@@ -36,13 +37,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let t = g / p.n_head;
     let h = g % p.n_head;
-    let ch = h * 64u + li;
+    let ch = h * HEAD_SIZE + li;
     let idx = t * p.c + ch;
     let k = act[p.k_off + idx];
     let kk = k * vecs[p.kk_w_off + ch];
     red[li] = kk * kk;
     workgroupBarrier();
-    for (var s = 32u; s > 0u; s >>= 1u) {
+    for (var s = HEAD_SIZE / 2u; s > 0u; s >>= 1u) {
         if (li < s) {
             red[li] += red[li + s];
         }
@@ -58,5 +59,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     } else {
         act[p.v_off + idx] = v + (act[p.vfirst_off + idx] - v) * act[p.vmix_off + idx];
     }
-    act[p.w_off + idx] = exp(-0.606531 * sigmoid(act[p.w_off + idx]));
+    act[p.w_off + idx] = exp(-DECAY_SCALE * sigmoid(act[p.w_off + idx]));
 }

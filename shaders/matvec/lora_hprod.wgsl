@@ -15,7 +15,8 @@
 // value. A lane that polls `hp_spin` times without seeing its value computes it itself
 // (`h_self`, same math): scheduling that starts W's rows first costs time, never a hang.
 //
-// Bindings: 7 the B blocks (as `lora.wgsl`), 8 A `[r, K]` f16, 9 the h sets.
+// Bindings: 7 the B blocks (as `lora.wgsl`), 8 A `[r, K]` f16, 9 the h sets; the
+// product's fields in matvec/params_hprod.wgsl.
 
 @group(0) @binding(7) var<storage, read> lora: array<u32>;
 @group(0) @binding(8) var<storage, read> ha4: array<vec4<u32>>;
@@ -33,6 +34,7 @@ fn hp_h4(a: u32, b: u32) -> vec4<f32> {
 
 // Lanes `lane, lane + n, …` of A's row j against x (8 values a step).
 fn hp_dot(j: u32, x0: u32, lane: u32, n: u32) -> f32 {
+    let p = &g.seg[gs];
     var s = 0.0;
     if (j < p.hp_rows) {
         let steps = p.k / 8u;
@@ -46,7 +48,7 @@ fn hp_dot(j: u32, x0: u32, lane: u32, n: u32) -> f32 {
 }
 
 fn hp_wgs() -> u32 {
-    return p.hp_wgs;
+    return g.seg[gs].hp_wgs;
 }
 
 fn hp_enter(x0: u32) {
@@ -55,6 +57,7 @@ fn hp_enter(x0: u32) {
 
 // Workgroup j of the producers: h[j] = s · A[j] · x (0 past A's rows).
 fn h_produce(j: u32, li: u32, x0: u32) {
+    let p = &g.seg[gs];
     if (j == 0u) {
         for (var i = li; i < p.hp_wgs; i += 256u) {
             atomicStore(&hs[p.hp_reset + i], H_EMPTY);
@@ -78,10 +81,11 @@ fn h_produce(j: u32, li: u32, x0: u32) {
 }
 
 fn h_self(j: u32) -> f32 {
-    return hp_dot(j, hp_x, 0u, 1u) * p.hp_scale;
+    return hp_dot(j, hp_x, 0u, 1u) * g.seg[gs].hp_scale;
 }
 
 fn h_get(j: u32) -> f32 {
+    let p = &g.seg[gs];
     var v = atomicLoad(&hs[p.hp_set + j]);
     for (var n = 0u; v == H_EMPTY && n < p.hp_spin; n++) {
         v = atomicLoad(&hs[p.hp_set + j]);

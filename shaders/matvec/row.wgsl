@@ -4,7 +4,7 @@
 // a row take consecutive steps, so each load instruction of a subgroup reads one
 // contiguous run of the row and of x (a step is a few words of weights: 4–16 values).
 // A lane issues UNR steps LANES apart together (2 for float weights, 1 for block-quantized:
-// `mv_unroll` in gpu/pipeline.rs; a step past the row repeats its last one, not added).
+// `mv_unroll` in ops/matmul/tiles.rs; a step past the row repeats its last one, not added).
 fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
     let xs = x_stride >> 2u;
     let x0 = (x_off >> 2u) + t0 * xs;

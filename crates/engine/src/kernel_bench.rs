@@ -24,7 +24,7 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::ops::matmul::{matmul, Act, MatmulArgs};
 use crate::ops::wkv::{wkv, WkvArgs};
-use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node};
+use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node, HEAD_SIZE};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -40,7 +40,8 @@ pub struct KernelBenchOptions {
     /// Timed passes (the median is reported), after one warm-up pass.
     pub repeats: usize,
     /// Lanes per row of the decode kernel to try besides the engine's choice (tuning:
-    /// each is timed as `matvec/L<lanes>` through `RWKV_MV_LANES`).
+    /// each is timed as `matvec/L<lanes>` through `Tuning::mv_lanes`, as `RWKV_MV_LANES`
+    /// would set it).
     pub mv_lanes: Vec<u32>,
 }
 
@@ -115,11 +116,8 @@ pub fn run(
                 }
             }
             for &lanes in &opts.mv_lanes {
-                // The lanes knob is read when a node is built (single-threaded CLI).
-                std::env::set_var("RWKV_MV_LANES", lanes.to_string());
-                let r = time_product(gpu, &pipelines, dtype, n, k, 1, opts);
-                std::env::remove_var("RWKV_MV_LANES");
-                match r {
+                let tuned = with_tuning(gpu, |t| t.mv_lanes = Some(lanes));
+                match time_product(&tuned, &pipelines, dtype, n, k, 1, opts) {
                     Ok(f) => push(
                         KernelFigure {
                             kernel: format!("matvec/L{lanes}"),
@@ -134,22 +132,14 @@ pub fn run(
     }
     for heads in [12usize, 40] {
         push(time_wkv(gpu, &pipelines, heads, opts)?, &mut out);
-        // Tuning variants: threads per row of S × rows per workgroup (env knobs read
-        // when the node is built; single-threaded CLI).
-        for (tpr, rb) in [
-            ("1", "8"),
-            ("1", "16"),
-            ("1", "32"),
-            ("4", "8"),
-            ("4", "16"),
-            ("4", "64"),
-        ] {
-            std::env::set_var("RWKV_WKV_TPR", tpr);
-            std::env::set_var("RWKV_WKV_ROWS", rb);
-            let r = time_wkv(gpu, &pipelines, heads, opts);
-            std::env::remove_var("RWKV_WKV_TPR");
-            std::env::remove_var("RWKV_WKV_ROWS");
-            let f = r?;
+        // Tuning variants: threads per row of S × rows per workgroup (as `RWKV_WKV_TPR`
+        // and `RWKV_WKV_ROWS` would set them).
+        for (tpr, rb) in [(1, 8), (1, 16), (1, 32), (4, 8), (4, 16), (4, 64)] {
+            let tuned = with_tuning(gpu, |t| {
+                t.wkv_tpr = Some(tpr);
+                t.wkv_rows = Some(rb);
+            });
+            let f = time_wkv(&tuned, &pipelines, heads, opts)?;
             push(
                 KernelFigure {
                     kernel: format!("wkv/T{tpr}R{rb}"),
@@ -160,6 +150,13 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// `gpu` with its knobs changed by `tune` (the same device and queue).
+fn with_tuning(gpu: &GpuContext, tune: impl FnOnce(&mut crate::gpu::Tuning)) -> GpuContext {
+    let mut g = gpu.clone();
+    tune(&mut g.tuning);
+    g
 }
 
 /// Seeded uniform values in [-scale, scale).
@@ -273,7 +270,7 @@ fn time_wkv(
     heads: usize,
     opts: &KernelBenchOptions,
 ) -> Result<KernelFigure> {
-    let (c, t) = (heads * 64, opts.prefill_tokens);
+    let (c, t) = (heads * HEAD_SIZE, opts.prefill_tokens);
     let dims = Dims {
         n_tokens: t as u32,
         n_seqs: 1,
@@ -292,7 +289,7 @@ fn time_wkv(
     // Decays in (0, 1) so the state stays bounded over repeats.
     host[n..2 * n].iter_mut().for_each(|w| *w = 0.75 + 0.2 * *w);
     let act = buffer::storage_init(gpu, "bench.act", bytemuck::cast_slice(&host))?;
-    let slot_len = heads * 64 * 64;
+    let slot_len = heads * HEAD_SIZE * HEAD_SIZE;
     let state = buffer::storage(gpu, "bench.state", (slot_len * 4) as u64);
     let meta = buffer::storage_init(
         gpu,
@@ -368,4 +365,37 @@ fn time_chain(
     );
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every figure of a tiny run comes out, the tuning variants (lanes given, WKV
+    /// threads × rows) under their own names, each with a time.
+    #[test]
+    fn a_tiny_run_gives_every_figure() {
+        let gpu = crate::ops::testing::gpu();
+        if !gpu.features.timestamp {
+            // No timestamps on this adapter: the bench says so instead of timing.
+            assert!(run(&gpu, &KernelBenchOptions::default(), &mut |_| {}).is_err());
+            return;
+        }
+        let opts = KernelBenchOptions {
+            dtypes: vec![DType::F16],
+            shapes: vec![(64, 256)],
+            prefill_tokens: 16,
+            chain: 2,
+            repeats: 1,
+            mv_lanes: vec![8],
+        };
+        let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
+        let names: Vec<&str> = figs.iter().map(|f| f.kernel.as_str()).collect();
+        for want in ["floor", "matvec/L8", "wkv", "wkv/T1R8", "wkv/T4R64"] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+        // floor, the product at T = 1 and at T = 16, lanes 8; per heads: wkv + 6 variants.
+        assert_eq!(figs.len(), 4 + 2 * 7, "{names:?}");
+        assert!(figs.iter().all(|f| f.us.is_finite() && f.us >= 0.0));
+    }
 }

@@ -6,25 +6,19 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::error::{EngineError, Result};
+use crate::gpu::Tuning;
 
 /// Whether the engine runs its subgroup kernels on an adapter that offers subgroups.
-/// `RWKV_SUBGROUPS=1` / `RWKV_SUBGROUPS=0` (or `RWKV_NO_SUBGROUPS=1`) decide; without
-/// them, yes — except on Mesa's llvmpipe (lavapipe, the CPU driver of CI, VMs and
+/// `tuning.subgroups` (`RWKV_SUBGROUPS=1|0`, `RWKV_NO_SUBGROUPS`) decides; without it,
+/// yes — except on Mesa's llvmpipe (lavapipe, the CPU driver of CI, VMs and
 /// machines without a GPU). There every workgroup that runs a subgroup shuffle keeps
 /// memory that never comes back (Mesa 22.3.6: ≈ 2,100 allocations of ≈ 450 bytes a token
 /// from the shaders' JIT code in a 2-layer model, RSS +700 KB a token; with the
 /// workgroup-memory kernels RSS stays flat — issue 26, docs/reliability.md), and the
 /// subgroup kernels bring it no speed (22 vs 25 tok/s without). The tests force them on
 /// there to keep covering them (`scripts/test.sh`).
-pub fn subgroups_wanted(info: &wgpu::AdapterInfo) -> bool {
-    if std::env::var_os("RWKV_NO_SUBGROUPS").is_some() {
-        return false;
-    }
-    match std::env::var("RWKV_SUBGROUPS").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => !is_llvmpipe(info),
-    }
+pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
+    tuning.subgroups.unwrap_or_else(|| !is_llvmpipe(info))
 }
 
 /// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
@@ -43,7 +37,7 @@ pub struct GpuFeatures {
     pub subgroup_min_size: u32,
     /// `EXPERIMENTAL_COOPERATIVE_MATRIX` with 16×16×16 f16 × f16 → f32 tiles and
     /// subgroups of exactly 32 (tensor cores on NVIDIA Vulkan): the prefill matrix
-    /// kernel `matmul_coop`. `RWKV_NO_COOPMAT` turns it off.
+    /// kernel `matmul_coop`. `RWKV_NO_COOPMAT` ([`Tuning::no_coopmat`]) turns it off.
     pub coopmat: bool,
     /// `TIMESTAMP_QUERY`: GPU timestamps at pass boundaries.
     pub timestamp: bool,
@@ -66,7 +60,7 @@ pub struct AdapterSummary {
 #[derive(Debug, Clone, Default)]
 pub enum AdapterChoice {
     /// Discrete GPU first, then integrated, then virtual, then CPU. `RWKV_ADAPTER`
-    /// (an index or a case-insensitive name substring) overrides.
+    /// ([`Tuning::adapter`]: an index or a case-insensitive name substring) overrides.
     #[default]
     Auto,
     /// The adapter at this index of [`GpuContext::list_adapters`].
@@ -84,6 +78,9 @@ pub struct GpuContext {
     pub summary: AdapterSummary,
     pub features: GpuFeatures,
     pub limits: wgpu::Limits,
+    /// The environment's knobs, read when the device opened: what the op builders, the
+    /// loader and the pipeline cache tune by.
+    pub tuning: Tuning,
     /// The first fault that makes the device unusable: lost, an engine bug (validation),
     /// or a buffer the driver could not allocate (see `out_of_memory`).
     lost: Arc<Mutex<Option<String>>>,
@@ -100,9 +97,10 @@ impl std::fmt::Debug for GpuContext {
     }
 }
 
-fn instance() -> wgpu::Instance {
+fn instance(tuning: &Tuning) -> wgpu::Instance {
+    let backends = tuning.wgpu_backend.as_deref();
     wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends: wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        backends: backends.map_or(wgpu::Backends::all(), wgpu::Backends::from_comma_list),
         flags: wgpu::InstanceFlags::from_build_config().with_env(),
         ..wgpu::InstanceDescriptor::new_without_display_handle()
     })
@@ -136,10 +134,133 @@ fn usable(a: &wgpu::Adapter) -> bool {
     a.limits().max_storage_buffers_per_shader_stage >= 8
 }
 
+/// The adapter `choice` names (`RWKV_ADAPTER`, [`Tuning::adapter`], in place of `Auto`),
+/// with its index.
+///
+/// Errors: [`EngineError::Gpu`] when no adapter exists (with a hint on installing Mesa's
+/// lavapipe) or when the choice matches none (listing them).
+fn pick_adapter(choice: &AdapterChoice, tuning: &Tuning) -> Result<(usize, wgpu::Adapter)> {
+    let inst = instance(tuning);
+    let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
+    if adapters.is_empty() {
+        return Err(EngineError::gpu(
+            "no GPU adapter found. On Linux without a GPU install Mesa's CPU Vulkan driver \
+             (`apt-get install mesa-vulkan-drivers`) and set WGPU_BACKEND=vulkan",
+        ));
+    }
+    let choice = match (choice, &tuning.adapter) {
+        (AdapterChoice::Auto, Some(v)) => match v.parse::<usize>() {
+            Ok(i) => AdapterChoice::Index(i),
+            Err(_) => AdapterChoice::Name(v.clone()),
+        },
+        (c, _) => c.clone(),
+    };
+    let index = match &choice {
+        AdapterChoice::Auto => adapters
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| usable(a))
+            .min_by_key(|(i, a)| (type_rank(a.get_info().device_type), *i))
+            .map(|(i, _)| i),
+        AdapterChoice::Index(i) => (*i < adapters.len()).then_some(*i),
+        AdapterChoice::Name(n) => {
+            let n = n.to_lowercase();
+            adapters
+                .iter()
+                .position(|a| a.get_info().name.to_lowercase().contains(&n))
+        }
+    };
+    let Some(index) = index else {
+        let names: Vec<String> = adapters
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{i}: {}", a.get_info().name))
+            .collect();
+        return Err(EngineError::gpu(format!(
+            "no adapter matches {choice:?}; available: {}",
+            names.join(", ")
+        )));
+    };
+    let adapter = adapters
+        .into_iter()
+        .nth(index)
+        .ok_or_else(|| EngineError::gpu("adapter vanished"))?;
+    Ok((index, adapter))
+}
+
+/// The optional features to ask `adapter` for (those of f16, subgroups and timestamps it
+/// has), and whether cooperative matrices are among them: 16×16×16 f16 × f16 → f32 tiles
+/// with subgroups of exactly 32, unless `RWKV_NO_COOPMAT` ([`Tuning::no_coopmat`]).
+fn features_to_ask(adapter: &wgpu::Adapter, tuning: &Tuning) -> (wgpu::Features, bool) {
+    let have = adapter.features();
+    let want = wgpu::Features::SHADER_F16
+        | wgpu::Features::SUBGROUP
+        | wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+    let mut required = have & want;
+    let info = adapter.get_info();
+    let coop_tile = adapter.cooperative_matrix_properties().iter().any(|p| {
+        (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
+            && p.ab_type == wgpu::CooperativeScalarType::F16
+            && p.cr_type == wgpu::CooperativeScalarType::F32
+    });
+    let coopmat = have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        && required.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
+        && coop_tile
+        && info.subgroup_min_size == 32
+        && info.subgroup_max_size == 32
+        && !tuning.no_coopmat;
+    if coopmat {
+        required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+    }
+    (required, coopmat)
+}
+
+/// The device's fault records, kept by its callbacks: the first fault that makes it
+/// unusable (lost, a validation error, a refused allocation), and whether the driver
+/// refused an allocation outside an error scope (`name`: the adapter, for the message).
+fn watch_faults(
+    device: &wgpu::Device,
+    name: String,
+) -> (Arc<Mutex<Option<String>>>, Arc<AtomicBool>) {
+    let lost = Arc::new(Mutex::new(None));
+    let lost2 = lost.clone();
+    device.set_device_lost_callback(move |reason, msg| {
+        if let Ok(mut l) = lost2.lock() {
+            *l = Some(format!("{reason:?}: {msg}"));
+        }
+    });
+    // A validation error is an engine bug: keep the first one and fail the next check.
+    // An out-of-memory error is the driver refusing an allocation (wgpu reports it here
+    // unless an error scope on the creating thread catches it first, as the load's do):
+    // the buffer is invalid, and the engine holding it cannot run another pass.
+    let lost3 = lost.clone();
+    let out_of_memory = Arc::new(AtomicBool::new(false));
+    let oom2 = out_of_memory.clone();
+    device.on_uncaptured_error(Arc::new(move |e| {
+        log::error!("wgpu: {e}");
+        let msg = match &e {
+            wgpu::Error::OutOfMemory { .. } => {
+                oom2.store(true, Ordering::Relaxed);
+                format!(
+                    "{name} ran out of memory: the driver could not allocate a buffer \
+                     ({e}); free GPU memory (other programs, fewer states or a smaller \
+                     model) and reload the model"
+                )
+            }
+            _ => format!("GPU error: {e}"),
+        };
+        if let Ok(mut l) = lost3.lock() {
+            l.get_or_insert(msg);
+        }
+    }));
+    (lost, out_of_memory)
+}
+
 impl GpuContext {
     /// Every adapter wgpu sees (respecting `WGPU_BACKEND`), in enumeration order.
     pub fn list_adapters() -> Vec<AdapterSummary> {
-        let inst = instance();
+        let inst = instance(&Tuning::from_env());
         let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
         adapters
             .iter()
@@ -149,78 +270,23 @@ impl GpuContext {
     }
 
     /// Opens a device on the chosen adapter, with every useful optional feature it has
-    /// and its full limits (so storage bindings can be as large as the adapter allows).
+    /// and its full limits (so storage bindings can be as large as the adapter allows),
+    /// tuned by the environment's knobs ([`Tuning::from_env`], read here once).
     ///
     /// Errors: [`EngineError::Gpu`] when no adapter exists (with a hint on installing
     /// Mesa's lavapipe), when the choice matches none, or when device creation fails.
     pub fn new(choice: &AdapterChoice) -> Result<Self> {
-        let inst = instance();
-        let adapters = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
-        if adapters.is_empty() {
-            return Err(EngineError::gpu(
-                "no GPU adapter found. On Linux without a GPU install Mesa's CPU Vulkan driver \
-                 (`apt-get install mesa-vulkan-drivers`) and set WGPU_BACKEND=vulkan",
-            ));
-        }
-        let choice = match (choice, std::env::var("RWKV_ADAPTER")) {
-            (AdapterChoice::Auto, Ok(v)) if !v.is_empty() => match v.parse::<usize>() {
-                Ok(i) => AdapterChoice::Index(i),
-                Err(_) => AdapterChoice::Name(v),
-            },
-            (c, _) => c.clone(),
-        };
-        let index = match &choice {
-            AdapterChoice::Auto => adapters
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| usable(a))
-                .min_by_key(|(i, a)| (type_rank(a.get_info().device_type), *i))
-                .map(|(i, _)| i),
-            AdapterChoice::Index(i) => (*i < adapters.len()).then_some(*i),
-            AdapterChoice::Name(n) => {
-                let n = n.to_lowercase();
-                adapters
-                    .iter()
-                    .position(|a| a.get_info().name.to_lowercase().contains(&n))
-            }
-        };
-        let Some(index) = index else {
-            let names: Vec<String> = adapters
-                .iter()
-                .enumerate()
-                .map(|(i, a)| format!("{i}: {}", a.get_info().name))
-                .collect();
-            return Err(EngineError::gpu(format!(
-                "no adapter matches {choice:?}; available: {}",
-                names.join(", ")
-            )));
-        };
-        let adapter = adapters
-            .into_iter()
-            .nth(index)
-            .ok_or_else(|| EngineError::gpu("adapter vanished"))?;
+        Self::with_tuning(choice, Tuning::from_env())
+    }
+
+    /// [`GpuContext::new`] with the knobs given.
+    ///
+    /// Errors: as [`GpuContext::new`].
+    pub fn with_tuning(choice: &AdapterChoice, tuning: Tuning) -> Result<Self> {
+        let (index, adapter) = pick_adapter(choice, &tuning)?;
         let summary = summarize(index, &adapter);
-        let have = adapter.features();
-        let want = wgpu::Features::SHADER_F16
-            | wgpu::Features::SUBGROUP
-            | wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        let mut required = have & want;
         let info = adapter.get_info();
-        let coop_tile = adapter.cooperative_matrix_properties().iter().any(|p| {
-            (p.m_size, p.n_size, p.k_size) == (16, 16, 16)
-                && p.ab_type == wgpu::CooperativeScalarType::F16
-                && p.cr_type == wgpu::CooperativeScalarType::F32
-        });
-        let coopmat = have.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
-            && required.contains(wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP)
-            && coop_tile
-            && info.subgroup_min_size == 32
-            && info.subgroup_max_size == 32
-            && std::env::var_os("RWKV_NO_COOPMAT").is_none();
-        if coopmat {
-            required |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-        }
+        let (required, coopmat) = features_to_ask(&adapter, &tuning);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rwkv-engine"),
@@ -238,41 +304,11 @@ impl GpuContext {
             trace: wgpu::Trace::Off,
         }))
         .map_err(|e| EngineError::gpu(format!("{}: cannot open device: {e}", summary.name)))?;
-        let lost = Arc::new(Mutex::new(None));
-        let lost2 = lost.clone();
-        device.set_device_lost_callback(move |reason, msg| {
-            if let Ok(mut l) = lost2.lock() {
-                *l = Some(format!("{reason:?}: {msg}"));
-            }
-        });
-        // A validation error is an engine bug: keep the first one and fail the next check.
-        // An out-of-memory error is the driver refusing an allocation (wgpu reports it here
-        // unless an error scope on the creating thread catches it first, as the load's do):
-        // the buffer is invalid, and the engine holding it cannot run another pass.
-        let lost3 = lost.clone();
-        let out_of_memory = Arc::new(AtomicBool::new(false));
-        let oom2 = out_of_memory.clone();
-        let name = summary.name.clone();
-        device.on_uncaptured_error(Arc::new(move |e| {
-            log::error!("wgpu: {e}");
-            let msg = match &e {
-                wgpu::Error::OutOfMemory { .. } => {
-                    oom2.store(true, Ordering::Relaxed);
-                    format!(
-                        "{name} ran out of memory: the driver could not allocate a buffer \
-                         ({e}); free GPU memory (other programs, fewer states or a smaller \
-                         model) and reload the model"
-                    )
-                }
-                _ => format!("GPU error: {e}"),
-            };
-            if let Ok(mut l) = lost3.lock() {
-                l.get_or_insert(msg);
-            }
-        }));
+        let (lost, out_of_memory) = watch_faults(&device, summary.name.clone());
         let features = GpuFeatures {
             shader_f16: required.contains(wgpu::Features::SHADER_F16),
-            subgroup: required.contains(wgpu::Features::SUBGROUP) && subgroups_wanted(&info),
+            subgroup: required.contains(wgpu::Features::SUBGROUP)
+                && subgroups_wanted(&info, &tuning),
             subgroup_min_size: info.subgroup_min_size,
             coopmat,
             timestamp: required.contains(wgpu::Features::TIMESTAMP_QUERY),
@@ -293,6 +329,7 @@ impl GpuContext {
             summary,
             features,
             limits,
+            tuning,
             lost,
             out_of_memory,
         })

@@ -1,11 +1,13 @@
 //! GPU plumbing: adapter choice and device ([`context`]), buffers ([`buffer`]), the
-//! pipeline cache keyed by every specialisation ([`pipeline`]), one open device per adapter
-//! for the process ([`shared`]) and the profiler.
+//! kernel specs and the pipeline cache keyed by them ([`pipeline`]), one open device per adapter
+//! for the process ([`shared`]), the environment's knobs read once ([`tuning`]) and the
+//! profiler.
 
 pub mod buffer;
 pub mod context;
 pub mod pipeline;
-pub mod pipeline_cache;
 pub mod shared;
+pub mod tuning;
 
 pub use context::{AdapterChoice, GpuContext, GpuFeatures};
+pub use tuning::Tuning;

@@ -9,23 +9,20 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::{AdapterChoice, GpuContext};
+use super::{AdapterChoice, GpuContext, Tuning};
 use crate::error::Result;
 
-static OPEN: OnceLock<Mutex<HashMap<String, Arc<GpuContext>>>> = OnceLock::new();
+/// What a device opened for a choice depends on: the choice and the knobs it was opened
+/// with (adapter override, backends, disabled features, and the kernel shapes its
+/// [`GpuContext::tuning`] hands the op builders), so a process whose environment changes
+/// between loads gets a device tuned by the new one.
+type Key = (String, Tuning);
 
-/// What a device opened for `choice` depends on: the choice and the environment
-/// [`GpuContext::new`] reads (adapter override, backends, disabled features).
-fn key(choice: &AdapterChoice) -> String {
-    let env = |k: &str| std::env::var(k).unwrap_or_default();
-    format!(
-        "{choice:?}|{}|{}|{}|{}|{}",
-        env("RWKV_ADAPTER"),
-        env("WGPU_BACKEND"),
-        env("RWKV_NO_COOPMAT"),
-        env("RWKV_NO_SUBGROUPS"),
-        env("RWKV_SUBGROUPS")
-    )
+static OPEN: OnceLock<Mutex<HashMap<Key, Arc<GpuContext>>>> = OnceLock::new();
+
+/// The key of a device for `choice` opened with the environment's knobs now.
+fn key(choice: &AdapterChoice) -> Key {
+    (format!("{choice:?}"), Tuning::from_env())
 }
 
 impl GpuContext {
@@ -41,9 +38,9 @@ impl GpuContext {
             if gpu.check_lost().is_ok() {
                 return Ok(gpu.clone());
             }
-            log::warn!("{}: opening a new device ({k})", gpu.summary.name);
+            log::warn!("{}: opening a new device ({k:?})", gpu.summary.name);
         }
-        let gpu = Arc::new(GpuContext::new(choice)?);
+        let gpu = Arc::new(GpuContext::with_tuning(choice, k.1.clone())?);
         open.insert(k, gpu.clone());
         Ok(gpu)
     }

@@ -14,9 +14,9 @@ use std::time::Instant;
 use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
 use crate::format::DType;
-use crate::gpu::pipeline::gpu_native;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::weights::{Matrix, MatrixLayout, Rwkv7Weights, Vector};
+use crate::ops::decode::gpu_native;
 use crate::ops::GpuMatrix;
 
 use super::upload::{Job, Source};

@@ -48,8 +48,8 @@ pub struct UploadOptions {
     pub in_flight_bytes: u64,
     /// Largest piece of a tensor one worker fills at a time, bytes (load balance).
     pub piece_bytes: u64,
-    /// Worker threads filling staging memory; 0: `RWKV_UPLOAD_THREADS` (tuning runs) or
-    /// the machine's parallelism, at most 8.
+    /// Worker threads filling staging memory; 0: `RWKV_UPLOAD_THREADS` (tuning runs:
+    /// `Tuning::upload_threads`) or the machine's parallelism, at most 8.
     pub threads: usize,
 }
 
@@ -289,10 +289,9 @@ fn stream(
     let ring = (opts.in_flight_bytes / wave_bytes).max(2) as usize;
     let piece_bytes = opts.piece_bytes.clamp(16, wave_bytes);
     let threads = match opts.threads {
-        0 => std::env::var("RWKV_UPLOAD_THREADS")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|n| (1..=64).contains(n))
+        0 => gpu
+            .tuning
+            .upload_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(4, |n| n.get().min(8))),
         n => n,
     };

@@ -2,18 +2,38 @@
 //! are decoded on the GPU, one chunk of rows per binding.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::format::DType;
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::decode::with_decode;
+use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 
+/// The `embed` kernel for rows in one encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EmbedSpec {
+    pub dtype: DType,
+}
+
+impl KernelSpec for EmbedSpec {
+    fn label(&self) -> String {
+        format!("embed[{}]", self.dtype)
+    }
+
+    fn source(&self) -> Result<String> {
+        let w = with_decode(Wgsl::new().file(COMMON), self.dtype, "embed")?;
+        Ok(w.file(shader!("embed.wgsl")).build())
+    }
+}
+
+/// Mirrors `Params` of `shaders/embed.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    c: u32,
-    row0: u32,
-    n_rows: u32,
-    row_bytes: u32,
-    y_off: u32,
-    _p: [u32; 3],
+pub(crate) struct Params {
+    pub(crate) c: u32,
+    pub(crate) row0: u32,
+    pub(crate) n_rows: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) y_off: u32,
+    pub(crate) _p: [u32; 3],
 }
 
 /// `act[y_off + t*C ..] = emb[tokens[t]]` for tokens within `chunk`'s rows (token ids at
@@ -39,15 +59,11 @@ pub fn embed(
         y_off: y_off as u32,
         _p: [0; 3],
     };
-    let key = PipelineKey {
-        op: "embed",
-        dtype: Some(chunk.dtype),
-        spec: vec![],
-    };
+    let spec = EmbedSpec { dtype: chunk.dtype };
     cx.node(
         "embed",
         None,
-        &key,
+        &spec,
         &p,
         &[&chunk.buffer, meta, act],
         Grid::Linear {

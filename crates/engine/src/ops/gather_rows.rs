@@ -1,16 +1,34 @@
 //! Gathers the rows that feed the head / embeddings (`shaders/gather_rows.wgsl`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{Count, Ctx, Grid, Node, COMMON};
 
+/// The `gather_rows` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GatherRowsSpec;
+
+impl KernelSpec for GatherRowsSpec {
+    fn label(&self) -> String {
+        "gather_rows".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(shader!("gather_rows.wgsl"))
+            .build())
+    }
+}
+
+/// Mirrors `Params` of `shaders/gather_rows.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    c: u32,
-    src_off: u32,
-    dst_off: u32,
-    _p: u32,
+pub(crate) struct Params {
+    pub(crate) c: u32,
+    pub(crate) src_off: u32,
+    pub(crate) dst_off: u32,
+    pub(crate) _p: u32,
 }
 
 /// `act[dst_off + i*c ..] = act[src_off + rows[i]*c ..]` for the R rows listed in `meta`.
@@ -28,15 +46,10 @@ pub fn gather_rows(
         dst_off: dst_off as u32,
         _p: 0,
     };
-    let key = PipelineKey {
-        op: "gather_rows",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "gather_rows",
         None,
-        &key,
+        &GatherRowsSpec,
         &p,
         &[meta, act],
         Grid::Linear {

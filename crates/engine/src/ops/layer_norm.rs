@@ -2,19 +2,38 @@
 //! as torch's default (RWKV_x070).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{Count, Ctx, Grid, Node, COMMON};
 
+/// The `layer_norm` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LayerNormSpec;
+
+impl KernelSpec for LayerNormSpec {
+    fn label(&self) -> String {
+        "layer_norm".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(shader!("wg_sum.wgsl"))
+            .file(shader!("layer_norm.wgsl"))
+            .build())
+    }
+}
+
+/// Mirrors `Params` of `shaders/layer_norm.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    c: u32,
-    x_off: u32,
-    y_off: u32,
-    w_off: u32,
-    rows_sel: u32,
-    eps: f32,
-    _p: [u32; 2],
+pub(crate) struct Params {
+    pub(crate) c: u32,
+    pub(crate) x_off: u32,
+    pub(crate) y_off: u32,
+    pub(crate) w_off: u32,
+    pub(crate) rows_sel: u32,
+    pub(crate) eps: f32,
+    pub(crate) _p: [u32; 2],
 }
 
 /// `act[y_off..] = LayerNorm(act[x_off..])` over `rows` rows of `c`, weight at
@@ -42,15 +61,10 @@ pub fn layer_norm(
         eps,
         _p: [0; 2],
     };
-    let key = PipelineKey {
-        op: "layer_norm",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "layer_norm",
         layer,
-        &key,
+        &LayerNormSpec,
         &p,
         &[vecs, act],
         Grid::Linear {

@@ -5,24 +5,50 @@
 //! forward path; each token's workgroup recomputes its predecessor's LayerNorm.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node, Small};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, Small, COMMON};
 
+/// The `ln_shift` kernel: its workgroup sums by subgroups (`shaders/ln_shift/subgroups.wgsl`)
+/// or by a tree in workgroup memory (`shaders/ln_shift/tree.wgsl`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LnShiftSpec {
+    pub subgroups: bool,
+}
+
+impl KernelSpec for LnShiftSpec {
+    fn label(&self) -> String {
+        "ln_shift".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        let sum = match self.subgroups {
+            true => shader!("ln_shift/subgroups.wgsl"),
+            false => shader!("ln_shift/tree.wgsl"),
+        };
+        Ok(Wgsl::new()
+            .file(COMMON)
+            .file(sum)
+            .file(shader!("ln_shift.wgsl"))
+            .build())
+    }
+}
+
+/// Mirrors `Params` of `shaders/ln_shift.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    c: u32,
-    n_mix: u32,
-    mix_off: u32,
-    ln_off: u32,
-    x_off: u32,
-    out_off: u32,
-    out_stride: u32,
-    state_off: u32,
-    slot_len: u32,
-    eps: f32,
-    slices: u32,
-    _p: u32,
+pub(crate) struct Params {
+    pub(crate) c: u32,
+    pub(crate) n_mix: u32,
+    pub(crate) mix_off: u32,
+    pub(crate) ln_off: u32,
+    pub(crate) x_off: u32,
+    pub(crate) out_off: u32,
+    pub(crate) out_stride: u32,
+    pub(crate) state_off: u32,
+    pub(crate) slot_len: u32,
+    pub(crate) eps: f32,
+    pub(crate) slices: u32,
+    pub(crate) _p: u32,
 }
 
 /// Where a fused LayerNorm + token shift reads and writes (offsets in f32 elements).
@@ -81,11 +107,8 @@ pub fn ln_shift(
         slices: 1,
         _p: 0,
     };
-    let sg = cx.gpu.features.subgroup;
-    let key = PipelineKey {
-        op: "ln_shift",
-        dtype: None,
-        spec: vec![("SG", u32::from(sg))],
+    let spec = LnShiftSpec {
+        subgroups: cx.gpu.features.subgroup,
     };
     // One workgroup per token; passes of few tokens (decode) spread each token over
     // workgroups of 256 channels.
@@ -93,7 +116,7 @@ pub fn ln_shift(
     let mut node = cx.node(
         "ln_shift",
         layer,
-        &key,
+        &spec,
         &p,
         &[vecs, meta, state, act],
         Grid::Linear {
@@ -105,7 +128,7 @@ pub fn ln_shift(
     let small = cx.node(
         "ln_shift",
         layer,
-        &key,
+        &spec,
         &Params { slices, ..p },
         &[vecs, meta, state, act],
         Grid::Linear {

@@ -5,40 +5,103 @@
 //! buffer of F16 matrices (an adapter's `A`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::matmul::{matvec_step, MatmulArgs};
-use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::decode::with_decode;
+use crate::ops::matmul::{
+    matvec_step, mv_lanes, mv_unroll, row_sum_mode, step_file, MatmulArgs, RowSum,
+};
+use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
 
 /// Segments one dispatch takes.
 pub const MAX_SEGS: usize = 8;
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Seg {
-    k: u32,
-    n: u32,
-    row_bytes: u32,
-    w_off: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    bias_off: u32,
-    wg0: u32,
-    src: u32,
-    scale: f32,
-    lora: [u32; 4],
-    _p: [u32; 3],
+/// The `matvec_group` kernel: the group's buffer in `dtype`, with F32 beside F16 (or F16
+/// beside F32) matrices in it (`second`), with a second buffer of F16 matrices
+/// (`second_buffer`), with LoRA terms; lanes, row sums, tokens and unrolling as
+/// [`crate::ops::matmul::MatvecSpec`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MatvecGroupSpec {
+    pub dtype: DType,
+    pub lanes: u32,
+    pub row_sum: RowSum,
+    pub second: bool,
+    pub second_buffer: bool,
+    pub lora: bool,
+    pub one_token: bool,
+    pub unroll: u32,
 }
 
+impl KernelSpec for MatvecGroupSpec {
+    fn label(&self) -> String {
+        format!("matvec_group[{}]", self.dtype)
+    }
+
+    fn source(&self) -> Result<String> {
+        let w = Wgsl::new()
+            .u32("LANES", self.lanes)
+            .flag("NT1", self.one_token)
+            .u32("UNR", self.unroll)
+            .file(COMMON);
+        // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
+        let second = match (self.second, self.dtype) {
+            (false, _) => shader!("matvec_group/second_none.wgsl"),
+            (true, DType::F16) => shader!("matvec_group/second_f32.wgsl"),
+            (true, _) => shader!("matvec_group/second_f16.wgsl"),
+        };
+        // Source 2: F16 matrices of a second buffer (binding 8), `mv_row3` over `mv_step3`.
+        let third = match self.second_buffer {
+            true => shader!("matvec_group/third_f16.wgsl"),
+            false => shader!("matvec_group/third_none.wgsl"),
+        };
+        Ok(with_decode(w, self.dtype, "matvec_group")?
+            .file(shader!("product/out_act_vec4.wgsl"))
+            .file(self.row_sum.file())
+            .file(step_file(self.dtype))
+            .file(shader!("matvec/row.wgsl"))
+            .file(second)
+            .file(third)
+            .file(shader!("matvec_group/rows.wgsl"))
+            .file(match self.lora {
+                true => shader!("matvec/lora.wgsl"),
+                false => shader!("matvec/lora_off.wgsl"),
+            })
+            .file(shader!("matvec_group.wgsl"))
+            .build())
+    }
+}
+
+/// One product of the group, mirrored by `Seg` of `shaders/matvec_group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    nseg: u32,
-    _p: [u32; 3],
-    seg: [Seg; MAX_SEGS],
+pub(crate) struct Seg {
+    pub(crate) k: u32,
+    pub(crate) n: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) w_off: u32,
+    pub(crate) x_off: u32,
+    pub(crate) x_stride: u32,
+    pub(crate) y_off: u32,
+    pub(crate) y_stride: u32,
+    pub(crate) act: u32,
+    pub(crate) bias_off: u32,
+    pub(crate) wg0: u32,
+    pub(crate) src: u32,
+    pub(crate) scale: f32,
+    pub(crate) lora_rank: u32,
+    pub(crate) lora_h: u32,
+    pub(crate) lora_stride: u32,
+    pub(crate) lora_b: u32,
+    pub(crate) _p: [u32; 3],
+}
+
+/// Mirrors `Params` of `shaders/matvec_group.wgsl`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct Params {
+    pub(crate) nseg: u32,
+    pub(crate) _p: [u32; 3],
+    pub(crate) seg: [Seg; MAX_SEGS],
 }
 
 fn floats(d: DType) -> bool {
@@ -80,6 +143,52 @@ fn span<'a>(segs: impl Iterator<Item = &'a GpuMatrix>, b: &wgpu::Buffer) -> (u64
     (lo.min(hi), hi)
 }
 
+/// The [`Seg`] of `m` with arguments `a`, read from source `src` at `m.offset - base`
+/// (its `wg0` set later), and the LoRA weights its term reads.
+///
+/// Errors: arguments a group does not take (a residual add, gathered rows, a row offset),
+/// x offset / stride or K not aligned; as [`MatmulArgs::lora_fields`].
+fn segment<'c>(
+    cx: &Ctx<'c>,
+    op: &'static str,
+    m: &GpuMatrix,
+    a: &MatmulArgs,
+    src: u32,
+    base: u64,
+) -> Result<(Seg, Option<&'c wgpu::Buffer>)> {
+    let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
+    if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
+        return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
+    }
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: x offset/stride or K not aligned", m.name),
+        ));
+    }
+    let sg = Seg {
+        k: m.n_in as u32,
+        n: m.n_out as u32,
+        row_bytes: m.row_bytes as u32,
+        w_off: (m.offset - base) as u32,
+        x_off: a.x_off as u32,
+        x_stride: a.x_stride as u32,
+        y_off: a.y_off as u32,
+        y_stride: a.y_stride as u32,
+        act: a.act as u32,
+        bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
+        wg0: 0,
+        src,
+        scale,
+        lora_rank: lora[0],
+        lora_h: lora[1],
+        lora_stride: lora[2],
+        lora_b: lora[3],
+        _p: [0; 3],
+    };
+    Ok((sg, buf))
+}
+
 /// `y_s = act_s(W_s x_s + bias_s)` for each segment `(W_s, args_s)` (no residual add, no
 /// row offset; tokens, not gathered rows). See [`groupable`] for the matrices it takes;
 /// offsets of x and y multiples of 4.
@@ -118,40 +227,15 @@ pub fn matvec_group(
     let mut lora_buf = None;
     let mut dt2 = false;
     for (i, (m, a)) in segs.iter().enumerate() {
-        let (scale, lora, buf) = a.lora_fields(cx, op, m)?;
-        lora_buf = lora_buf.or(buf);
-        if a.accumulate || a.add_before_act || a.rows != Count::Tokens || m.row0 != 0 {
-            return Err(op_err(op, format!("{}: unsupported arguments", m.name)));
-        }
-        if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || m.n_in % 32 != 0 {
-            return Err(op_err(
-                op,
-                format!("{}: x offset/stride or K not aligned", m.name),
-            ));
-        }
         let (src, base) = match (second, range2) {
             (Some(s), Some((lo, _))) if m.buffer == s.buffer => (2, lo),
             _ if m.dtype != first.dtype => (1, range1.0),
             _ => (0, range1.0),
         };
         dt2 |= src == 1;
-        p.seg[i] = Seg {
-            k: m.n_in as u32,
-            n: m.n_out as u32,
-            row_bytes: m.row_bytes as u32,
-            w_off: (m.offset - base) as u32,
-            x_off: a.x_off as u32,
-            x_stride: a.x_stride as u32,
-            y_off: a.y_off as u32,
-            y_stride: a.y_stride as u32,
-            act: a.act as u32,
-            bias_off: a.bias_off.map_or(u32::MAX, |o| o as u32),
-            wg0: 0, // set below, once LANES is known
-            src,
-            scale,
-            lora,
-            _p: [0; 3],
-        };
+        let (sg, buf) = segment(cx, op, m, a, src, base)?;
+        p.seg[i] = sg;
+        lora_buf = lora_buf.or(buf);
     }
     let steps = segs
         .iter()
@@ -159,20 +243,21 @@ pub fn matvec_group(
         .max()
         .unwrap_or(1) as u32;
     let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
-    let lanes = crate::ops::matmul::mv_lanes(steps, rows_max);
+    let lanes = mv_lanes(steps, rows_max);
     let rows = 256 / lanes;
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(rows);
     }
-    let mut key = PipelineKey {
-        op: "matvec_group",
-        dtype: Some(first.dtype),
-        spec: vec![
-            ("LANES", lanes),
-            ("SG", crate::ops::matmul::row_sum_mode(cx, lanes)),
-            ("DT2", u32::from(dt2)),
-        ],
+    let mut spec = MatvecGroupSpec {
+        dtype: first.dtype,
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        second: dt2,
+        second_buffer: false,
+        lora: false,
+        one_token: false,
+        unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -181,11 +266,11 @@ pub fn matvec_group(
         (5, buffer_range(&first.buffer, range1)),
     ];
     if let (Some(s), Some(r2)) = (second, range2) {
-        key.spec.push(("SRC2", 1));
+        spec.second_buffer = true;
         res.push((8, buffer_range(&s.buffer, r2)));
     }
     if let Some(b) = lora_buf {
-        key.spec.push(("LORA", 1));
+        spec.lora = true;
         res.push((7, b.as_entire_binding()));
     }
     let grid = Grid::Tiles {
@@ -194,13 +279,13 @@ pub fn matvec_group(
         per_y: 4,
     };
     // Groups serve decode passes only: the 2–8-token variant compiles late.
-    let mut node = cx.node_at_late(op, layer, &key, &p, res.clone(), grid)?;
+    let mut node = cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?;
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
-    key.spec.push(("NT1", 1));
+    spec.one_token = true;
     node.small = Some(crate::ops::Small {
         count: Count::Tokens,
         max: 1,
-        node: Box::new(cx.node_at(op, layer, &key, &p, res, grid)?),
+        node: Box::new(cx.node_at(op, layer, &spec, &p, res, grid)?),
     });
     Ok(node)
 }
@@ -214,21 +299,25 @@ mod tests {
     use crate::ops::Dims;
     use crate::DType;
 
-    /// Three matrices (F16, F32, F16) of different shapes at aligned offsets of one buffer
-    /// and two F16 matrices in a second buffer (an adapter's `A`), with their own inputs,
-    /// outputs, biases and epilogues, for 1 and 3 tokens; with subgroup sums and without.
+    /// Three matrices (F16, F32, F16 — or F32, F16, F16: the group's first encoding F32)
+    /// of different shapes at aligned offsets of one buffer and two F16 matrices in a
+    /// second buffer (an adapter's `A`), with their own inputs, outputs, biases and
+    /// epilogues, for 1 and 3 tokens; with subgroup sums and without.
     #[test]
     fn matches_separate_products() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for t in [1, 3] {
-                check(g.clone(), t);
+                for f32_at in [1, 0] {
+                    check(g.clone(), t, f32_at);
+                }
             }
         }
     }
 
-    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize) {
+    /// The group above with matrix `f32_at` of the first buffer in F32.
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize, f32_at: usize) {
         let h = Harness::with_gpu(
             Dims {
                 n_tokens: t as u32,
@@ -247,13 +336,13 @@ mod tests {
         let mut bytes = [Vec::new(), Vec::new()];
         let mut mats = Vec::new();
         let mut ws = Vec::new();
-        // The second matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
+        // One matrix in F32 beside F16 ones (llama.cpp keeps the decay LoRA F32).
         for (i, &(n, k, _, bi)) in shapes.iter().enumerate() {
             let w = rand_vec(90 + i as u64, n * k, 0.2);
             let b = &mut bytes[bi];
             // The second buffer's matrices start past offset 0, as in an adapter's buffer.
             b.resize(b.len().next_multiple_of(256) + 256 * bi, 0);
-            if i == 1 {
+            if i == f32_at {
                 mats.push((b.len() as u64, n, k, DType::F32, bi));
                 b.extend_from_slice(bytemuck::cast_slice(&w));
                 ws.push(w);
@@ -321,7 +410,10 @@ mod tests {
                 want.iter_mut().for_each(|v| *v *= 0.5);
             }
             let err = max_abs(&got, &want);
-            assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
+            assert!(
+                err < 2e-3,
+                "segment {i} T={t} F32 at {f32_at}: max |Δ| {err}"
+            );
         }
     }
 

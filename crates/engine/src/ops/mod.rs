@@ -5,7 +5,23 @@
 //! uniform (binding 1); activations live in one f32 buffer (`act`) at static offsets, so
 //! bind groups are built once per graph and a pass only rewrites `Dims` and the token
 //! metadata.
+//!
+//! Each kernel family has a spec type beside its builder (`EmbedSpec`, `MatvecSpec`, …:
+//! a [`KernelSpec`]) that is its pipeline key and puts its WGSL together from the files
+//! of `shaders/` (the `shader!` macro).
 
+/// The text of a file of the repository's `shaders/` folder (`shader!("matvec/row.wgsl")`).
+macro_rules! shader {
+    ($path:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shaders/",
+            $path
+        ))
+    };
+}
+
+pub mod decode;
 pub mod embed;
 pub mod gather_rows;
 pub mod layer_norm;
@@ -18,13 +34,31 @@ pub mod wkv_out;
 pub mod wkv_prep;
 
 #[cfg(test)]
+mod layouts;
+#[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+pub(crate) mod variants;
 
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::gpu::pipeline::{PipelineCache, PipelineKey};
+use crate::gpu::pipeline::{KernelSpec, PipelineCache};
 use crate::gpu::{buffer, GpuContext};
+
+/// Head size N of the WKV kernels (`HEAD_SIZE` in their WGSL): every released RWKV-7
+/// uses 64, and the kernels are written for it (a head's N×N state in one workgroup, or
+/// N / RB of them). Merge note: main defines the same constant as
+/// `crate::config::HEAD_SIZE`; this one becomes `pub use crate::config::HEAD_SIZE;`.
+pub const HEAD_SIZE: usize = 64;
+
+/// e^-0.5, the scale of the decay: `w = exp(-e^-0.5 · σ(w_raw))` (`RWKV_x070`'s
+/// `-0.606531 * sigmoid(...)`; `DECAY_SCALE` in the WKV kernels' WGSL). Merge note: main
+/// defines it as `crate::config::DECAY_SCALE`; this one becomes a `pub use` of that.
+pub const DECAY_SCALE: f32 = 0.606531;
+
+/// `shaders/common.wgsl`: `Dims` and the math every kernel shares.
+pub(crate) const COMMON: &str = shader!("common.wgsl");
 
 /// Per-pass dimensions, mirrored by `struct Dims` in `shaders/common.wgsl`.
 #[repr(C)]
@@ -138,28 +172,28 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// Builds a node: compiles (or reuses) the pipeline for `key`, uploads `params`, and
+    /// Builds a node: compiles (or reuses) the pipeline for `spec`, uploads `params`, and
     /// binds `dims`, params and `buffers` at bindings 0, 1, 2, ….
-    pub fn node<P: bytemuck::Pod>(
+    pub fn node<P: bytemuck::Pod, S: KernelSpec>(
         &self,
         op: &'static str,
         layer: Option<usize>,
-        key: &PipelineKey,
+        spec: &S,
         params: &P,
         buffers: &[&wgpu::Buffer],
         grid: Grid,
     ) -> Result<Node> {
         let resources: Vec<wgpu::BindingResource> =
             buffers.iter().map(|b| b.as_entire_binding()).collect();
-        self.node_bound(op, layer, key, params, resources, grid)
+        self.node_bound(op, layer, spec, params, resources, grid)
     }
 
     /// [`Ctx::node`] with bindings 2, 3, … given as resources (buffer ranges).
-    pub fn node_bound<P: bytemuck::Pod>(
+    pub fn node_bound<P: bytemuck::Pod, S: KernelSpec>(
         &self,
         op: &'static str,
         layer: Option<usize>,
-        key: &PipelineKey,
+        spec: &S,
         params: &P,
         resources: Vec<wgpu::BindingResource<'_>>,
         grid: Grid,
@@ -169,35 +203,35 @@ impl Ctx<'_> {
             .enumerate()
             .map(|(i, r)| (2 + i as u32, r))
             .collect();
-        self.node_at(op, layer, key, params, numbered, grid)
+        self.node_at(op, layer, spec, params, numbered, grid)
     }
 
     /// [`Ctx::node_bound`] with each resource's binding number given.
-    pub fn node_at<P: bytemuck::Pod>(
+    pub fn node_at<P: bytemuck::Pod, S: KernelSpec>(
         &self,
         op: &'static str,
         layer: Option<usize>,
-        key: &PipelineKey,
+        spec: &S,
         params: &P,
         resources: Vec<(u32, wgpu::BindingResource<'_>)>,
         grid: Grid,
     ) -> Result<Node> {
-        let pipeline = self.pipelines.get(self.gpu, key)?;
+        let pipeline = self.pipelines.get(self.gpu, spec)?;
         self.node_with(op, layer, pipeline, params, resources, grid)
     }
 
     /// [`Ctx::node_at`] for a variant only some passes take: its pipeline compiles late
     /// ([`PipelineCache::get_late`]), and the first pass that takes it waits for it.
-    pub fn node_at_late<P: bytemuck::Pod>(
+    pub fn node_at_late<P: bytemuck::Pod, S: KernelSpec>(
         &self,
         op: &'static str,
         layer: Option<usize>,
-        key: &PipelineKey,
+        spec: &S,
         params: &P,
         resources: Vec<(u32, wgpu::BindingResource<'_>)>,
         grid: Grid,
     ) -> Result<Node> {
-        let pipeline = self.pipelines.get_late(self.gpu, key)?;
+        let pipeline = self.pipelines.get_late(self.gpu, spec)?;
         self.node_with(op, layer, pipeline, params, resources, grid)
     }
 

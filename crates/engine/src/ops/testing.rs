@@ -14,10 +14,10 @@ pub fn gpu() -> Arc<GpuContext> {
             // The op tests cover the subgroup kernels wherever the device has subgroups,
             // also where models run without them by default (llvmpipe: see
             // `gpu::context::subgroups_wanted`); each test that has a plain variant
-            // turns them off for it. `RWKV_NO_SUBGROUPS=1` still keeps them off.
+            // turns them off for it. `RWKV_NO_SUBGROUPS=1` or `RWKV_SUBGROUPS=0` still
+            // keep them off.
             if c.device.features().contains(wgpu::Features::SUBGROUP)
-                && std::env::var_os("RWKV_NO_SUBGROUPS").is_none()
-                && std::env::var("RWKV_SUBGROUPS").as_deref() != Ok("0")
+                && c.tuning.subgroups != Some(false)
             {
                 c.features.subgroup = true;
             }

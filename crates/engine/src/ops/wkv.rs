@@ -2,9 +2,44 @@
 //! one workgroup per (head, sequence), state in f32.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON, HEAD_SIZE};
 
+/// The `wkv` scan: `tpr` threads per row of S (1, or a power of two up to 16 that
+/// subgroups hold), `rows` rows of S per workgroup (8, 16, 32 or 64; at most 256 / `tpr`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvSpec {
+    pub tpr: u32,
+    pub rows: u32,
+}
+
+impl KernelSpec for WkvSpec {
+    fn label(&self) -> String {
+        "wkv".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
+            .u32("TPR", self.tpr)
+            .u32("RB", self.rows)
+            .file(COMMON)
+            .file(tpr_sum(self.tpr))
+            .file(shader!("wkv.wgsl"))
+            .build())
+    }
+}
+
+/// The sum over the `tpr` threads of a row of S (`wkv`, `wkv_fused`): subgroup shuffles,
+/// or the value itself for one thread a row.
+pub(crate) fn tpr_sum(tpr: u32) -> &'static str {
+    match tpr {
+        1 => shader!("wkv/tpr_sum_one.wgsl"),
+        _ => shader!("wkv/tpr_sum_sg.wgsl"),
+    }
+}
+
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvArgs {
@@ -48,14 +83,12 @@ impl WkvArgs {
 /// The prefill scan takes 16 (H100, 2.9B at 512 tokens, 16 rows a workgroup, with the
 /// chunk prefetch: 8.2 ms for 32 layers with 4, 8.7 with 8, 6.2 with 16); the fused
 /// decode kernel 4 (one workgroup a head). `RWKV_WKV_TPR` (1, 2, 4, 8 or 16; more than 1
-/// only where subgroups hold them) overrides both (tuning runs).
+/// only where subgroups hold them; [`crate::gpu::Tuning::wkv_tpr`]) overrides both
+/// (tuning runs).
 pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
     let f = &cx.gpu.features;
     let fits = |t: u32| t == 1 || (f.subgroup && f.subgroup_min_size >= t);
-    let forced = std::env::var("RWKV_WKV_TPR")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|t| [1, 2, 4, 8, 16].contains(t) && fits(*t));
+    let forced = cx.gpu.tuning.wkv_tpr.filter(|t| fits(*t));
     forced.unwrap_or(if fits(want) {
         want
     } else if fits(4) {
@@ -69,13 +102,10 @@ pub fn threads_per_row(cx: &Ctx, want: u32) -> u32 {
 /// pass of one sequence still spreads over many SMs. H100, 512 tokens (`rwkv kernels`):
 /// 16 rows beat 8 and 64 for both 12 and 40 heads (12 heads: 190 µs against 223 and
 /// 395; 40 heads: 279 against 605 and 404; 4 threads a row). `RWKV_WKV_ROWS` (8, 16, 32
-/// or 64, at most 256 / threads a row) overrides it for tuning runs.
-pub fn rows_per_workgroup() -> u32 {
-    let forced = std::env::var("RWKV_WKV_ROWS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|r| [8, 16, 32, 64].contains(r));
-    forced.unwrap_or(16)
+/// or 64, at most 256 / threads a row; [`crate::gpu::Tuning::wkv_rows`]) overrides it for
+/// tuning runs.
+pub fn rows_per_workgroup(tuning: &crate::gpu::Tuning) -> u32 {
+    tuning.wkv_rows.unwrap_or(16)
 }
 
 /// `S = S diag(w) + (S(-kk))(kk·a)^T + v k^T; y = S r` per head, over each sequence's
@@ -89,9 +119,13 @@ pub fn wkv(
     act: &wgpu::Buffer,
 ) -> Result<Node> {
     let tpr = threads_per_row(cx, 16);
-    // One thread a row (no subgroups): a head's 64 rows in one workgroup, so each thread
+    // One thread a row (no subgroups): a head's rows in one workgroup, so each thread
     // prefetches 4 elements of a chunk, not 16 (registers).
-    let rb = if tpr == 1 { 64 } else { rows_per_workgroup() };
+    let rb = if tpr == 1 {
+        HEAD_SIZE as u32
+    } else {
+        rows_per_workgroup(&cx.gpu.tuning)
+    };
     wkv_rows(cx, layer, a, meta, state, act, rb, tpr)
 }
 
@@ -108,10 +142,11 @@ fn wkv_rows(
     rb: u32,
     tpr: u32,
 ) -> Result<Node> {
-    if a.c % 64 != 0 {
+    let n = HEAD_SIZE as u32;
+    if a.c % n != 0 {
         return Err(op_err(
             "wkv",
-            format!("C = {} is not a multiple of the head size 64", a.c),
+            format!("C = {} is not a multiple of the head size {n}", a.c),
         ));
     }
     // At most 256 threads a workgroup (the chunk copy gives each at least one element).
@@ -133,26 +168,23 @@ fn wkv_rows(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let key = PipelineKey {
-        op: "wkv",
-        dtype: None,
-        spec: vec![("TPR", tpr), ("RB", rb)],
-    };
+    let spec = WkvSpec { tpr, rows: rb };
     cx.node(
         "wkv",
         layer,
-        &key,
+        &spec,
         a,
         &[meta, state, act],
         Grid::Tiles {
-            x: a.c / 64 * (64 / rb),
+            x: a.c / n * (n / rb),
             count: crate::ops::Count::Seqs,
             per_y: 1,
         },
     )
 }
 
-/// CPU reference for one head: updates `s [64*64]` (`S[i][j]` at `i*64+j`) and returns y.
+/// CPU reference for one head of N = [`HEAD_SIZE`]: updates `s [N*N]` (`S[i][j]` at
+/// `i*N+j`) and returns y `[N]`.
 pub fn reference_step(
     s: &mut [f32],
     r: &[f32],
@@ -162,12 +194,13 @@ pub fn reference_step(
     kk: &[f32],
     a: &[f32],
 ) -> Vec<f32> {
-    let mut y = vec![0f32; 64];
-    for i in 0..64 {
-        let sa: f32 = -(0..64).map(|j| s[i * 64 + j] * kk[j]).sum::<f32>();
-        for j in 0..64 {
-            s[i * 64 + j] = s[i * 64 + j] * w[j] + sa * kk[j] * a[j] + v[i] * k[j];
-            y[i] += s[i * 64 + j] * r[j];
+    const N: usize = HEAD_SIZE;
+    let mut y = vec![0f32; N];
+    for i in 0..N {
+        let sa: f32 = -(0..N).map(|j| s[i * N + j] * kk[j]).sum::<f32>();
+        for j in 0..N {
+            s[i * N + j] = s[i * N + j] * w[j] + sa * kk[j] * a[j] + v[i] * k[j];
+            y[i] += s[i * N + j] * r[j];
         }
     }
     y

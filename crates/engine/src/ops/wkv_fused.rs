@@ -2,9 +2,34 @@
 //! of few tokens (decode), where the time mix is bound by dispatches, not arithmetic.
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::wkv::tpr_sum;
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON, DECAY_SCALE, HEAD_SIZE};
 
+/// The `wkv_fused` kernel: `tpr` threads per row of S (as `wkv`'s).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvFusedSpec {
+    pub tpr: u32,
+}
+
+impl KernelSpec for WkvFusedSpec {
+    fn label(&self) -> String {
+        "wkv_fused".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
+            .f32("DECAY_SCALE", DECAY_SCALE)
+            .u32("TPR", self.tpr)
+            .file(COMMON)
+            .file(tpr_sum(self.tpr))
+            .file(shader!("wkv_fused.wgsl"))
+            .build())
+    }
+}
+
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_fused.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvFusedArgs {
@@ -38,7 +63,7 @@ pub struct WkvFusedArgs {
 /// The time mix from the WKV inputs to `o` for every sequence of the pass, token by
 /// token; S read from and written back to each sequence's slot.
 ///
-/// Errors: C not a multiple of the head size 64, offsets not multiples of 4.
+/// Errors: C not a multiple of the head size ([`HEAD_SIZE`]), offsets not multiples of 4.
 pub fn wkv_fused(
     cx: &Ctx,
     layer: Option<usize>,
@@ -48,10 +73,11 @@ pub fn wkv_fused(
     act: &wgpu::Buffer,
     vecs: &wgpu::Buffer,
 ) -> Result<Node> {
-    if a.c % 64 != 0 {
+    let n = HEAD_SIZE as u32;
+    if a.c % n != 0 {
         return Err(op_err(
             "wkv_fused",
-            format!("C = {} is not a multiple of the head size 64", a.c),
+            format!("C = {} is not a multiple of the head size {n}", a.c),
         ));
     }
     let offsets = [
@@ -77,19 +103,17 @@ pub fn wkv_fused(
             "offsets must be multiples of 4 (vec4 access)",
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_fused",
-        dtype: None,
-        spec: vec![("TPR", crate::ops::wkv::threads_per_row(cx, 4))],
+    let spec = WkvFusedSpec {
+        tpr: crate::ops::wkv::threads_per_row(cx, 4),
     };
     cx.node(
         "wkv_fused",
         layer,
-        &key,
+        &spec,
         a,
         &[meta, state, act, vecs],
         Grid::Tiles {
-            x: a.c / 64,
+            x: a.c / n,
             count: crate::ops::Count::Seqs,
             per_y: 1,
         },

@@ -1,9 +1,29 @@
 //! GroupNorm (ln_x) + `r_k` bonus + gate after the recurrence (`shaders/wkv_out.wgsl`).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, HEAD_SIZE};
 
+/// The `wkv_out` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvOutSpec;
+
+impl KernelSpec for WkvOutSpec {
+    fn label(&self) -> String {
+        "wkv_out".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
+            .file(COMMON)
+            .file(shader!("wg_sum.wgsl"))
+            .file(shader!("wkv_out.wgsl"))
+            .build())
+    }
+}
+
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_out.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvOutArgs {
@@ -31,21 +51,16 @@ pub fn wkv_out(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    if a.c != a.n_head * 64 {
+    if a.c != a.n_head * HEAD_SIZE as u32 {
         return Err(op_err(
             "wkv_out",
-            format!("C = {} is not 64 × {} heads", a.c, a.n_head),
+            format!("C = {} is not {HEAD_SIZE} × {} heads", a.c, a.n_head),
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_out",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "wkv_out",
         layer,
-        &key,
+        &WkvOutSpec,
         a,
         &[vecs, act],
         Grid::Linear {

@@ -2,9 +2,29 @@
 //! the `k_a` key mix, the value residual and the decay transform (RWKV_x070).
 
 use crate::error::Result;
-use crate::gpu::pipeline::PipelineKey;
-use crate::ops::{op_err, Count, Ctx, Grid, Node};
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, DECAY_SCALE, HEAD_SIZE};
 
+/// The `wkv_prep` kernel (one variant).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WkvPrepSpec;
+
+impl KernelSpec for WkvPrepSpec {
+    fn label(&self) -> String {
+        "wkv_prep".into()
+    }
+
+    fn source(&self) -> Result<String> {
+        Ok(Wgsl::new()
+            .u32("HEAD_SIZE", HEAD_SIZE as u32)
+            .f32("DECAY_SCALE", DECAY_SCALE)
+            .file(COMMON)
+            .file(shader!("wkv_prep.wgsl"))
+            .build())
+    }
+}
+
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_prep.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvPrepArgs {
@@ -25,7 +45,7 @@ pub struct WkvPrepArgs {
 }
 
 /// In place on `act`: `kk = normalize(k*k_k)`, `k *= 1 + (a-1)*k_a`, value residual,
-/// `w = exp(-0.606531*sigmoid(w))`. Head size 64.
+/// `w = exp(-DECAY_SCALE*sigmoid(w))` ([`DECAY_SCALE`] = e^-0.5). Heads of [`HEAD_SIZE`].
 pub fn wkv_prep(
     cx: &Ctx,
     layer: Option<usize>,
@@ -33,21 +53,16 @@ pub fn wkv_prep(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    if a.c != a.n_head * 64 {
+    if a.c != a.n_head * HEAD_SIZE as u32 {
         return Err(op_err(
             "wkv_prep",
-            format!("C = {} is not 64 × {} heads", a.c, a.n_head),
+            format!("C = {} is not {HEAD_SIZE} × {} heads", a.c, a.n_head),
         ));
     }
-    let key = PipelineKey {
-        op: "wkv_prep",
-        dtype: None,
-        spec: vec![],
-    };
     cx.node(
         "wkv_prep",
         layer,
-        &key,
+        &WkvPrepSpec,
         a,
         &[vecs, act],
         Grid::Linear {

@@ -63,7 +63,7 @@ impl<'a> Blocks<'a> {
             return 1;
         }
         let fits = (self.split.size() / 4) as usize / (self.t_cap * n).max(1);
-        coop_ksplit(n, k, self.t_cap).min(fits.max(1) as u32)
+        coop_ksplit(&self.cx.gpu.tuning, n, k, self.t_cap).min(fits.max(1) as u32)
     }
 
     /// The k-split scratch and the token capacity for grouped tensor-core products

@@ -174,7 +174,7 @@ fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Bu
         (cfg.ffn_dim, cfg.n_embd),
     ]
     .iter()
-    .map(|&(n, k)| match coop_ksplit(n, k, t_cap) {
+    .map(|&(n, k)| match coop_ksplit(&gpu.tuning, n, k, t_cap) {
         1 => 0,
         ks => ks as u64 * (t_cap * n) as u64 * 4,
     })

@@ -21,11 +21,11 @@ pub struct HPlan {
 impl HPlan {
     /// The plan for `loras` over `n_layer` blocks: the sites with one adapter (a site of
     /// several keeps its first-product dispatch), when at least two are (`None` otherwise,
-    /// or with `RWKV_LORA_HPROD=0`).
+    /// or with `RWKV_LORA_HPROD=0`: `Tuning::lora_hprod`).
     ///
     /// Errors: as [`h_sets`].
     pub fn new(gpu: &GpuContext, loras: &ActiveLoras, n_layer: usize) -> Result<Option<Self>> {
-        if std::env::var("RWKV_LORA_HPROD").is_ok_and(|v| v == "0") {
+        if !gpu.tuning.lora_hprod {
             return Ok(None);
         }
         let mut order = Vec::new();

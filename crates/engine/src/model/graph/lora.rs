@@ -8,7 +8,7 @@ use super::group::{push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::error::{EngineError, Result};
 use crate::ops::matmul::{
-    hprod_spin, lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs, MatmulArgs,
+    lora_in_tiles, matmul, matmul_split, matvec_hprod, Act, HProd, LoraArgs, MatmulArgs,
 };
 use crate::ops::{Count, GpuMatrix, Node, Small};
 
@@ -84,7 +84,7 @@ impl<'a> Blocks<'a> {
             sync: &plan.sets,
             set,
             reset,
-            spin: hprod_spin(),
+            spin: self.cx.gpu.tuning.hprod_spin,
         };
         let one = matvec_hprod(self.cx, name, Some(l), m, v, self.act, with, &hp)?;
         set_one_token(node, one)

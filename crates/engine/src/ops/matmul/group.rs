@@ -5,22 +5,22 @@
 //! 2.9B at 512 tokens: 16–36 µs each, 15 % of the pass with their reduce steps), and
 //! together they fill the GPU once.
 
-use super::{coop_tile, MatmulArgs, Params, SMALL_T};
+use super::{coop_pf2, coop_tile, CoopSpec, MatmulArgs, Params, ReduceSpec, SMALL_T};
 use crate::error::Result;
-use crate::gpu::pipeline::{gpu_native, PipelineKey};
+use crate::ops::decode::gpu_native;
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
 
 /// Products one grouped dispatch takes (the shaders' `Group` table).
 pub const MAX_GROUP: usize = 8;
 
-/// Mirrors `struct Group` in `GROUP_ON` (gpu/pipeline.rs).
+/// Mirrors `struct Group` of `shaders/product/group.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Group {
-    nseg: u32,
-    _g: [u32; 3],
-    wg0: [u32; MAX_GROUP],
-    seg: [Params; MAX_GROUP],
+pub(crate) struct Group {
+    pub(crate) nseg: u32,
+    pub(crate) _g: [u32; 3],
+    pub(crate) wg0: [u32; MAX_GROUP],
+    pub(crate) seg: [Params; MAX_GROUP],
 }
 
 /// One product of a [`matmul_group`]: its matrix, where it reads and writes, and its k
@@ -42,7 +42,7 @@ pub fn tile_groupable(cx: &Ctx, items: &[GroupItem]) -> bool {
         return false;
     };
     let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
-    let tile = |m: &GpuMatrix| coop_tile(m.n_out as u32, wg_bytes);
+    let tile = |m: &GpuMatrix| coop_tile(&cx.gpu.tuning, m.n_out as u32, wg_bytes);
     let (lo, hi) = span(items);
     cx.gpu.features.coopmat
         && (2..=MAX_GROUP).contains(&items.len())
@@ -82,6 +82,61 @@ fn span(items: &[GroupItem]) -> (u64, u64) {
     (lo, hi.max(lo))
 }
 
+/// A group's table and totals: workgroups (x), rows, f32 of k slices, the LoRA weights
+/// its terms read.
+struct Table<'a> {
+    group: Group,
+    wgs: u32,
+    rows: u32,
+    part: u64,
+    lora: Option<&'a wgpu::Buffer>,
+}
+
+/// The [`Group`] table of `items` (tiles of `bn` rows; W offsets from `lo`; each split
+/// item's slices after the previous ones', `ks × t_cap × N` f32 each).
+///
+/// Errors: as [`MatmulArgs::lora_fields`].
+fn table<'a>(
+    cx: &Ctx<'a>,
+    op: &'static str,
+    items: &[GroupItem],
+    bn: u32,
+    t_cap: usize,
+    lo: u64,
+) -> Result<Table<'a>> {
+    let split = items.first().is_some_and(|it| it.ks > 1);
+    let mut t = Table {
+        group: Group {
+            nseg: items.len() as u32,
+            _g: [0; 3],
+            wg0: [0; MAX_GROUP],
+            seg: [bytemuck::Zeroable::zeroed(); MAX_GROUP],
+        },
+        wgs: 0,
+        rows: 0,
+        part: 0,
+        lora: None,
+    };
+    for (i, it) in items.iter().enumerate() {
+        let (m, a) = (it.m, &it.args);
+        let ks = it.ks.max(1);
+        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
+        t.lora = t.lora.or(buf);
+        t.group.wg0[i] = t.wgs;
+        t.wgs += (m.n_out as u32).div_ceil(bn) * ks;
+        t.rows += m.n_out as u32;
+        t.group.seg[i] = Params {
+            part_off: t.part as u32,
+            w_off: (m.offset - lo) as u32,
+            ..Params::of(m, a, scale, lf, ks)
+        };
+        if split {
+            t.part += u64::from(ks) * (t_cap * m.n_out) as u64;
+        }
+    }
+    Ok(t)
+}
+
 /// `y_i (+)= act_i(W_i x_i + bias_i)` for every item, as one tensor-core dispatch (passes
 /// of more than [`SMALL_T`] tokens; smaller ones dispatch nothing — the products' own
 /// decode variants serve them) and, when the items are split, one reduce step over all
@@ -111,59 +166,33 @@ pub fn matmul_group<'a>(
     }
     let first = items[0].m;
     let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
-    let (bm, bn, wm) = coop_tile(first.n_out as u32, wg_bytes);
+    let (bm, bn, wm) = coop_tile(&cx.gpu.tuning, first.n_out as u32, wg_bytes);
     let split = items[0].ks > 1;
     let (lo, hi) = span(items);
-    let mut g = Group {
-        nseg: items.len() as u32,
-        _g: [0; 3],
-        wg0: [0; MAX_GROUP],
-        seg: [bytemuck::Zeroable::zeroed(); MAX_GROUP],
-    };
-    let mut wg = 0u32;
-    let mut part = 0u64;
-    let mut rows = 0u32;
-    let mut lora_buf = None;
-    for (i, it) in items.iter().enumerate() {
-        let (m, a) = (it.m, &it.args);
-        let ks = it.ks.max(1);
-        let (scale, lf, buf) = a.lora_fields(cx, op, m)?;
-        lora_buf = lora_buf.or(buf);
-        g.wg0[i] = wg;
-        wg += (m.n_out as u32).div_ceil(bn) * ks;
-        rows += m.n_out as u32;
-        g.seg[i] = Params {
-            part_off: part as u32,
-            w_off: (m.offset - lo) as u32,
-            ..Params::of(m, a, scale, lf, ks)
-        };
-        if split {
-            part += u64::from(ks) * (t_cap * m.n_out) as u64;
-        }
-    }
-    if part * 4 > scratch.size() || part > u64::from(u32::MAX) {
+    let t = table(cx, op, items, bn, t_cap, lo)?;
+    if t.part * 4 > scratch.size() || t.part > u64::from(u32::MAX) {
         return Err(op_err(
             op,
             format!(
                 "slices of {} f32 beyond the {}-byte scratch",
-                part,
+                t.part,
                 scratch.size()
             ),
         ));
     }
+    let (g, wg, rows, lora_buf) = (t.group, t.wgs, t.rows, t.lora);
     let w = buffer_range(&first.buffer, (lo, hi));
-    let mut key = PipelineKey {
-        op: "matmul_coop",
-        dtype: Some(first.dtype),
-        spec: vec![
-            ("OUT_SEP", 0),
-            ("BM", bm),
-            ("BN", bn),
-            ("WM", wm),
-            ("KSPLIT", if split { 2 } else { 1 }),
-            ("W16", u32::from(first.dtype == crate::DType::F16)),
-            ("GROUP", 1),
-        ],
+    let mut spec = CoopSpec {
+        dtype: first.dtype,
+        logits: false,
+        bm,
+        bn,
+        wm,
+        // More than 1: the products are split (each by its own Params' ksplit).
+        ksplit: if split { 2 } else { 1 },
+        pf2: coop_pf2(&cx.gpu.tuning, first.dtype, bm),
+        lora: false,
+        group: true,
     };
     let mut res = vec![
         (2, w.clone()),
@@ -176,13 +205,13 @@ pub fn matmul_group<'a>(
     }
     if let Some(b) = lora_buf {
         // `B h` as extra k-steps of each product's last slice.
-        key.spec.push(("LORA", 1));
+        spec.lora = true;
         res.push((7, b.as_entire_binding()));
     }
     let mut node = cx.node_at(
         op,
         layer,
-        &key,
+        &spec,
         &g,
         res,
         Grid::Tiles {
@@ -198,15 +227,13 @@ pub fn matmul_group<'a>(
     };
     node.small = Some(decode(&node));
     let reduce = if split {
-        let rk = PipelineKey {
-            op: "matmul_reduce",
-            dtype: None,
-            spec: vec![("KSPLIT", 2), ("GROUP", 1)],
-        };
         let mut r = cx.node_at(
             "matmul_reduce",
             layer,
-            &rk,
+            &ReduceSpec {
+                ksplit: 2,
+                group: true,
+            },
             &g,
             vec![
                 (2, scratch.as_entire_binding()),

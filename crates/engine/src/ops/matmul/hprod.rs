@@ -6,11 +6,10 @@
 
 use crate::error::Result;
 use crate::gpu::buffer;
-use crate::gpu::pipeline::PipelineKey;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 use crate::DType;
 
-use super::{matvec_lanes, row_sum_mode, MatmulArgs, Params};
+use super::{matvec_lanes, mv_unroll, row_sum_mode, MatmulArgs, MatvecLora, MatvecSpec, Params};
 
 /// The value of an h slot that holds nothing yet (as the shader's `H_EMPTY`).
 const H_EMPTY: u32 = u32::MAX;
@@ -27,21 +26,11 @@ pub struct HProd<'a> {
     pub set: usize,
     /// The set this product empties for the next such product of the pass (u32 offset).
     pub reset: usize,
-    /// Polls of an h value before a lane computes it itself.
+    /// Polls of an h value before a lane computes it itself (`RWKV_HPROD_SPIN`:
+    /// [`crate::gpu::Tuning::hprod_spin`], default
+    /// [`crate::gpu::tuning::DEFAULT_HPROD_SPIN`]; 0: every lane that finds nothing
+    /// computes its values).
     pub spin: u32,
-}
-
-/// Polls of an unpublished h value before a lane computes it itself (`RWKV_HPROD_SPIN`
-/// overrides; 0: every lane that finds nothing computes its values). A poll is an L2 round
-/// trip on a GPU (≈ 0.5 µs; the first workgroups publish h within a few µs of the
-/// dispatch's start), so 4,096 bounds a wait at a few ms. Mesa's lavapipe, which does not
-/// start workgroups in order, cuts loops of more than ≈ 32k iterations short (outputs
-/// then go missing): keep it well below that.
-pub fn hprod_spin() -> u32 {
-    std::env::var("RWKV_HPROD_SPIN")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4096)
 }
 
 /// A buffer of `slots` h slots, all empty.
@@ -52,19 +41,19 @@ pub fn h_sets(gpu: &crate::gpu::GpuContext, slots: usize) -> Result<wgpu::Buffer
     buffer::storage_init(gpu, "LoRA h sets", bytemuck::cast_slice(&empty))
 }
 
-/// Params of the kernel: the product's, then the first product's (`HP_FIELDS` of
-/// gpu/pipeline.rs).
+/// Params of the kernel: the product's, then the first product's (mirrored by `Params`
+/// of `shaders/matvec/params_hprod.wgsl`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct HParams {
-    base: Params,
-    hp_wgs: u32,
-    hp_rows: u32,
-    hp_set: u32,
-    hp_reset: u32,
-    hp_scale: f32,
-    hp_spin: u32,
-    _p: [u32; 2],
+pub(crate) struct HParams {
+    pub(crate) base: Params,
+    pub(crate) hp_wgs: u32,
+    pub(crate) hp_rows: u32,
+    pub(crate) hp_set: u32,
+    pub(crate) hp_reset: u32,
+    pub(crate) hp_scale: f32,
+    pub(crate) hp_spin: u32,
+    pub(crate) _p: [u32; 2],
 }
 
 /// The one-token node of `m`'s product with arguments `a` (whose LoRA term `a.lora` reads
@@ -128,18 +117,15 @@ pub fn matvec_hprod(
         hp_spin: hp.spin,
         _p: [0; 2],
     };
-    let lanes = matvec_lanes(m);
-    let key = PipelineKey {
-        op: "matvec",
-        dtype: Some(m.dtype),
-        spec: vec![
-            ("OUT_SEP", 0),
-            ("LANES", lanes),
-            ("SG", row_sum_mode(cx, lanes)),
-            ("LORA", 1),
-            ("NT1", 1),
-            ("HPROD", 1),
-        ],
+    let lanes = matvec_lanes(&cx.gpu.tuning, m);
+    let spec = MatvecSpec {
+        dtype: m.dtype,
+        logits: false,
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        one_token: true,
+        lora: MatvecLora::MakesH,
+        unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
     };
     let res = vec![
         (2, m.binding()),
@@ -155,7 +141,7 @@ pub fn matvec_hprod(
         count: Count::Tokens,
         per_y: 4,
     };
-    cx.node_at(op, layer, &key, &p, res, grid)
+    cx.node_at(op, layer, &spec, &p, res, grid)
 }
 
 #[cfg(test)]
@@ -174,7 +160,7 @@ mod tests {
     /// (lanes that find nothing compute h themselves).
     #[test]
     fn makes_its_own_h_pass_after_pass() {
-        for spin in [hprod_spin(), 0] {
+        for spin in [crate::gpu::tuning::DEFAULT_HPROD_SPIN, 0] {
             for dtype in [DType::F16, DType::Q4_K] {
                 passes(dtype, spin);
             }

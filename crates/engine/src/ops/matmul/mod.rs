@@ -1,23 +1,36 @@
-//! Matrix products with weights in their file encoding: `shaders/matmul.wgsl` (tiled,
-//! T > [`SMALL_T`]) and `shaders/matvec.wgsl` (T ≤ [`SMALL_T`], decode). One node holds both
-//! variants; the pass picks by its token count. Tile shapes and k slices: `tiles.rs`.
+//! Matrix products with weights in their file encoding: tiles for T > [`SMALL_T`] — on
+//! tensor cores where the adapter has them (`coop.rs`, `shaders/matmul_coop.wgsl`, with
+//! the reduce step of its k slices), portable ones elsewhere (`tiled.rs`,
+//! `shaders/matmul.wgsl`) — and matrix × vector for T ≤ [`SMALL_T`], decode (`matvec.rs`,
+//! `shaders/matvec.wgsl`). One node holds both variants; the pass picks by its token
+//! count. Each kernel's spec (its pipeline key and WGSL) sits in its file; tile shapes and
+//! k slices: `tiles.rs`.
 
+mod coop;
 mod group;
 mod hprod;
+mod matvec;
+mod tiled;
 mod tiles;
 mod waves;
 
+pub use coop::{CoopSpec, ReduceSpec};
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
-pub use hprod::{h_sets, hprod_spin, matvec_hprod, HProd};
+pub use hprod::{h_sets, matvec_hprod, HProd};
+pub(crate) use matvec::{matvec_lanes, mv_lanes, row_sum_mode, step_file};
+pub use matvec::{MatvecLora, MatvecSpec, RowSum};
+pub use tiled::MatmulSpec;
 pub use waves::{matmul_waves, waves_plan};
+#[cfg(test)]
+pub(crate) use {group::Group, hprod::HParams};
 
 use tiles::coop_tile;
-pub(crate) use tiles::matvec_step;
 pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
+pub(crate) use tiles::{coop_pf2, matvec_step, mv_unroll};
 
 use crate::error::Result;
-use crate::gpu::pipeline::{gpu_native, PipelineKey};
-use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
+use crate::ops::decode::gpu_native;
+use crate::ops::{op_err, Count, Ctx, GpuMatrix, Node, Small};
 
 /// Passes with at most this many rows use the matrix × vector kernel.
 pub const SMALL_T: u32 = 8;
@@ -37,31 +50,32 @@ pub enum Act {
     ReluSq = 3,
 }
 
+/// The parameters of one product, mirrored by `Params` in `shaders/product/params.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    k: u32,
-    n: u32,
-    row0: u32,
-    row_bytes: u32,
-    x_off: u32,
-    x_stride: u32,
-    y_off: u32,
-    y_stride: u32,
-    act: u32,
-    accumulate: u32,
-    bias_off: u32,
-    rows_sel: u32,
-    scale: f32,
-    lora_rank: u32,
-    lora_h: u32,
-    lora_stride: u32,
-    lora_b: u32,
+pub(crate) struct Params {
+    pub(crate) k: u32,
+    pub(crate) n: u32,
+    pub(crate) row0: u32,
+    pub(crate) row_bytes: u32,
+    pub(crate) x_off: u32,
+    pub(crate) x_stride: u32,
+    pub(crate) y_off: u32,
+    pub(crate) y_stride: u32,
+    pub(crate) act: u32,
+    pub(crate) accumulate: u32,
+    pub(crate) bias_off: u32,
+    pub(crate) rows_sel: u32,
+    pub(crate) scale: f32,
+    pub(crate) lora_rank: u32,
+    pub(crate) lora_h: u32,
+    pub(crate) lora_stride: u32,
+    pub(crate) lora_b: u32,
     /// k slices, the scratch offset of this product's slices and W's byte offset in its
     /// binding: read by the grouped kernels only (`group.rs`).
-    ksplit: u32,
-    part_off: u32,
-    w_off: u32,
+    pub(crate) ksplit: u32,
+    pub(crate) part_off: u32,
+    pub(crate) w_off: u32,
 }
 
 impl Params {
@@ -220,6 +234,31 @@ pub fn matmul_split(
     Ok((node, reduce))
 }
 
+/// The buffers a product binds: W (its range of a possibly shared buffer), the bias
+/// vectors, the activations, the logits (`out`) and the LoRA `B` blocks.
+#[derive(Clone, Copy)]
+pub(crate) struct Operands<'a> {
+    pub m: &'a GpuMatrix,
+    pub vecs: &'a wgpu::Buffer,
+    pub act: &'a wgpu::Buffer,
+    pub out: Option<&'a wgpu::Buffer>,
+    pub lora: Option<&'a wgpu::Buffer>,
+}
+
+/// `resources` at bindings 2, 3, ….
+pub(crate) fn numbered(
+    resources: Vec<wgpu::BindingResource<'_>>,
+) -> Vec<(u32, wgpu::BindingResource<'_>)> {
+    resources
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (2 + i as u32, r))
+        .collect()
+}
+
+/// The product node (tensor-core tiles where the adapter has them, the portable tiles
+/// otherwise), its matrix × vector variants for passes of at most `SMALL_T` tokens (or of
+/// any size, for small matrices), and with `split` the reduce step of its k slices.
 #[allow(clippy::too_many_arguments)]
 fn build<'a>(
     cx: &Ctx<'a>,
@@ -244,158 +283,23 @@ fn build<'a>(
             format!("{}: {} is not read by the GPU kernels", m.name, m.dtype),
         ));
     }
-    let (scale, lf, lora_buf) = a.lora_fields(cx, op, m)?;
+    let (scale, lf, lora) = a.lora_fields(cx, op, m)?;
     let p = Params::of(m, a, scale, lf, split.map_or(1, |s| s.1.max(1)));
-    if lora_buf.is_some() && out.is_some() {
+    if lora.is_some() && out.is_some() {
         return Err(op_err(op, format!("{}: a LoRA term on the logits", m.name)));
     }
-    // Bindings 2.. in order (the matrix × vector variant: then the LoRA weights at 7).
-    let numbered = |r: Vec<wgpu::BindingResource<'a>>| -> Vec<(u32, wgpu::BindingResource<'a>)> {
-        r.into_iter()
-            .enumerate()
-            .map(|(i, r)| (2 + i as u32, r))
-            .collect()
+    let o = Operands {
+        m,
+        vecs,
+        act,
+        out,
+        lora,
     };
-    let sep = u32::from(out.is_some());
-    // Bindings 2.. : W (its range of a possibly shared buffer), vecs, act, [logits].
-    let bind = |with_w4: bool| {
-        let mut r = vec![
-            m.binding(),
-            vecs.as_entire_binding(),
-            act.as_entire_binding(),
-        ];
-        if with_w4 {
-            r.push(m.binding());
-        }
-        if let Some(o) = out {
-            r.push(o.as_entire_binding());
-        }
-        r
-    };
-    let key = |op| PipelineKey {
-        op,
-        dtype: Some(m.dtype),
-        spec: vec![("OUT_SEP", sep)],
-    };
-    let n_out = m.n_out as u32;
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
-    let mut reduce = None;
-    let mut lora_res = None;
-    let mut node = if cx.gpu.features.coopmat {
-        // Tensor cores where the adapter has them; tiles of BM tokens × BN rows.
-        let (bm, bn, wm) = coop_tile(n_out, cx.gpu.limits.max_compute_workgroup_storage_size);
-        let ks = split.map_or(1, |s| s.1);
-        let mut k = key("matmul_coop");
-        let w16 = u32::from(m.dtype == crate::DType::F16);
-        k.spec.extend([
-            ("BM", bm),
-            ("BN", bn),
-            ("WM", wm),
-            ("KSPLIT", ks),
-            ("W16", w16),
-        ]);
-        // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
-        let mut res = vec![
-            m.binding(),
-            vecs.as_entire_binding(),
-            act.as_entire_binding(),
-            m.binding(),
-        ];
-        if let Some(o) = out {
-            res.push(o.as_entire_binding());
-        }
-        if let (Some(b), Some(l)) = (lora_buf, a.lora) {
-            // `B h` as extra k-steps: h rows and B blocks in whole 16-byte loads.
-            if l.rank % 32 != 0 || l.h_off % 4 != 0 || l.h_stride % 4 != 0 || l.b_off % 8 != 0 {
-                return Err(op_err(
-                    op,
-                    format!(
-                        "{}: LoRA term not aligned for the tensor-core tiles",
-                        m.name
-                    ),
-                ));
-            }
-            k.spec.push(("LORA", 1));
-            lora_res = Some((7, b.as_entire_binding()));
-        }
-        if let Some((scratch, ks)) = split {
-            res.push(scratch.as_entire_binding());
-            let rk = PipelineKey {
-                op: "matmul_reduce",
-                dtype: None,
-                spec: vec![("KSPLIT", ks)],
-            };
-            reduce = Some(cx.node_at(
-                "matmul_reduce",
-                layer,
-                &rk,
-                &p,
-                numbered(vec![
-                    scratch.as_entire_binding(),
-                    vecs.as_entire_binding(),
-                    act.as_entire_binding(),
-                ]),
-                Grid::Linear {
-                    count: a.rows,
-                    per: n_out,
-                    wg_size: 256,
-                },
-            )?);
-        }
-        let mut res = numbered(res);
-        res.extend(lora_res);
-        cx.node_at(
-            op,
-            layer,
-            &k,
-            &p,
-            res,
-            Grid::Tiles {
-                x: n_out.div_ceil(bn) * ks,
-                count: a.rows,
-                per_y: bm,
-            },
-        )?
+    let (mut node, mut reduce) = if cx.gpu.features.coopmat {
+        coop::product(cx, op, layer, &o, a, &p, split)?
     } else {
-        cx.node_at(
-            op,
-            layer,
-            &key("matmul"),
-            &p,
-            numbered(bind(false)),
-            Grid::Tiles {
-                x: n_out.div_ceil(64),
-                count: a.rows,
-                per_y: 64,
-            },
-        )?
-    };
-    // matvec: LANES lanes per row, each taking steps of `matvec_step(dtype)` weights.
-    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
-        return Err(op_err(
-            op,
-            format!("{}: x offset/stride not multiples of 4", m.name),
-        ));
-    }
-    let lanes = matvec_lanes(m);
-    let mut mk = PipelineKey {
-        op: "matvec",
-        dtype: Some(m.dtype),
-        spec: vec![
-            ("OUT_SEP", sep),
-            ("LANES", lanes),
-            ("SG", row_sum_mode(cx, lanes)),
-        ],
-    };
-    let mut mv_res = numbered(bind(true));
-    if let Some(b) = lora_buf {
-        mk.spec.push(("LORA", 1));
-        mv_res.push((7, b.as_entire_binding()));
-    }
-    let grid = Grid::Tiles {
-        x: n_out.div_ceil(256 / lanes),
-        count: a.rows,
-        per_y: 4,
+        (tiled::product(cx, op, layer, &o, a, &p)?, None)
     };
     // The matrix × vector kernel reads W once per 4 tokens: for the first products of
     // the low-rank chains (few rows, in cache) that beats the tiles at every T (H100:
@@ -408,21 +312,7 @@ fn build<'a>(
     } else {
         SMALL_T
     };
-    // The variant for 2–8 tokens compiles late where only such passes take it.
-    let mut small = if max_t == SMALL_T {
-        cx.node_at_late(op, layer, &mk, &p, mv_res.clone(), grid)?
-    } else {
-        cx.node_at(op, layer, &mk, &p, mv_res.clone(), grid)?
-    };
-    // A pass of one token (a single chat's decode step): the kernel compiled for exactly
-    // one, without the registers of the other three.
-    mk.spec.push(("NT1", 1));
-    let one = cx.node_at(op, layer, &mk, &p, mv_res, grid)?;
-    small.small = Some(Small {
-        count: a.rows,
-        max: 1,
-        node: Box::new(one),
-    });
+    let small = matvec::product(cx, op, layer, &o, a, &p, max_t)?;
     node.small = Some(Small {
         count: a.rows,
         max: max_t,
@@ -444,43 +334,6 @@ fn build<'a>(
 /// product of its own.
 pub fn lora_in_tiles(gpu: &crate::gpu::GpuContext) -> bool {
     gpu.features.coopmat
-}
-
-/// How the matrix × vector kernels sum a row's `lanes` lanes (the `SG` specialisation):
-/// 1, subgroup shuffles (a subgroup holds whole rows); 2, shuffles within 32 lanes then
-/// workgroup memory (rows wider than 32 lanes, subgroups of at least 32); 0, a tree in
-/// workgroup memory.
-pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> u32 {
-    let f = &cx.gpu.features;
-    if !f.subgroup {
-        0
-    } else if f.subgroup_min_size >= lanes {
-        1
-    } else if f.subgroup_min_size >= 32 && lanes % 32 == 0 {
-        2
-    } else {
-        0
-    }
-}
-
-/// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
-/// a power of two) overrides it for tuning runs.
-pub(crate) fn matvec_lanes(m: &GpuMatrix) -> u32 {
-    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
-    std::env::var("RWKV_MV_LANES")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|l| l.is_power_of_two() && (4..=32).contains(l))
-        .unwrap_or_else(|| mv_lanes(steps, m.n_out))
-}
-
-/// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,
-/// up to a subgroup (32) — and up to the whole workgroup (256, the rows summed in
-/// workgroup memory) for matrices of at most 128 rows (the low-rank first products), whose
-/// few rows would otherwise leave most SMs idle.
-pub(crate) fn mv_lanes(steps: u32, n_out: usize) -> u32 {
-    let most = if n_out <= 128 { 256 } else { 32 };
-    steps.next_power_of_two().clamp(4, most)
 }
 
 /// CPU reference: `y[t, r] = act(Σ_k W[r, k] x[t, k] + bias[r])` with `W` decoded to f32

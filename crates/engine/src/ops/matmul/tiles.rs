@@ -1,6 +1,8 @@
 //! Shapes of the matrix kernels: the tensor-core tiles, k slices and the matrix × vector
 //! step per encoding.
 
+use crate::gpu::Tuning;
+
 /// Tile shapes of `matmul_coop`: (BM tokens, BN rows, WM tokens per subgroup).
 pub const COOP_TILES: [(u32, u32, u32); 3] = [(128, 128, 64), (64, 128, 32), (32, 64, 32)];
 
@@ -15,13 +17,11 @@ pub fn coop_tile_bytes((bm, bn, wm): (u32, u32, u32)) -> u32 {
 /// tile load grow with its block, so the largest tile that fits wins for the N = C and
 /// N = 4C products (the 128 × 128 block with 64 × 32 per subgroup is what reached
 /// 118–144 TFLOP/s on an H100 in ../shared/anchor/wgpu-coopmat-probe); 32 × 64 for the
-/// low-rank products. `RWKV_COOP_TILE=BMxBN` (one of `COOP_TILES`) overrides it for
-/// tuning runs.
-pub(super) fn coop_tile(n: u32, wg_bytes: u32) -> (u32, u32, u32) {
+/// low-rank products. `RWKV_COOP_TILE=BMxBN` ([`Tuning::coop_tile`], one of `COOP_TILES`)
+/// overrides it for tuning runs.
+pub(super) fn coop_tile(tuning: &Tuning, n: u32, wg_bytes: u32) -> (u32, u32, u32) {
     let fits = |t: &&(u32, u32, u32)| coop_tile_bytes(**t) <= wg_bytes;
-    let forced = std::env::var("RWKV_COOP_TILE").ok().and_then(|v| {
-        let (m, n) = v.split_once('x')?;
-        let (m, n): (u32, u32) = (m.parse().ok()?, n.parse().ok()?);
+    let forced = tuning.coop_tile.and_then(|(m, n)| {
         COOP_TILES
             .iter()
             .filter(fits)
@@ -51,17 +51,12 @@ const SPLIT_TARGET_WGS: usize = 256;
 /// split much finer, slices of 8 steps, up to 16 (H100: a 64-row first product with k =
 /// 10240 took 75 µs in 4 slices of 80 steps). Wider products are not split (their scratch
 /// would be 4 × C wide; 2 slices of the 10240-row key gave ≤ 2 %). The graph bounds it by
-/// its scratch. `RWKV_KSPLIT_WIDE` / `RWKV_KSPLIT_C` (1–8) override the wide and the C-row
-/// products' slices for tuning runs.
-pub fn coop_ksplit(n: usize, k: usize, t_cap: usize) -> u32 {
-    let forced = |var: &str| {
-        std::env::var(var)
-            .ok()
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|s| (1..=8).contains(s) && k as u32 / 32 >= *s)
-    };
+/// its scratch. `RWKV_KSPLIT_WIDE` / `RWKV_KSPLIT_C` (1–8; [`Tuning::ksplit_wide`],
+/// [`Tuning::ksplit_c`]) override the wide and the C-row products' slices for tuning runs.
+pub fn coop_ksplit(tuning: &Tuning, n: usize, k: usize, t_cap: usize) -> u32 {
+    let forced = |knob: Option<u32>| knob.filter(|s| k as u32 / 32 >= *s);
     if n > 4096 {
-        return forced("RWKV_KSPLIT_WIDE").unwrap_or(1);
+        return forced(tuning.ksplit_wide).unwrap_or(1);
     }
     if n < 1024 {
         return (k / 256).clamp(1, 16) as u32;
@@ -69,7 +64,7 @@ pub fn coop_ksplit(n: usize, k: usize, t_cap: usize) -> u32 {
     let tiles = n.div_ceil(128) * t_cap.div_ceil(128);
     let by_wave = (SPLIT_TARGET_WGS / tiles.max(1)).max(1);
     let by_k = (k / (16 * 32)).max(1);
-    forced("RWKV_KSPLIT_C").unwrap_or(by_wave.min(by_k).min(8) as u32)
+    forced(tuning.ksplit_c).unwrap_or(by_wave.min(by_k).min(8) as u32)
 }
 
 /// The wave split of a wide tensor-core product (`n` > 4096 rows, depth `k`, at `t_cap`
@@ -79,9 +74,15 @@ pub fn coop_ksplit(n: usize, k: usize, t_cap: usize) -> u32 {
 /// of 32) that make about one more wave of short workgroups (`matmul_waves`). On an H100
 /// at 512 tokens the 10240-row channel-mix key has 320 tiles for 264 slots (two tiles an
 /// SM): the second wave, 21 % full, takes as long as the first. `None` otherwise, or
-/// with `RWKV_WAVES=0` (A/B runs).
-pub fn coop_waves(n: usize, k: usize, t_cap: usize, (bm, bn): (u32, u32)) -> Option<(usize, u32)> {
-    if n <= 4096 || std::env::var("RWKV_WAVES").is_ok_and(|v| v == "0") {
+/// with `RWKV_WAVES=0` ([`Tuning::waves`], A/B runs).
+pub fn coop_waves(
+    tuning: &Tuning,
+    n: usize,
+    k: usize,
+    t_cap: usize,
+    (bm, bn): (u32, u32),
+) -> Option<(usize, u32)> {
+    if n <= 4096 || !tuning.waves {
         return None;
     }
     let (bm, bn) = (bm as usize, bn as usize);
@@ -95,6 +96,29 @@ pub fn coop_waves(n: usize, k: usize, t_cap: usize, (bm, bn): (u32, u32)) -> Opt
     let tail = (row_tiles - head) * token_tiles;
     let ks = (SPLIT_TARGET_WGS / tail).min(8).min(k / (16 * 32));
     (ks >= 2).then_some((head * bn, ks as u32))
+}
+
+/// Steps a lane of the matrix × vector kernels issues together (`UNR`): 2 for float
+/// weights, 1 for block-quantized ones, or `RWKV_MV_UNROLL` ([`Tuning::mv_unroll`]) for
+/// tuning runs. H100, same machine, decode tok/s at 1 / 2: 2.9B F16 227.6 / 243.6, 0.1B
+/// F16 1,093 / 1,111; 2.9B Q4_K 255.9 / 250.7 (4: 221.5), 0.1B Q4_K 1,058 / 1,021 — a
+/// quantized step holds more registers, and more steps in flight cost it more occupancy
+/// than they hide.
+pub(crate) fn mv_unroll(tuning: &Tuning, dtype: crate::DType) -> u32 {
+    let float = matches!(
+        dtype,
+        crate::DType::F16 | crate::DType::F32 | crate::DType::BF16
+    );
+    tuning.mv_unroll.unwrap_or(if float { 2 } else { 1 })
+}
+
+/// Whether a tensor-core tile loads two steps ahead (`PF2`, see shaders/matmul_coop.wgsl):
+/// for F16 weights in 128-token tiles, or as `RWKV_COOP_PF2=0|1` ([`Tuning::coop_pf2`])
+/// forces it (A/B runs).
+pub(crate) fn coop_pf2(tuning: &Tuning, dtype: crate::DType, bm: u32) -> bool {
+    tuning
+        .coop_pf2
+        .unwrap_or(dtype == crate::DType::F16 && bm == 128)
 }
 
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in

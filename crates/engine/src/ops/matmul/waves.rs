@@ -51,8 +51,12 @@ pub fn waves_plan(
     if !gpu.features.coopmat {
         return None;
     }
-    let (bm, bn, _) = coop_tile(n as u32, gpu.limits.max_compute_workgroup_storage_size);
-    let (head, ks) = coop_waves(n, k, t_cap, (bm, bn))?;
+    let (bm, bn, _) = coop_tile(
+        &gpu.tuning,
+        n as u32,
+        gpu.limits.max_compute_workgroup_storage_size,
+    );
+    let (head, ks) = coop_waves(&gpu.tuning, n, k, t_cap, (bm, bn))?;
     Some((head, ks, ks as usize * t_cap * (n - head)))
 }
 
@@ -110,22 +114,35 @@ mod tests {
     /// slices; products that fill their waves, narrow ones and short ones stay whole.
     #[test]
     fn waves_split_only_a_mostly_empty_last_wave() {
-        assert_eq!(coop_waves(10240, 2560, 512, (128, 128)), Some((8192, 4)));
+        let t = crate::gpu::Tuning::default();
+        assert_eq!(
+            coop_waves(&t, 10240, 2560, 512, (128, 128)),
+            Some((8192, 4))
+        );
         // 16384 rows at 512 tokens: exactly two waves.
-        assert_eq!(coop_waves(16384, 4096, 512, (128, 128)), None);
+        assert_eq!(coop_waves(&t, 16384, 4096, 512, (128, 128)), None);
         // 3 × 80 tiles: one wave.
-        assert_eq!(coop_waves(10240, 2560, 384, (128, 128)), None);
-        assert_eq!(coop_waves(4096, 2560, 512, (128, 128)), None);
+        assert_eq!(coop_waves(&t, 10240, 2560, 384, (128, 128)), None);
+        assert_eq!(coop_waves(&t, 4096, 2560, 512, (128, 128)), None);
         // A last wave more than half full (33 × 4 tiles past two waves): no gain worth the
         // scratch; 8 × 4 past them: 5 slices (k / 512).
-        assert_eq!(coop_waves(161 * 128, 2560, 512, (128, 128)), None);
+        assert_eq!(coop_waves(&t, 161 * 128, 2560, 512, (128, 128)), None);
         assert_eq!(
-            coop_waves(136 * 128, 2560, 512, (128, 128)),
+            coop_waves(&t, 136 * 128, 2560, 512, (128, 128)),
             Some((16384, 5))
         );
+        // Not with `RWKV_WAVES=0`.
+        let off = crate::gpu::Tuning {
+            waves: false,
+            ..t.clone()
+        };
+        assert_eq!(coop_waves(&off, 10240, 2560, 512, (128, 128)), None);
         // Slices of at least 16 steps of 32.
-        assert_eq!(coop_waves(10240, 1024, 512, (128, 128)), Some((8192, 2)));
-        assert_eq!(coop_waves(10240, 960, 512, (128, 128)), None);
+        assert_eq!(
+            coop_waves(&t, 10240, 1024, 512, (128, 128)),
+            Some((8192, 2))
+        );
+        assert_eq!(coop_waves(&t, 10240, 960, 512, (128, 128)), None);
     }
 
     /// A wide F16 product with relu² (and with a LoRA term, as the channel-mix key takes

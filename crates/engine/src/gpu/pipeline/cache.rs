@@ -3,21 +3,23 @@
 //! A pipeline's bind group layout is read from its WGSL source (the `@binding(n) var<…>`
 //! declarations, which every engine shader keeps in use), so the graph builder can create
 //! bind groups at once while the driver compiles the shaders on up to
-//! `RWKV_COMPILE_THREADS` (default: the CPU count, at most 16) worker threads. Compiling
-//! dominates a first run (NVIDIA's shader cache empty: ≈ 2.9 s for a 2.9B model's variants
-//! on one thread); the graph waits for every compile it needs ([`PipelineCache::finish`])
+//! `RWKV_COMPILE_THREADS` ([`Tuning::compile_threads`]; default: the CPU count, at most
+//! 16) worker threads. Compiling dominates a first run (NVIDIA's shader cache empty:
+//! ≈ 2.9 s for a 2.9B model's variants on one thread); the graph waits for every compile it needs ([`PipelineCache::finish`])
 //! before the model counts as ready. Variants only some passes use (the matrix × vector
 //! kernels for 2–8 tokens, beside the one-token ones a chat's decode takes) are *late*
 //! ([`PipelineCache::get_late`]): compiled after the others, not waited for at load; a
-//! pass that needs one first waits for its compile.
+//! pass that needs one first waits for its compile. The cache is keyed by the kernels'
+//! specs ([`KernelSpec`]), which hold everything that makes their source; it lives in
+//! memory, one per model graph (shader binaries are cached on disk by the driver).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::{AnySpec, KernelSpec, SpecKey};
 use crate::error::{EngineError, Result};
-use crate::gpu::pipeline::{shader_source, PipelineKey};
-use crate::gpu::GpuContext;
+use crate::gpu::{GpuContext, Tuning};
 
 /// A compute pipeline whose compilation may still be under way.
 pub struct Pipeline {
@@ -74,29 +76,26 @@ struct Job {
     unchecked: bool,
 }
 
-/// Pipelines by key; compiled once, on worker threads, shared afterwards.
+/// Pipelines by spec (of any kernel family); compiled once, on worker threads, shared
+/// afterwards.
 #[derive(Default)]
 pub struct PipelineCache {
-    map: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    map: Mutex<HashMap<SpecKey, Arc<Pipeline>>>,
     /// Compiles to do: `.0` first, then the late ones, `.1`.
     jobs: Arc<Mutex<(VecDeque<Job>, VecDeque<Job>)>>,
     workers: Arc<AtomicUsize>,
 }
 
-/// Worker threads for compiling: `RWKV_COMPILE_THREADS`, else the CPU count (≤ 16). H100
-/// machine of 16 CPUs, 2.9B Q4_K, first run: pipelines 620–690 ms on 16 threads against
-/// 750–795 on 8 (ready in 843–1003 against 995–1039 ms).
-fn max_workers() -> usize {
-    std::env::var("RWKV_COMPILE_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| n >= 1)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2)
-                .min(16)
-        })
+/// Worker threads for compiling: `RWKV_COMPILE_THREADS` ([`Tuning::compile_threads`]),
+/// else the CPU count (≤ 16). H100 machine of 16 CPUs, 2.9B Q4_K, first run: pipelines
+/// 620–690 ms on 16 threads against 750–795 on 8 (ready in 843–1003 against 995–1039 ms).
+fn max_workers(tuning: &Tuning) -> usize {
+    tuning.compile_threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .min(16)
+    })
 }
 
 /// The group-0 bindings a WGSL source declares: (binding, storage access) where access
@@ -131,24 +130,40 @@ pub fn declared_bindings(src: &str) -> Vec<(u32, Option<bool>)> {
 }
 
 impl PipelineCache {
-    /// The pipeline for `key`: its bind group layout at once, its compile queued on a
-    /// worker thread (or already done).
+    /// The pipeline for `spec`: its bind group layout at once, its compile queued on a
+    /// worker thread (or already done). Equal specs share one pipeline.
     ///
-    /// Errors: [`EngineError::Op`] for a key without a shader.
-    pub fn get(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<Pipeline>> {
-        self.get_as(ctx, key, false)
+    /// Errors: [`EngineError::Op`] for a spec without a shader.
+    pub fn get<S: KernelSpec>(&self, ctx: &GpuContext, spec: &S) -> Result<Arc<Pipeline>> {
+        self.get_as(ctx, spec, false)
     }
 
     /// [`PipelineCache::get`] for a variant the load need not wait for: compiled after
     /// every other queued one, outside [`PipelineCache::finish`] (unless `get` asks for the
-    /// same key too).
+    /// same spec too).
     ///
     /// Errors: as [`PipelineCache::get`].
-    pub fn get_late(&self, ctx: &GpuContext, key: &PipelineKey) -> Result<Arc<Pipeline>> {
-        self.get_as(ctx, key, true)
+    pub fn get_late<S: KernelSpec>(&self, ctx: &GpuContext, spec: &S) -> Result<Arc<Pipeline>> {
+        self.get_as(ctx, spec, true)
     }
 
-    fn get_as(&self, ctx: &GpuContext, key: &PipelineKey, late: bool) -> Result<Arc<Pipeline>> {
+    /// How many pipelines the cache holds (compiled or not).
+    pub fn len(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether the cache holds no pipeline.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get_as<S: KernelSpec>(
+        &self,
+        ctx: &GpuContext,
+        spec: &S,
+        late: bool,
+    ) -> Result<Arc<Pipeline>> {
+        let key: &dyn AnySpec = spec;
         if let Ok(map) = self.map.lock() {
             if let Some(p) = map.get(key) {
                 if !late {
@@ -157,12 +172,8 @@ impl PipelineCache {
                 return Ok(p.clone());
             }
         }
-        let src = shader_source(key)?;
-        let label = format!(
-            "{}{}",
-            key.op,
-            key.dtype.map(|d| format!("[{d}]")).unwrap_or_default()
-        );
+        let src = spec.source()?;
+        let label = spec.label();
         let entries: Vec<wgpu::BindGroupLayoutEntry> = declared_bindings(&src)
             .into_iter()
             .map(|(binding, access)| wgpu::BindGroupLayoutEntry {
@@ -200,21 +211,21 @@ impl PipelineCache {
             done: Condvar::new(),
         });
         if let Ok(mut map) = self.map.lock() {
-            // Another thread may have queued the same key meanwhile: keep the first.
+            // Another thread may have queued the same spec meanwhile: keep the first.
             if let Some(existing) = map.get(key) {
                 if !late {
                     existing.required.store(true, Ordering::SeqCst);
                 }
                 return Ok(existing.clone());
             }
-            map.insert(key.clone(), p.clone());
+            map.insert(SpecKey::new(spec), p.clone());
         }
         let job = Job {
             pipeline: p.clone(),
             device: ctx.device.clone(),
             layout: pipeline_layout,
             src,
-            unchecked: crate::gpu::pipeline::unchecked_ok(ctx),
+            unchecked: super::unchecked_ok(ctx),
         };
         if let Ok(mut q) = self.jobs.lock() {
             if late {
@@ -223,13 +234,12 @@ impl PipelineCache {
                 q.0.push_back(job);
             }
         }
-        self.spawn_worker();
+        self.spawn_worker(max_workers(&ctx.tuning));
         Ok(p)
     }
 
-    /// Starts a worker if fewer than [`max_workers`] are running.
-    fn spawn_worker(&self) {
-        let max = max_workers();
+    /// Starts a worker if fewer than `max` are running.
+    fn spawn_worker(&self, max: usize) {
         let running = self.workers.load(Ordering::SeqCst);
         if running >= max
             || self

@@ -1,10 +1,6 @@
-// Shared by the matrix-product kernels (matmul, matvec, matmul_coop, matmul_reduce):
-// their parameters (mirrored by `Params` in crates/engine/src/ops/matmul/mod.rs) and the
-// epilogue `finish` (scale, bias, then the activation) of output row r. The matrix ×
-// vector kernel of a product with LoRA adds `Σ_j B[r, j] h[t, j]` (`lora_sum`, the
-// low-rank second product of the active adapters, `h = s · A x` from an earlier
-// dispatch) to its raw sum before `finish`; larger passes add it with a product of
-// their own.
+// `Params` of product/params.wgsl with the fields of a one-token product that makes its
+// LoRA term's first product itself (`HPROD = 1`, matvec/lora_hprod.wgsl; mirrored by
+// `HParams` in crates/engine/src/ops/matmul/hprod.rs).
 
 struct Params {
     k: u32,           // K: input features (multiple of 32)
@@ -27,13 +23,12 @@ struct Params {
     ksplit: u32,      // k slices (grouped products; a single product's are KSPLIT)
     part_off: u32,    // f32 offset of this product's slices in the scratch (grouped)
     w_off: u32,       // byte offset of W in the weights binding (grouped)
-    /*HP_FIELDS*/
-}
-
-fn finish(v: f32, r: u32) -> f32 {
-    var y = v * p.scale;
-    if (p.bias_off != 0xffffffffu) {
-        y += vecs[p.bias_off + p.row0 + r];
-    }
-    return activation(y, p.act);
+    hp_wgs: u32,      // workgroups making h (one column each): the term's rank R₃₂
+    hp_rows: u32,     // rows of A (columns of h past them are 0)
+    hp_set: u32,      // u32 offset of this product's h set in `hs`
+    hp_reset: u32,    // u32 offset of the set this product empties for the next one
+    hp_scale: f32,    // the adapter's scale s: h = s · A x
+    hp_spin: u32,     // polls of an unpublished h value before a lane makes it itself
+    _hp0: u32,
+    _hp1: u32,
 }

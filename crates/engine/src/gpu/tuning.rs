@@ -1,0 +1,335 @@
+//! Every `RWKV_*` environment knob of the engine in one place: [`Tuning`], read once when a
+//! device opens ([`crate::gpu::GpuContext::new`]) and held by the context
+//! ([`crate::gpu::GpuContext::tuning`]), from where the op builders, the loader and the
+//! pipeline cache read it. Nothing else in the engine reads the environment (a test
+//! greps for it). Each field below names its variable, values and default; the table for
+//! users is `docs/tuning.md` (a test checks it lists every variable read here).
+//!
+//! A value outside its range is ignored with a warning in the log (the default applies),
+//! as the knobs are for tuning runs and A/B comparisons; the shape knobs are also checked
+//! against the device where they are used (a forced tile that does not fit, threads a row
+//! that subgroups do not hold, more k slices than steps: the default applies).
+
+use std::ffi::OsString;
+
+/// The engine's environment knobs, parsed (`docs/tuning.md` tabulates them). `Default`
+/// is the engine with no knob set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tuning {
+    /// `RWKV_ADAPTER`: an adapter index or a case-insensitive name substring, used in
+    /// place of `AdapterChoice::Auto`.
+    pub adapter: Option<String>,
+    /// `RWKV_SUBGROUPS=1|0` (`Some(true)` / `Some(false)`) or `RWKV_NO_SUBGROUPS`
+    /// (`Some(false)`, whatever `RWKV_SUBGROUPS` says); `None`: on wherever the adapter
+    /// offers subgroups except llvmpipe (`gpu::context::subgroups_wanted`).
+    pub subgroups: Option<bool>,
+    /// `RWKV_NO_COOPMAT`: no tensor-core tiles even where the adapter has them.
+    pub no_coopmat: bool,
+    /// `RWKV_CHECKED_SHADERS`: shaders keep wgpu's runtime bounds checks on Vulkan too.
+    pub checked_shaders: bool,
+    /// `RWKV_MV_LANES`: lanes per row of the matrix × vector kernel (4–32, a power of
+    /// two); `None`: by the row's length (`ops::matmul::mv_lanes`).
+    pub mv_lanes: Option<u32>,
+    /// `RWKV_MV_UNROLL`: steps a matrix × vector lane issues together (1–8); `None`: 2
+    /// for float weights, 1 for block-quantized ones.
+    pub mv_unroll: Option<u32>,
+    /// `RWKV_COOP_TILE=BMxBN`: the tensor-core tile (tokens × rows) of products of at
+    /// least 1024 rows, where it is one of `ops::matmul::COOP_TILES` and fits.
+    pub coop_tile: Option<(u32, u32)>,
+    /// `RWKV_COOP_PF2=0|1`: tensor-core tiles load two steps ahead; `None`: for F16
+    /// weights in 128-token tiles.
+    pub coop_pf2: Option<bool>,
+    /// `RWKV_KSPLIT_C`: k slices (1–8) of the C-row tensor-core products.
+    pub ksplit_c: Option<u32>,
+    /// `RWKV_KSPLIT_WIDE`: k slices (1–8) of the tensor-core products of more than 4096 rows.
+    pub ksplit_wide: Option<u32>,
+    /// `RWKV_WAVES=0` makes it false: wide products are not split into whole-depth head
+    /// tiles and a k-split tail (`ops::matmul::coop_waves`).
+    pub waves: bool,
+    /// `RWKV_WKV_ROWS`: rows of S per workgroup of the WKV scan (8, 16, 32 or 64).
+    pub wkv_rows: Option<u32>,
+    /// `RWKV_WKV_TPR`: threads per row of S (1, 2, 4, 8 or 16) of the WKV scan and the
+    /// fused decode kernel, where subgroups hold them.
+    pub wkv_tpr: Option<u32>,
+    /// `RWKV_LORA_HPROD=0` makes it false: no one-token product makes its LoRA term's
+    /// first product itself.
+    pub lora_hprod: bool,
+    /// `RWKV_HPROD_SPIN`: polls of an unpublished LoRA h value before a lane computes it
+    /// itself (0: at once).
+    pub hprod_spin: u32,
+    /// `RWKV_COMPILE_THREADS`: pipeline-compile worker threads (≥ 1); `None`: the CPU
+    /// count, at most 16.
+    pub compile_threads: Option<usize>,
+    /// `RWKV_UPLOAD_THREADS`: weight-upload worker threads (1–64) where the load options
+    /// leave them to the engine; `None`: the CPU count, at most 8.
+    pub upload_threads: Option<usize>,
+    /// `WGPU_BACKEND` (read by wgpu itself): kept so that devices opened for different
+    /// backends are told apart (`GpuContext::shared`).
+    pub wgpu_backend: Option<String>,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            adapter: None,
+            subgroups: None,
+            no_coopmat: false,
+            checked_shaders: false,
+            mv_lanes: None,
+            mv_unroll: None,
+            coop_tile: None,
+            coop_pf2: None,
+            ksplit_c: None,
+            ksplit_wide: None,
+            waves: true,
+            wkv_rows: None,
+            wkv_tpr: None,
+            lora_hprod: true,
+            hprod_spin: DEFAULT_HPROD_SPIN,
+            compile_threads: None,
+            upload_threads: None,
+            wgpu_backend: None,
+        }
+    }
+}
+
+/// Polls of an unpublished h value before a lane computes it itself. A poll is an L2
+/// round trip on a GPU (≈ 0.5 µs; the first workgroups publish h within a few µs of the
+/// dispatch's start), so 4,096 bounds a wait at a few ms. Mesa's lavapipe, which does not
+/// start workgroups in order, cuts loops of more than ≈ 32k iterations short (outputs
+/// then go missing): keep it well below that.
+pub const DEFAULT_HPROD_SPIN: u32 = 4096;
+
+impl Tuning {
+    /// The knobs of this process's environment (warnings in the log for values out of
+    /// range, which are ignored).
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// The knobs from `var` (the environment, or a table in tests).
+    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> Self {
+        let text = |name: &str| -> Option<String> {
+            let v = var(name)?;
+            match v.into_string() {
+                Ok(s) => Some(s),
+                Err(v) => {
+                    log::warn!("{name}={v:?} is not UTF-8: ignored");
+                    None
+                }
+            }
+        };
+        // A number in `ok`, else a warning and `None`.
+        let num = |name: &str, what: &str, ok: &dyn Fn(u64) -> bool| -> Option<u64> {
+            let v = text(name)?;
+            match v.parse::<u64>() {
+                Ok(n) if ok(n) => Some(n),
+                _ => {
+                    log::warn!("{name}={v}: expected {what}; ignored");
+                    None
+                }
+            }
+        };
+        let flag = |name: &str| -> Option<bool> {
+            let v = text(name)?;
+            match v.as_str() {
+                "1" => Some(true),
+                "0" => Some(false),
+                _ => {
+                    log::warn!("{name}={v}: expected 0 or 1; ignored");
+                    None
+                }
+            }
+        };
+        let u32_in = |name: &str, what: &str, ok: &dyn Fn(u64) -> bool| {
+            num(name, what, ok).map(|n| n as u32)
+        };
+        let one_to_8 = |n: u64| (1..=8).contains(&n);
+        let subgroups = if var("RWKV_NO_SUBGROUPS").is_some() {
+            Some(false)
+        } else {
+            flag("RWKV_SUBGROUPS")
+        };
+        Tuning {
+            adapter: text("RWKV_ADAPTER").filter(|v| !v.is_empty()),
+            subgroups,
+            no_coopmat: var("RWKV_NO_COOPMAT").is_some(),
+            checked_shaders: var("RWKV_CHECKED_SHADERS").is_some(),
+            mv_lanes: u32_in("RWKV_MV_LANES", "4, 8, 16 or 32", &|n| {
+                n.is_power_of_two() && (4..=32).contains(&n)
+            }),
+            mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
+            coop_tile: text("RWKV_COOP_TILE").and_then(|v| {
+                let tile = v
+                    .split_once('x')
+                    .and_then(|(m, n)| Some((m.parse().ok()?, n.parse().ok()?)));
+                if tile.is_none() {
+                    log::warn!("RWKV_COOP_TILE={v}: expected BMxBN (e.g. 64x128); ignored");
+                }
+                tile
+            }),
+            coop_pf2: flag("RWKV_COOP_PF2"),
+            ksplit_c: u32_in("RWKV_KSPLIT_C", "1 to 8", &one_to_8),
+            ksplit_wide: u32_in("RWKV_KSPLIT_WIDE", "1 to 8", &one_to_8),
+            waves: flag("RWKV_WAVES") != Some(false),
+            wkv_rows: u32_in("RWKV_WKV_ROWS", "8, 16, 32 or 64", &|n| {
+                [8, 16, 32, 64].contains(&n)
+            }),
+            wkv_tpr: u32_in("RWKV_WKV_TPR", "1, 2, 4, 8 or 16", &|n| {
+                [1, 2, 4, 8, 16].contains(&n)
+            }),
+            lora_hprod: flag("RWKV_LORA_HPROD") != Some(false),
+            hprod_spin: u32_in("RWKV_HPROD_SPIN", "a number of polls", &|n| {
+                n <= u64::from(u32::MAX)
+            })
+            .unwrap_or(DEFAULT_HPROD_SPIN),
+            compile_threads: num("RWKV_COMPILE_THREADS", "at least 1", &|n| n >= 1)
+                .map(|n| n as usize),
+            upload_threads: num("RWKV_UPLOAD_THREADS", "1 to 64", &|n| (1..=64).contains(&n))
+                .map(|n| n as usize),
+            wgpu_backend: text("WGPU_BACKEND"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(pairs: &[(&str, &str)]) -> Tuning {
+        Tuning::from_vars(|name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    /// No variable: the defaults; each knob parsed into its field; values out of range
+    /// ignored.
+    #[test]
+    fn parses_each_knob_and_ignores_bad_values() {
+        assert_eq!(from(&[]), Tuning::default());
+        let t = from(&[
+            ("RWKV_ADAPTER", "nvidia"),
+            ("RWKV_SUBGROUPS", "1"),
+            ("RWKV_NO_COOPMAT", ""),
+            ("RWKV_CHECKED_SHADERS", "1"),
+            ("RWKV_MV_LANES", "16"),
+            ("RWKV_MV_UNROLL", "3"),
+            ("RWKV_COOP_TILE", "64x128"),
+            ("RWKV_COOP_PF2", "0"),
+            ("RWKV_KSPLIT_C", "3"),
+            ("RWKV_KSPLIT_WIDE", "2"),
+            ("RWKV_WAVES", "0"),
+            ("RWKV_WKV_ROWS", "32"),
+            ("RWKV_WKV_TPR", "4"),
+            ("RWKV_LORA_HPROD", "0"),
+            ("RWKV_HPROD_SPIN", "0"),
+            ("RWKV_COMPILE_THREADS", "2"),
+            ("RWKV_UPLOAD_THREADS", "5"),
+            ("WGPU_BACKEND", "vulkan"),
+        ]);
+        let want = Tuning {
+            adapter: Some("nvidia".into()),
+            subgroups: Some(true),
+            no_coopmat: true,
+            checked_shaders: true,
+            mv_lanes: Some(16),
+            mv_unroll: Some(3),
+            coop_tile: Some((64, 128)),
+            coop_pf2: Some(false),
+            ksplit_c: Some(3),
+            ksplit_wide: Some(2),
+            waves: false,
+            wkv_rows: Some(32),
+            wkv_tpr: Some(4),
+            lora_hprod: false,
+            hprod_spin: 0,
+            compile_threads: Some(2),
+            upload_threads: Some(5),
+            wgpu_backend: Some("vulkan".into()),
+        };
+        assert_eq!(t, want);
+        let bad = from(&[
+            ("RWKV_MV_LANES", "12"),
+            ("RWKV_MV_UNROLL", "9"),
+            ("RWKV_COOP_TILE", "64"),
+            ("RWKV_COOP_PF2", "yes"),
+            ("RWKV_KSPLIT_C", "0"),
+            ("RWKV_WKV_ROWS", "48"),
+            ("RWKV_WKV_TPR", "3"),
+            ("RWKV_HPROD_SPIN", "-1"),
+            ("RWKV_COMPILE_THREADS", "0"),
+            ("RWKV_UPLOAD_THREADS", "65"),
+            ("RWKV_ADAPTER", ""),
+        ]);
+        assert_eq!(bad, Tuning::default());
+    }
+
+    /// `RWKV_NO_SUBGROUPS` (any value) wins over `RWKV_SUBGROUPS=1`.
+    #[test]
+    fn no_subgroups_wins() {
+        let t = from(&[("RWKV_NO_SUBGROUPS", ""), ("RWKV_SUBGROUPS", "1")]);
+        assert_eq!(t.subgroups, Some(false));
+        assert_eq!(from(&[("RWKV_SUBGROUPS", "0")]).subgroups, Some(false));
+    }
+
+    /// docs/tuning.md lists every variable this module reads.
+    #[test]
+    fn docs_list_every_knob() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let docs = std::fs::read_to_string(root.join("../../docs/tuning.md")).unwrap();
+        let src = std::fs::read_to_string(root.join("src/gpu/tuning.rs")).unwrap();
+        let code = &src[..src.find("#[cfg(test)]").unwrap()];
+        // Every string literal that is a variable name: `"RWKV_…"` up to the next quote.
+        let names: Vec<&str> = code
+            .match_indices('"')
+            .filter_map(|(i, _)| {
+                let rest = &code[i + 1..];
+                let name = &rest[..rest.find('"')?];
+                let upper = name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+                (upper && (name.starts_with("RWKV_") || name == "WGPU_BACKEND")).then_some(name)
+            })
+            .collect();
+        assert!(names.len() >= 19, "{names:?}");
+        for n in names {
+            assert!(
+                docs.contains(&format!("| `{n}` |")),
+                "docs/tuning.md lacks {n}"
+            );
+        }
+    }
+
+    /// Nothing in the engine but this module reads the environment: every knob goes
+    /// through [`Tuning`].
+    #[test]
+    fn no_other_environment_reads_in_the_engine() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut stack = vec![src];
+        let mut found = Vec::new();
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") && !p.ends_with("gpu/tuning.rs")
+                {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for (i, line) in text.lines().enumerate() {
+                        if line.contains("env::var") || line.contains("env::set_var") {
+                            found.push(format!("{}:{}: {}", p.display(), i + 1, line.trim()));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "environment read outside Tuning:\n{}",
+            found.join("\n")
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! Matrix × vector for passes of few tokens (`shaders/matvec.wgsl`, decode): LANES lanes a
+//! row, each taking steps of a few words of weights (`shaders/matvec/<encoding>.wgsl`),
+//! summed by `row_sum`; up to 4 tokens a workgroup, or exactly one (NT1). Also the
+//! choices `matvec_group` shares: lanes per row and how a row's lanes are summed.
+
+use super::{matvec_step, mv_unroll, numbered, MatmulArgs, Operands, Params, SMALL_T};
+use crate::error::Result;
+use crate::format::DType;
+use crate::gpu::pipeline::{KernelSpec, Wgsl};
+use crate::ops::decode::with_decode;
+use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
+
+/// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RowSum {
+    /// A tree in workgroup memory (no subgroups).
+    Tree,
+    /// Subgroup shuffles: a subgroup holds whole rows.
+    Subgroup,
+    /// Shuffles within 32 lanes, then workgroup memory: rows wider than 32 lanes on
+    /// subgroups of at least 32.
+    Subgroup32,
+}
+
+impl RowSum {
+    /// The snippet that defines `row_sum`.
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            RowSum::Tree => shader!("matvec/row_sum_wg.wgsl"),
+            RowSum::Subgroup => shader!("matvec/row_sum_sg.wgsl"),
+            RowSum::Subgroup32 => shader!("matvec/row_sum_sg32.wgsl"),
+        }
+    }
+}
+
+/// The LoRA term of a `matvec` product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatvecLora {
+    None,
+    /// `B h` with `h` from an earlier dispatch (`shaders/matvec/lora.wgsl`).
+    Term,
+    /// `B h` with `h = s · A x` made by the dispatch's first workgroups (one token, one
+    /// adapter: `hprod.rs`, `shaders/matvec/lora_hprod.wgsl`).
+    MakesH,
+}
+
+/// The `matvec` kernel: weights in `dtype`, writing the activations or the logits,
+/// `lanes` lanes a row summed by `row_sum`, for passes of up to 4 tokens a workgroup or
+/// of exactly one (`one_token`), with its LoRA term, `unroll` steps a lane issues together.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MatvecSpec {
+    pub dtype: DType,
+    /// Writes the separate logits buffer (binding 6) instead of the activations.
+    pub logits: bool,
+    pub lanes: u32,
+    pub row_sum: RowSum,
+    pub one_token: bool,
+    pub lora: MatvecLora,
+    pub unroll: u32,
+}
+
+impl KernelSpec for MatvecSpec {
+    fn label(&self) -> String {
+        format!("matvec[{}]", self.dtype)
+    }
+
+    fn source(&self) -> Result<String> {
+        let w = Wgsl::new()
+            .u32("LANES", self.lanes)
+            .flag("NT1", self.one_token)
+            .flag("HPROD", self.lora == MatvecLora::MakesH)
+            .u32("UNR", self.unroll)
+            .file(COMMON);
+        let (lora, params) = match self.lora {
+            MatvecLora::None => (
+                shader!("matvec/lora_off.wgsl"),
+                shader!("product/params.wgsl"),
+            ),
+            MatvecLora::Term => (shader!("matvec/lora.wgsl"), shader!("product/params.wgsl")),
+            MatvecLora::MakesH => (
+                shader!("matvec/lora_hprod.wgsl"),
+                shader!("matvec/params_hprod.wgsl"),
+            ),
+        };
+        Ok(with_decode(w, self.dtype, "matvec")?
+            .file(match self.logits {
+                true => shader!("product/out_logits6.wgsl"),
+                false => shader!("product/out_act_vec4.wgsl"),
+            })
+            .file(self.row_sum.file())
+            .file(step_file(self.dtype))
+            .file(shader!("matvec/row.wgsl"))
+            .file(lora)
+            .file(params)
+            .file(shader!("product/one.wgsl"))
+            .file(shader!("product/finish.wgsl"))
+            .file(shader!("matvec.wgsl"))
+            .build())
+    }
+}
+
+/// The `matvec` step for an encoding (`mv_step`, `MV_STEP`: `shaders/matvec/`), generic
+/// on top of `dec8` for the encodings without one of their own.
+pub(crate) fn step_file(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F16 => shader!("matvec/f16.wgsl"),
+        DType::F32 => shader!("matvec/f32.wgsl"),
+        DType::Q4_K => shader!("matvec/q4_k.wgsl"),
+        DType::Q6_K => shader!("matvec/q6_k.wgsl"),
+        _ => shader!("matvec/generic.wgsl"),
+    }
+}
+
+/// How the matrix × vector kernels sum a row's `lanes` lanes on this device: subgroup
+/// shuffles where a subgroup holds whole rows, shuffles within 32 lanes then workgroup
+/// memory for rows wider than 32 lanes on subgroups of at least 32, else a tree in
+/// workgroup memory.
+pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> RowSum {
+    let f = &cx.gpu.features;
+    if !f.subgroup {
+        RowSum::Tree
+    } else if f.subgroup_min_size >= lanes {
+        RowSum::Subgroup
+    } else if f.subgroup_min_size >= 32 && lanes % 32 == 0 {
+        RowSum::Subgroup32
+    } else {
+        RowSum::Tree
+    }
+}
+
+/// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
+/// a power of two; [`crate::gpu::Tuning::mv_lanes`]) overrides it for tuning runs.
+pub(crate) fn matvec_lanes(tuning: &crate::gpu::Tuning, m: &GpuMatrix) -> u32 {
+    let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+    tuning.mv_lanes.unwrap_or_else(|| mv_lanes(steps, m.n_out))
+}
+
+/// Lanes per row of the matrix × vector kernels: enough to cover a row in a few steps,
+/// up to a subgroup (32) — and up to the whole workgroup (256, the rows summed in
+/// workgroup memory) for matrices of at most 128 rows (the low-rank first products), whose
+/// few rows would otherwise leave most SMs idle.
+pub(crate) fn mv_lanes(steps: u32, n_out: usize) -> u32 {
+    let most = if n_out <= 128 { 256 } else { 32 };
+    steps.next_power_of_two().clamp(4, most)
+}
+
+/// The matrix × vector node of the product `o` with arguments `a` (params `p`) for passes
+/// of up to `max_t` tokens, with its one-token variant as its small node.
+///
+/// Errors: x offset or stride not multiples of 4; as [`Ctx::node_at`].
+pub(super) fn product(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    o: &Operands,
+    a: &MatmulArgs,
+    p: &Params,
+    max_t: u32,
+) -> Result<Node> {
+    let m = o.m;
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 {
+        return Err(op_err(
+            op,
+            format!("{}: x offset/stride not multiples of 4", m.name),
+        ));
+    }
+    let lanes = matvec_lanes(&cx.gpu.tuning, m);
+    let mut spec = MatvecSpec {
+        dtype: m.dtype,
+        logits: o.out.is_some(),
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        one_token: false,
+        lora: MatvecLora::None,
+        unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
+    };
+    // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
+    let mut res = vec![
+        m.binding(),
+        o.vecs.as_entire_binding(),
+        o.act.as_entire_binding(),
+        m.binding(),
+    ];
+    if let Some(out) = o.out {
+        res.push(out.as_entire_binding());
+    }
+    let mut res = numbered(res);
+    if let Some(b) = o.lora {
+        spec.lora = MatvecLora::Term;
+        res.push((7, b.as_entire_binding()));
+    }
+    let grid = Grid::Tiles {
+        x: (m.n_out as u32).div_ceil(256 / lanes),
+        count: a.rows,
+        per_y: 4,
+    };
+    // The variant for 2–8 tokens compiles late where only such passes take it.
+    let mut node = if max_t == SMALL_T {
+        cx.node_at_late(op, layer, &spec, p, res.clone(), grid)?
+    } else {
+        cx.node_at(op, layer, &spec, p, res.clone(), grid)?
+    };
+    // A pass of one token (a single chat's decode step): the kernel compiled for exactly
+    // one, without the registers of the other three.
+    spec.one_token = true;
+    let one = cx.node_at(op, layer, &spec, p, res, grid)?;
+    node.small = Some(Small {
+        count: a.rows,
+        max: 1,
+        node: Box::new(one),
+    });
+    Ok(node)
+}
