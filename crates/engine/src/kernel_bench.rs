@@ -18,13 +18,14 @@
 
 use std::time::Instant;
 
+use crate::config::HEAD_SIZE;
 use crate::error::{EngineError, Result};
 use crate::format::DType;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::ops::matmul::{matmul, Act, MatmulArgs};
 use crate::ops::wkv::{wkv, WkvArgs};
-use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node, HEAD_SIZE};
+use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node};
 
 /// What to measure.
 #[derive(Debug, Clone)]

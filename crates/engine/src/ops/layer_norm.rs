@@ -119,12 +119,12 @@ mod tests {
             t * c,
             0,
             Count::Tokens,
-            1e-5,
+            crate::config::LN_EPS,
         )
         .unwrap();
         h.run(&[node]);
         let got = h.read(&act_buf, t * c, t * c);
-        let want = reference(&x, &wb[..c], &wb[c..], 1e-5);
+        let want = reference(&x, &wb[..c], &wb[c..], crate::config::LN_EPS);
         // f32 sums over 320 values vs f64: a few ulps of values of magnitude ~5.
         assert!(
             max_abs(&got, &want) < 1e-4,

@@ -217,7 +217,7 @@ mod tests {
             out_stride: t * c,
             state_off: c,
             slot_len,
-            eps: 1e-5,
+            eps: crate::config::LN_EPS,
         };
         let node = ln_shift(
             &h.ctx(),
@@ -233,7 +233,7 @@ mod tests {
         let got = h.read(&act_buf, t * c, n_mix * t * c);
         let st = h.read(&state_buf, 0, 3 * slot_len);
         let xn: Vec<Vec<f32>> = (0..t)
-            .map(|i| ln_ref(&x[i * c..(i + 1) * c], &ln_w, &ln_b, 1e-5))
+            .map(|i| ln_ref(&x[i * c..(i + 1) * c], &ln_w, &ln_b, crate::config::LN_EPS))
             .collect();
         let mut at = 0;
         for (b, &len) in lens.iter().enumerate() {

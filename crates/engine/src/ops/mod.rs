@@ -46,17 +46,6 @@ use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, PipelineCache};
 use crate::gpu::{buffer, GpuContext};
 
-/// Head size N of the WKV kernels (`HEAD_SIZE` in their WGSL): every released RWKV-7
-/// uses 64, and the kernels are written for it (a head's N×N state in one workgroup, or
-/// N / RB of them). Merge note: main defines the same constant as
-/// `crate::config::HEAD_SIZE`; this one becomes `pub use crate::config::HEAD_SIZE;`.
-pub const HEAD_SIZE: usize = 64;
-
-/// e^-0.5, the scale of the decay: `w = exp(-e^-0.5 · σ(w_raw))` (`RWKV_x070`'s
-/// `-0.606531 * sigmoid(...)`; `DECAY_SCALE` in the WKV kernels' WGSL). Merge note: main
-/// defines it as `crate::config::DECAY_SCALE`; this one becomes a `pub use` of that.
-pub const DECAY_SCALE: f32 = 0.606531;
-
 /// `shaders/common.wgsl`: `Dims` and the math every kernel shares.
 pub(crate) const COMMON: &str = shader!("common.wgsl");
 

@@ -1,9 +1,10 @@
 //! The WKV-7 recurrence (`shaders/wkv.wgsl`), sequential over each sequence's tokens,
 //! one workgroup per (head, sequence), state in f32.
 
+use crate::config::HEAD_SIZE;
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Ctx, Grid, Node, COMMON, HEAD_SIZE};
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
 
 /// The `wkv` scan: `tpr` threads per row of S (1, or a power of two up to 16 that
 /// subgroups hold), `rows` rows of S per workgroup (8, 16, 32 or 64; at most 256 / `tpr`).

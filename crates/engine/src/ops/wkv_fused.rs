@@ -1,10 +1,11 @@
 //! `wkv_prep` → `wkv` → `wkv_out` in one dispatch (`shaders/wkv_fused.wgsl`), for passes
 //! of few tokens (decode), where the time mix is bound by dispatches, not arithmetic.
 
+use crate::config::{DECAY_SCALE, HEAD_SIZE};
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::wkv::tpr_sum;
-use crate::ops::{op_err, Ctx, Grid, Node, COMMON, DECAY_SCALE, HEAD_SIZE};
+use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
 
 /// The `wkv_fused` kernel: `tpr` threads per row of S (as `wkv`'s).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -214,7 +215,7 @@ mod tests {
             o_off: off(10),
             rk_off: 2 * c as u32,
             lnx_off: 3 * c as u32,
-            eps: 64e-5,
+            eps: crate::config::GN_EPS,
             _p: 0,
         };
         let cx = h.ctx();
@@ -246,7 +247,7 @@ mod tests {
             lnx_off: 3 * c as u32,
             state_off: 16,
             slot_len: slot_len as u32,
-            eps: 64e-5,
+            eps: crate::config::GN_EPS,
             _p: [0; 2],
         };
         let node = wkv_fused(&cx, None, &fused, &meta, &state_b, &act_b, &vecs_buf).unwrap();

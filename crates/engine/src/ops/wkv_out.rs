@@ -1,8 +1,9 @@
 //! GroupNorm (ln_x) + `r_k` bonus + gate after the recurrence (`shaders/wkv_out.wgsl`).
 
+use crate::config::HEAD_SIZE;
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, HEAD_SIZE};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
 
 /// The `wkv_out` kernel (one variant).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -101,7 +102,7 @@ mod tests {
             o_off: 5 * n as u32,
             rk_off: 0,
             lnx_off: c as u32,
-            eps: 64e-5,
+            eps: crate::config::GN_EPS,
             _p: 0,
         };
         let node = wkv_out(&h.ctx(), None, &args, &h.f32_buf(&vecs), &act_buf).unwrap();
@@ -127,7 +128,8 @@ mod tests {
                     .sum();
                 for i in 0..64 {
                     let ch = hd * 64 + i;
-                    let gn = (y[b + i] as f64 - mean) / (var + 64e-5).sqrt() * vecs[c + ch] as f64
+                    let gn = (y[b + i] as f64 - mean) / (var + crate::config::GN_EPS as f64).sqrt()
+                        * vecs[c + ch] as f64
                         + vecs[2 * c + ch] as f64;
                     let want = ((gn + bonus * v[b + i] as f64) * g[b + i] as f64) as f32;
                     assert!(

@@ -1,9 +1,10 @@
 //! Per-token preparation of the WKV inputs (`shaders/wkv_prep.wgsl`): normalized `kk`,
 //! the `k_a` key mix, the value residual and the decay transform (RWKV_x070).
 
+use crate::config::{DECAY_SCALE, HEAD_SIZE};
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
-use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON, DECAY_SCALE, HEAD_SIZE};
+use crate::ops::{op_err, Count, Ctx, Grid, Node, COMMON};
 
 /// The `wkv_prep` kernel (one variant).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -138,7 +139,7 @@ mod tests {
                         } else {
                             v[j] + (vfirst[j] - v[j]) * vmix[j]
                         };
-                        let want_w = (-0.606531f32 * (1.0 / (1.0 + (-w[j]).exp()))).exp();
+                        let want_w = (-DECAY_SCALE * (1.0 / (1.0 + (-w[j]).exp()))).exp();
                         assert!((got[6 * n + j] - want_kk).abs() < 1e-5);
                         assert!((got[j] - want_k).abs() < 1e-5);
                         assert!((got[n + j] - want_v).abs() < 1e-5);
