@@ -109,19 +109,11 @@ pub fn fixture(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-/// Minimal `.npy` (f32, little endian, C order, format 1.0/2.0) reader for op tests.
+/// The f32 values of a `.npy` fixture ([`crate::npy::read_f32`]; its shape is not needed
+/// by the op tests).
 pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let (hlen, start) = if b[6] == 1 {
-        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
-    assert!(
-        header.contains("'<f4'") && header.contains("'fortran_order': False"),
-        "{header}"
-    );
-    bytemuck::pod_collect_to_vec(&b[start + hlen..])
+    match crate::npy::read_f32(path) {
+        Ok((_, v)) => v,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
