@@ -286,7 +286,6 @@ fn stream(
     progress: &mut dyn FnMut(UploadProgress),
 ) -> Result<FillStats> {
     let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
-    let ring = (opts.in_flight_bytes / wave_bytes).max(2) as usize;
     let piece_bytes = opts.piece_bytes.clamp(16, wave_bytes);
     let threads = match opts.threads {
         0 => gpu
@@ -296,22 +295,7 @@ fn stream(
         n => n,
     };
     let pieces = pieces(jobs, piece_bytes);
-    // Staging bytes still to hand out: a small model gets a staging buffer its size.
-    let mut unstaged: u64 = pieces.iter().map(|p| p.len.next_multiple_of(16)).sum();
-    let mut left_per_job = vec![0usize; jobs.len()];
-    for p in &pieces {
-        left_per_job[p.job] += 1;
-    }
-    let mut prog = UploadProgress {
-        tensors_done: 0,
-        tensors_total: jobs.len(),
-        bytes_done: 0,
-        bytes_total: jobs.iter().map(|j| j.len).sum(),
-    };
-    let mut stats = FillStats {
-        threads,
-        ..Default::default()
-    };
+    let mut st = Staging::new(gpu, jobs, opts, &pieces, threads);
     let cancel = AtomicBool::new(false);
     // Workers take pieces from one queue (behind a mutex: `Receiver` is not `Sync`).
     let (work_tx, work_rx) = mpsc::channel::<Work>();
@@ -326,154 +310,18 @@ fn stream(
                 .map_err(|e| EngineError::gpu(format!("upload: cannot start a thread: {e}")))?;
         }
         drop(done_tx);
-
-        let new_staging = |size: u64| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("upload staging"),
-                size,
-                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: true,
-            })
-        };
-        let mut staging: Vec<wgpu::Buffer> = Vec::new();
-        // Mapped staging buffers ready for a wave.
-        let mut free: Vec<usize> = Vec::new();
-        // Submitted staging buffers waiting to be mapped again, oldest first.
-        let mut pending: VecDeque<(usize, wgpu::SubmissionIndex)> = VecDeque::new();
-        let (mapped_tx, mapped_rx) =
-            mpsc::channel::<(usize, std::result::Result<(), wgpu::BufferAsyncError>)>();
-        let mut waves: Vec<Option<Wave>> = Vec::new();
-        let mut active = 0usize;
         let mut next = pieces.into_iter().peekable();
         let result = (|| -> Result<()> {
             loop {
-                if free.is_empty() && !pending.is_empty() {
-                    gpu.device
-                        .poll(wgpu::PollType::Poll)
-                        .map_err(|e| EngineError::gpu(format!("upload: polling the GPU: {e}")))?;
-                }
-                while let Ok((id, r)) = mapped_rx.try_recv() {
-                    r.map_err(|e| {
-                        EngineError::gpu(format!("upload: mapping a staging buffer: {e}"))
-                    })?;
-                    pending.retain(|(i, _)| *i != id);
-                    free.push(id);
-                }
-                // Start waves while there are pieces and staging buffers for them.
-                while let Some(first) = next.peek() {
-                    let need = first.len.next_multiple_of(16);
-                    let id = if let Some(id) = free.pop() {
-                        id
-                    } else if staging.len() < ring {
-                        staging.push(new_staging(wave_bytes.min(unstaged).max(need)));
-                        staging.len() - 1
-                    } else {
-                        break;
-                    };
-                    if staging[id].size() < need {
-                        // One piece larger than a wave (a decoded row, with tiny waves).
-                        staging[id] = new_staging(need);
-                    }
-                    let cap = staging[id].size();
-                    let wave = waves.len();
-                    let mut w = Wave {
-                        staging: id,
-                        copies: Vec::new(),
-                        left: 0,
-                    };
-                    let mut at = 0u64;
-                    while let Some(p) = next.next_if(|p| at + p.len.next_multiple_of(16) <= cap) {
-                        let view = staging[id]
-                            .slice(at..at + p.len)
-                            .get_mapped_range_mut()
-                            .map_err(|e| {
-                                EngineError::gpu(format!(
-                                    "upload: staging range of `{}`: {e}",
-                                    jobs[p.job].name
-                                ))
-                            })?;
-                        work_tx
-                            .send(Work {
-                                wave,
-                                piece: p,
-                                view,
-                            })
-                            .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
-                        w.copies.push((p, at));
-                        w.left += 1;
-                        at += p.len.next_multiple_of(16);
-                        unstaged -= p.len.next_multiple_of(16);
-                    }
-                    waves.push(Some(w));
-                    active += 1;
-                    stats.waves += 1;
-                }
-                if active > 0 {
+                st.reclaim()?;
+                st.start_waves(&mut next, &work_tx)?;
+                if st.active > 0 {
                     let d = done_rx
                         .recv()
                         .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
-                    d.result?;
-                    prog.bytes_done += d
-                        .piece
-                        .len
-                        .min(jobs[d.piece.job].len.saturating_sub(d.piece.off));
-                    left_per_job[d.piece.job] -= 1;
-                    if left_per_job[d.piece.job] == 0 {
-                        prog.tensors_done += 1;
-                        progress(prog);
-                    }
-                    let Some(w) = waves.get_mut(d.wave).and_then(|w| w.as_mut()) else {
-                        return Err(EngineError::gpu("upload: piece of an unknown wave"));
-                    };
-                    w.left -= 1;
-                    if w.left == 0 {
-                        let Some(w) = waves[d.wave].take() else {
-                            return Err(EngineError::gpu("upload: wave finished twice"));
-                        };
-                        active -= 1;
-                        let buf = &staging[w.staging];
-                        buf.unmap();
-                        let mut enc =
-                            gpu.device
-                                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                                    label: Some("upload"),
-                                });
-                        for (p, at) in &w.copies {
-                            let job = &jobs[p.job];
-                            enc.copy_buffer_to_buffer(
-                                buf,
-                                *at,
-                                &job.buffer,
-                                job.dst_off + p.off,
-                                p.len,
-                            );
-                        }
-                        let index = gpu.queue.submit([enc.finish()]);
-                        if next.peek().is_some() {
-                            let tx = mapped_tx.clone();
-                            let id = w.staging;
-                            buf.map_async(wgpu::MapMode::Write, .., move |r| {
-                                let _ = tx.send((id, r));
-                            });
-                            pending.push_back((id, index));
-                        }
-                    }
+                    st.piece_done(d, next.peek().is_some(), progress)?;
                 } else if next.peek().is_some() {
-                    // Every staging buffer is on its way through the GPU: wait for the
-                    // oldest (its map callback runs inside the poll).
-                    let Some((_, index)) = pending.front().cloned() else {
-                        return Err(EngineError::gpu("upload: no staging buffer to wait for"));
-                    };
-                    let t = Instant::now();
-                    gpu.device
-                        .poll(wgpu::PollType::Wait {
-                            submission_index: Some(index),
-                            timeout: None,
-                        })
-                        .map_err(|e| {
-                            EngineError::gpu(format!("upload: waiting for the GPU: {e}"))
-                        })?;
-                    stats.gpu_wait += t.elapsed();
+                    st.wait_oldest()?;
                 } else {
                     return Ok(());
                 }
@@ -482,12 +330,239 @@ fn stream(
         if result.is_err() {
             cancel.store(true, Ordering::Relaxed);
         }
-        stats.staging_buffers = staging.len();
+        st.stats.staging_buffers = st.buffers.len();
         // Dropping `work_tx` (end of scope) stops the workers; the scope joins them.
         drop(work_tx);
         result
     })?;
-    Ok(stats)
+    Ok(st.stats)
+}
+
+/// The coordinator's side of an upload: a ring of at most `ring` mapped staging buffers of
+/// up to `wave_bytes`, each filled by the workers a wave at a time, then copied on the GPU
+/// and mapped again; the progress of the jobs; the figures for the log.
+struct Staging<'a> {
+    gpu: &'a GpuContext,
+    jobs: &'a [Job<'a>],
+    wave_bytes: u64,
+    ring: usize,
+    /// Staging bytes still to hand out: a small model gets a staging buffer its size.
+    unstaged: u64,
+    buffers: Vec<wgpu::Buffer>,
+    /// Mapped staging buffers ready for a wave.
+    free: Vec<usize>,
+    /// Submitted staging buffers waiting to be mapped again, oldest first.
+    pending: VecDeque<(usize, wgpu::SubmissionIndex)>,
+    mapped_tx: mpsc::Sender<(usize, std::result::Result<(), wgpu::BufferAsyncError>)>,
+    mapped_rx: mpsc::Receiver<(usize, std::result::Result<(), wgpu::BufferAsyncError>)>,
+    waves: Vec<Option<Wave>>,
+    /// Waves handed to the workers and not yet copied.
+    active: usize,
+    /// Pieces of each job not yet filled.
+    left_per_job: Vec<usize>,
+    prog: UploadProgress,
+    stats: FillStats,
+}
+
+impl<'a> Staging<'a> {
+    fn new(
+        gpu: &'a GpuContext,
+        jobs: &'a [Job<'a>],
+        opts: &UploadOptions,
+        pieces: &[Piece],
+        threads: usize,
+    ) -> Self {
+        let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
+        let mut left_per_job = vec![0usize; jobs.len()];
+        for p in pieces {
+            left_per_job[p.job] += 1;
+        }
+        let (mapped_tx, mapped_rx) = mpsc::channel();
+        Staging {
+            gpu,
+            jobs,
+            wave_bytes,
+            ring: (opts.in_flight_bytes / wave_bytes).max(2) as usize,
+            unstaged: pieces.iter().map(|p| p.len.next_multiple_of(16)).sum(),
+            buffers: Vec::new(),
+            free: Vec::new(),
+            pending: VecDeque::new(),
+            mapped_tx,
+            mapped_rx,
+            waves: Vec::new(),
+            active: 0,
+            left_per_job,
+            prog: UploadProgress {
+                tensors_done: 0,
+                tensors_total: jobs.len(),
+                bytes_done: 0,
+                bytes_total: jobs.iter().map(|j| j.len).sum(),
+            },
+            stats: FillStats {
+                threads,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn new_buffer(&self, size: u64) -> wgpu::Buffer {
+        self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("upload staging"),
+            size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        })
+    }
+
+    /// Takes back the staging buffers mapped again since the last call (polling the GPU
+    /// when none is free).
+    fn reclaim(&mut self) -> Result<()> {
+        if self.free.is_empty() && !self.pending.is_empty() {
+            self.gpu
+                .device
+                .poll(wgpu::PollType::Poll)
+                .map_err(|e| EngineError::gpu(format!("upload: polling the GPU: {e}")))?;
+        }
+        while let Ok((id, r)) = self.mapped_rx.try_recv() {
+            r.map_err(|e| EngineError::gpu(format!("upload: mapping a staging buffer: {e}")))?;
+            self.pending.retain(|(i, _)| *i != id);
+            self.free.push(id);
+        }
+        Ok(())
+    }
+
+    /// Starts waves while there are pieces and staging buffers for them: each takes the
+    /// next pieces that fit one buffer, and hands them to the workers.
+    fn start_waves(
+        &mut self,
+        next: &mut std::iter::Peekable<std::vec::IntoIter<Piece>>,
+        work_tx: &mpsc::Sender<Work>,
+    ) -> Result<()> {
+        while let Some(first) = next.peek() {
+            let need = first.len.next_multiple_of(16);
+            let id = if let Some(id) = self.free.pop() {
+                id
+            } else if self.buffers.len() < self.ring {
+                let b = self.new_buffer(self.wave_bytes.min(self.unstaged).max(need));
+                self.buffers.push(b);
+                self.buffers.len() - 1
+            } else {
+                break;
+            };
+            if self.buffers[id].size() < need {
+                // One piece larger than a wave (a decoded row, with tiny waves).
+                self.buffers[id] = self.new_buffer(need);
+            }
+            let cap = self.buffers[id].size();
+            let wave = self.waves.len();
+            let mut w = Wave {
+                staging: id,
+                copies: Vec::new(),
+                left: 0,
+            };
+            let mut at = 0u64;
+            while let Some(p) = next.next_if(|p| at + p.len.next_multiple_of(16) <= cap) {
+                let view = self.buffers[id]
+                    .slice(at..at + p.len)
+                    .get_mapped_range_mut()
+                    .map_err(|e| {
+                        EngineError::gpu(format!(
+                            "upload: staging range of `{}`: {e}",
+                            self.jobs[p.job].name
+                        ))
+                    })?;
+                work_tx
+                    .send(Work {
+                        wave,
+                        piece: p,
+                        view,
+                    })
+                    .map_err(|_| EngineError::gpu("upload: the worker threads stopped"))?;
+                w.copies.push((p, at));
+                w.left += 1;
+                at += p.len.next_multiple_of(16);
+                self.unstaged -= p.len.next_multiple_of(16);
+            }
+            self.waves.push(Some(w));
+            self.active += 1;
+            self.stats.waves += 1;
+        }
+        Ok(())
+    }
+
+    /// A worker filled `d`'s piece: the progress, and — its wave's last piece — the wave's
+    /// copies (`more`: pieces remain, so the buffer is mapped again for another wave).
+    fn piece_done(
+        &mut self,
+        d: Done,
+        more: bool,
+        progress: &mut dyn FnMut(UploadProgress),
+    ) -> Result<()> {
+        d.result?;
+        let job = &self.jobs[d.piece.job];
+        self.prog.bytes_done += d.piece.len.min(job.len.saturating_sub(d.piece.off));
+        self.left_per_job[d.piece.job] -= 1;
+        if self.left_per_job[d.piece.job] == 0 {
+            self.prog.tensors_done += 1;
+            progress(self.prog);
+        }
+        let Some(w) = self.waves.get_mut(d.wave).and_then(|w| w.as_mut()) else {
+            return Err(EngineError::gpu("upload: piece of an unknown wave"));
+        };
+        w.left -= 1;
+        if w.left == 0 {
+            let Some(w) = self.waves[d.wave].take() else {
+                return Err(EngineError::gpu("upload: wave finished twice"));
+            };
+            self.active -= 1;
+            self.submit(w, more);
+        }
+        Ok(())
+    }
+
+    /// Unmaps wave `w`'s staging buffer and submits its copies; maps it again when `more`
+    /// pieces remain.
+    fn submit(&mut self, w: Wave, more: bool) {
+        let buf = &self.buffers[w.staging];
+        buf.unmap();
+        let mut enc = self
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("upload"),
+            });
+        for (p, at) in &w.copies {
+            let job = &self.jobs[p.job];
+            enc.copy_buffer_to_buffer(buf, *at, &job.buffer, job.dst_off + p.off, p.len);
+        }
+        let index = self.gpu.queue.submit([enc.finish()]);
+        if more {
+            let tx = self.mapped_tx.clone();
+            let id = w.staging;
+            buf.map_async(wgpu::MapMode::Write, .., move |r| {
+                let _ = tx.send((id, r));
+            });
+            self.pending.push_back((id, index));
+        }
+    }
+
+    /// Every staging buffer is on its way through the GPU: waits for the oldest (its map
+    /// callback runs inside the poll).
+    fn wait_oldest(&mut self) -> Result<()> {
+        let Some((_, index)) = self.pending.front().cloned() else {
+            return Err(EngineError::gpu("upload: no staging buffer to wait for"));
+        };
+        let t = Instant::now();
+        self.gpu
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
+            .map_err(|e| EngineError::gpu(format!("upload: waiting for the GPU: {e}")))?;
+        self.stats.gpu_wait += t.elapsed();
+        Ok(())
+    }
 }
 
 /// Destination buffers created but not yet filled: what [`super::gpu_weights::GpuWeights::plan`] leaves for
