@@ -139,7 +139,8 @@ mod tests {
                         } else {
                             v[j] + (vfirst[j] - v[j]) * vmix[j]
                         };
-                        let want_w = (-DECAY_SCALE * (1.0 / (1.0 + (-w[j]).exp()))).exp();
+                        // e^-0.5 as RWKV_x070 writes it: an independent check of DECAY_SCALE.
+                        let want_w = (-0.606531f32 * (1.0 / (1.0 + (-w[j]).exp()))).exp();
                         assert!((got[6 * n + j] - want_kk).abs() < 1e-5);
                         assert!((got[j] - want_k).abs() < 1e-5);
                         assert!((got[n + j] - want_v).abs() < 1e-5);
