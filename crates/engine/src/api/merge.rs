@@ -206,6 +206,20 @@ fn plan_block<'w>(
             deltas(i, t),
         ));
     }
+    plan.push(vec(format!("{p}att.ln_x.weight"), &a.ln_x.weight, vec![c]));
+    plan.push(vec(format!("{p}att.ln_x.bias"), &a.ln_x.bias, vec![c]));
+    plan.push(vec(format!("{p}ffn.x_k"), &b.ffn.x_k, mix.clone()));
+    for (t, m) in [
+        (LoraTarget::FfnKey, &b.ffn.key),
+        (LoraTarget::FfnValue, &b.ffn.value),
+    ] {
+        plan.push(mat(
+            format!("{p}{}.weight", t.name()),
+            m,
+            OutIn,
+            deltas(i, t),
+        ));
+    }
 }
 
 /// The SafeTensors header of `plan` (offsets in plan order; `__metadata__` naming the
