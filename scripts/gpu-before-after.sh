@@ -26,7 +26,7 @@ for f in "$@"; do
       json=$R/ab/$tag-$side-$i.json
       [ -f "$json" ] && continue # resumable on a warm machine
       timeout 240 "$exe" bench --model "$f" --title "$tag $side" --commit "$commit" \
-        --chunk 512 --prefill 512 --gen 128 --repeat 5 --load-repeat 1 --json "$json" \
+        --chunk 512 --prefill 512 --gen 128 --repeat 10 --load-repeat 1 --json "$json" \
         > /dev/null 2>&1 || echo "$tag $side round $i: bench failed"
     done
   done

@@ -85,7 +85,7 @@ for s in $SHAPES; do
     peer_json "$tag" "$f" "$sha" > "$R/peer-$tag.json" || continue
     stamp "rwkv bench $tag ($sha)"
     timeout 300 "$BIN/rwkv" bench --model "$f" --title "same file as llama.cpp: $tag" \
-      --change "${CHANGE:-}" --chunk 512 --prefill 212,512 --gen 128 --repeat 3 --load-repeat 2 \
+      --change "${CHANGE:-}" --chunk 512 --prefill 212,512 --gen 128 --repeat 10 --load-repeat 2 \
       --first-run --file-sha256 "$sha" --peer "$R/peer-$tag.json" --commit "$COMMIT" \
       --json "$R/rwkv-$tag.json" --runs-dir "$R/runs" 2>&1 | grep -v "^\["
   done

@@ -15,6 +15,10 @@ pub struct Figure {
     pub median: f64,
     pub min: f64,
     pub max: f64,
+    /// The first sample after the load (the untimed warm-up run, kept apart from the
+    /// median): what a user's first prompt after loading a model gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<f64>,
 }
 
 impl Figure {
@@ -35,7 +39,31 @@ impl Figure {
             median,
             min: s[0],
             max: s[s.len() - 1],
+            first: None,
         }
+    }
+
+    /// [`Figure::of`] the steady samples `v`, with `first`, the first sample after the
+    /// load, beside them.
+    pub fn with_first(v: &[f64], first: Option<f64>) -> Figure {
+        Figure {
+            first,
+            ..Figure::of(v)
+        }
+    }
+
+    /// `[min – max]` and, where recorded, the first sample and how far it is from the
+    /// median (%), for the text report.
+    pub fn spread(&self) -> String {
+        let first = self.first.map_or(String::new(), |f| {
+            let off = if self.median != 0.0 {
+                100.0 * (f / self.median - 1.0)
+            } else {
+                0.0
+            };
+            format!(", first {f:.1} ({off:+.0} %)")
+        });
+        format!(" [{:.1} – {:.1}{first}]", self.min, self.max)
     }
 }
 
@@ -173,5 +201,23 @@ impl BenchReport {
         };
         let mut f = std::fs::File::create(path)?;
         f.write_all(out.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Figure;
+
+    #[test]
+    fn the_first_sample_is_kept_apart_from_the_median() {
+        // A slow first run after the load (a cold pipeline) must not move the median,
+        // and the report must show it beside the steady figures.
+        let f = Figure::with_first(&[100.0, 104.0, 96.0], Some(50.0));
+        assert_eq!((f.median, f.min, f.max, f.first), (100.0, 96.0, 104.0, Some(50.0)));
+        assert_eq!(f.spread(), " [96.0 – 104.0, first 50.0 (-50 %)]");
+        assert_eq!(Figure::of(&[1.0, 3.0]).spread(), " [1.0 – 3.0]");
+        // Older reports (no `first`) still read.
+        let old: Figure = serde_json::from_str(r#"{"median":1,"min":1,"max":1}"#).unwrap();
+        assert_eq!(old.first, None);
     }
 }

@@ -45,7 +45,7 @@ impl Default for BenchOptions {
             change: String::new(),
             prefill: vec![212, 512],
             gen: 128,
-            repeat: 5,
+            repeat: 10,
             fields: 6,
             load: LoadOptions::default(),
             load_repeat: 3,
@@ -270,7 +270,7 @@ impl Measure<'_> {
             embeddings: false,
         };
         let toks = tokens(len as u64, len, vocab);
-        let mut v = Vec::new();
+        let (mut v, mut first) = (Vec::new(), None);
         for r in 0..=self.repeat {
             let st = fresh(eng, init)?;
             let t = Instant::now();
@@ -285,11 +285,13 @@ impl Measure<'_> {
             )?;
             let dt = ms(t);
             eng.free_state(st)?;
-            if r > 0 {
-                v.push(len as f64 / (dt / 1e3));
+            let tok_s = len as f64 / (dt / 1e3);
+            match r {
+                0 => first = Some(tok_s),
+                _ => v.push(tok_s),
             }
         }
-        let f = Figure::of(&v);
+        let f = Figure::with_first(&v, first);
         let median = f.median;
         self.figures.insert(format!("prefill_{len}_tok_s"), f);
         Ok(median)
@@ -303,6 +305,7 @@ impl Measure<'_> {
         let cancel = CancelToken::new();
         let prompt = tokens(7, 212, vocab);
         let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut first_ttft, mut first_decode) = (None, None);
         for r in 0..=self.repeat {
             let st = fresh(eng, init)?;
             let mut greedy = |l: &mut [f32]| -> Result<u32> {
@@ -313,7 +316,10 @@ impl Measure<'_> {
             };
             let s = eng.generate(st, &prompt, gen.max(2), &mut greedy, &cancel, &mut |_| true)?;
             eng.free_state(st)?;
-            if r > 0 {
+            if r == 0 {
+                first_ttft = Some(s.ttft_ms);
+                first_decode = Some(s.decode_tok_s);
+            } else {
                 ttft.push(s.ttft_ms);
                 decode.push(s.decode_tok_s);
                 let steps = s.generated_tokens.saturating_sub(1).max(1) as f64;
@@ -322,9 +328,10 @@ impl Measure<'_> {
         }
         self.figures
             .insert("decode_record_us".into(), Figure::of(&record));
-        self.figures.insert("ttft_ms".into(), Figure::of(&ttft));
-        self.figures
-            .insert("decode_tok_s".into(), Figure::of(&decode));
+        let ttft = Figure::with_first(&ttft, first_ttft);
+        self.figures.insert("ttft_ms".into(), ttft);
+        let decode = Figure::with_first(&decode, first_decode);
+        self.figures.insert("decode_tok_s".into(), decode);
         Ok(())
     }
 

@@ -23,7 +23,9 @@ pub struct BenchArgs {
     /// Tokens generated for decode tok/s.
     #[arg(long, default_value_t = 128)]
     pub gen: usize,
-    #[arg(long, default_value_t = 5)]
+    /// Timed runs of each figure after one warm-up run (the warm-up is the first
+    /// sample after the load, printed beside the median as `first`).
+    #[arg(long, default_value_t = 10)]
     pub repeat: usize,
     /// Full loads timed onto the open device (after one untimed load: page cache and
     /// pipeline caches warm), before one cold load (page cache dropped).
@@ -222,11 +224,7 @@ fn print_report(r: &BenchReport) {
     );
     println!("adapter   {} ({}, {})", r.adapter, r.backend, r.driver);
     println!("features  {}", r.features);
-    let f = |k: &str| {
-        r.figures
-            .get(k)
-            .map_or(String::new(), |f| format!(" [{:.1} – {:.1}]", f.min, f.max))
-    };
+    let f = |k: &str| r.figures.get(k).map_or(String::new(), |f| f.spread());
     println!(
         "load      {:.1} ms{} onto the open device (cold page cache: {})",
         r.load_ms,
