@@ -213,7 +213,10 @@ mod tests {
         // A slow first run after the load (a cold pipeline) must not move the median,
         // and the report must show it beside the steady figures.
         let f = Figure::with_first(&[100.0, 104.0, 96.0], Some(50.0));
-        assert_eq!((f.median, f.min, f.max, f.first), (100.0, 96.0, 104.0, Some(50.0)));
+        assert_eq!(
+            (f.median, f.min, f.max, f.first),
+            (100.0, 96.0, 104.0, Some(50.0))
+        );
         assert_eq!(f.spread(), " [96.0 – 104.0, first 50.0 (-50 %)]");
         assert_eq!(Figure::of(&[1.0, 3.0]).spread(), " [1.0 – 3.0]");
         // Older reports (no `first`) still read.
