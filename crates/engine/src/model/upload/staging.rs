@@ -94,7 +94,7 @@ pub(super) fn stream(
         n => n,
     };
     let pieces = pieces(jobs, piece_bytes);
-    let mut st = Staging::new(gpu, jobs, opts, &pieces, threads);
+    let mut st = Staging::new(gpu, jobs, opts, wave_bytes, &pieces, threads);
     let cancel = AtomicBool::new(false);
     // Workers take pieces from one queue (behind a mutex: `Receiver` is not `Sync`).
     let (work_tx, work_rx) = mpsc::channel::<Work>();
@@ -168,10 +168,10 @@ impl<'a> Staging<'a> {
         gpu: &'a GpuContext,
         jobs: &'a [Job<'a>],
         opts: &UploadOptions,
+        wave_bytes: u64,
         pieces: &[Piece],
         threads: usize,
     ) -> Self {
-        let wave_bytes = opts.wave_bytes.max(16).next_multiple_of(16);
         let mut left_per_job = vec![0usize; jobs.len()];
         for p in pieces {
             left_per_job[p.job] += 1;
