@@ -89,6 +89,11 @@ impl ModelArgs {
 
     /// Loads the model, logging the adapter and time-to-ready to stderr.
     pub fn load(&self, quiet: bool) -> anyhow::Result<Engine> {
+        self.load_with(&self.load_options(), quiet)
+    }
+
+    /// [`Self::load`] with these load options (a command's own batch or kernel choice).
+    pub fn load_with(&self, opts: &LoadOptions, quiet: bool) -> anyhow::Result<Engine> {
         let t = Instant::now();
         let fault = crate::fault::fault()?;
         let eng = match fault {
@@ -99,9 +104,9 @@ impl ModelArgs {
                         self.model.display()
                     );
                 }
-                crate::fault::load_under_data_limit(&self.model, &self.load_options(), mb)?
+                crate::fault::load_under_data_limit(&self.model, opts, mb)?
             }
-            _ => Engine::load_with_progress(&self.model, &self.load_options(), &mut |p| {
+            _ => Engine::load_with_progress(&self.model, opts, &mut |p| {
                 if !quiet {
                     if let LoadProgress::Device = p {
                         eprintln!("loading {} …", self.model.display());

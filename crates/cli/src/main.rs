@@ -1,4 +1,4 @@
-//! `rwkv`: inspect, tokenize, generate, chat, eval, embed, bench and profile RWKV-7 models.
+//! `rwkv`: inspect, tokenize, generate, chat, serve, eval, embed, bench and profile RWKV-7 models.
 use clap::{Parser, Subcommand};
 
 mod cmd_adapter;
@@ -10,6 +10,7 @@ mod cmd_generate;
 mod cmd_inspect;
 mod cmd_kernels;
 mod cmd_pybench;
+mod cmd_serve;
 mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
@@ -34,6 +35,9 @@ enum Command {
     Generate(cmd_generate::GenerateArgs),
     /// Chat in the terminal with the RWKV template (`User: …\n\nAssistant:`).
     Chat(cmd_generate::ChatArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API (continuous batching,
+    /// conversation state cache); see docs/server.md.
+    Serve(cmd_serve::ServeArgs),
     /// Write logits, embeddings and the final state of a text as .npy files.
     Eval(cmd_eval::EvalArgs),
     /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
@@ -116,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Generate(a) => cmd_generate::generate(a),
         Command::Chat(a) => cmd_generate::chat(a),
+        Command::Serve(a) => cmd_serve::serve(a),
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Profile(a) => cmd_bench::profile(a),

@@ -25,8 +25,8 @@ pub mod tokenizer;
 
 pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 pub use analysis::{
-    EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions, Pooling,
-    PrefixCache,
+    CacheStats, EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions,
+    Pooling, PrefixCache, Resumed,
 };
 pub use api::{
     CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,

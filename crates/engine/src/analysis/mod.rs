@@ -12,8 +12,8 @@ pub mod embed;
 pub mod fields;
 
 pub use cache::{
-    CacheStats, EmbedKey, EmbeddingCache, Prefilled, PrefixCache, StateKey, ENTRY_OVERHEAD_BYTES,
-    PREFIX_NODE_BYTES,
+    CacheStats, EmbedKey, EmbeddingCache, Prefilled, PrefixCache, Resumed, StateKey,
+    ENTRY_OVERHEAD_BYTES, PREFIX_NODE_BYTES,
 };
 pub use embed::{cosine, norm, EmbedInput, Embeddings, Pooling};
 pub use fields::{

@@ -36,6 +36,12 @@ pub struct LoadOptions {
     /// How the weights stream to the GPU (staging waves, threads); the default suits
     /// every device.
     pub upload: UploadOptions,
+    /// Batch-invariant passes: every op runs its large-pass kernel whatever the pass
+    /// size, so a sequence's logits are bit-identical whether it runs alone or beside
+    /// others (the reduction order of every sum is fixed by the graph, not by the batch).
+    /// Costs speed at 1–8 tokens a pass (no matrix × vector kernels); what a server that
+    /// promises "batching does not change results" runs. Default off.
+    pub batch_invariant: bool,
 }
 
 impl Default for LoadOptions {
@@ -46,6 +52,7 @@ impl Default for LoadOptions {
             max_batch: 16,
             max_gpu_bytes: None,
             upload: UploadOptions::default(),
+            batch_invariant: false,
         }
     }
 }
@@ -254,8 +261,11 @@ impl Engine {
             t_wait.elapsed().as_secs_f64() * 1e3,
         );
         let Loaded {
-            graph, tokenizer, ..
+            mut graph,
+            tokenizer,
+            ..
         } = loaded;
+        graph.invariant = opts.batch_invariant;
         let graph_bytes = graph.bytes();
         let info = ModelInfo {
             path: file.path().display().to_string(),

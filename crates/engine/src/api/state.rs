@@ -72,7 +72,8 @@ impl Engine {
                 ),
             });
         }
-        let graph = graph?;
+        let mut graph = graph?;
+        graph.invariant = self.graph.invariant;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(
             &self.graph.state,

@@ -279,8 +279,15 @@ pub(crate) fn buffer_range(b: &wgpu::Buffer, (lo, hi): (u64, u64)) -> wgpu::Bind
 
 /// Records `nodes` into one compute pass.
 pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
+    encode_as(pass, nodes, dims, false);
+}
+
+/// [`encode`], or with `large_only` every node's own (large-pass) variant whatever the
+/// pass size: the batch-invariant form, in which a token's numbers do not depend on how
+/// many tokens share its pass.
+pub fn encode_as(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims, large_only: bool) {
     for n in nodes {
-        let n = n.pick(dims);
+        let n = if large_only { n } else { n.pick(dims) };
         if let Some((x, y, z)) = n.grid.size(dims) {
             let pipeline = match n.pipeline.wait() {
                 Ok(p) => p,

@@ -13,7 +13,7 @@ mod embeddings;
 mod prefix;
 
 pub use embeddings::{EmbedKey, EmbeddingCache, ENTRY_OVERHEAD_BYTES};
-pub use prefix::{Prefilled, PrefixCache, PREFIX_NODE_BYTES};
+pub use prefix::{Prefilled, PrefixCache, Resumed, PREFIX_NODE_BYTES};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -35,6 +35,12 @@ pub struct CacheStats {
     pub bytes: u64,
     pub budget_bytes: u64,
     pub max_entries: usize,
+    /// Prefix cache only: entries whose state was moved from a GPU slot to host memory
+    /// (the GPU share of the budget or the slots ran out), and how many are there now.
+    #[serde(default)]
+    pub spills: u64,
+    #[serde(default)]
+    pub host_entries: usize,
 }
 
 /// Identity of a state's contents: sha256 of its f32 values (little-endian).

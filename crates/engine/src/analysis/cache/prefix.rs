@@ -1,8 +1,11 @@
 //! [`PrefixCache`]: a trie of token prefixes → states kept in the engine's GPU state slots
-//! (as ai00's `Trie<Tokens, CachedItem>`), bounded and LRU-evicted, so re-analysing a
-//! document or continuing a chat feeds only the tokens past the longest cached prefix.
+//! and, past the GPU's share of the budget, in host memory (as ai00's `Trie<Tokens,
+//! CachedItem>` and llama-server's RAM prompt cache), bounded and LRU-evicted, so
+//! re-analysing a document or continuing a chat feeds only the tokens past the longest
+//! cached prefix.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -23,9 +26,31 @@ struct TrieNode {
 }
 
 struct PrefixEntry {
-    state: StateId,
+    held: Held,
+    /// The logits after the last token of the prefix (`[vocab]` f32), when the caller
+    /// gave them: a request whose whole prompt is cached samples from them at once.
+    logits: Option<Arc<[f32]>>,
     tick: u64,
     bytes: u64,
+}
+
+/// Where a cached state lives.
+enum Held {
+    Gpu(StateId),
+    /// Spilled to host memory (`state_len` f32, layout 1).
+    Host(Arc<[f32]>),
+}
+
+/// What [`PrefixCache::resume`] gives back.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// A new state holding the first `depth` tokens; the caller owns it.
+    pub state: StateId,
+    /// Leading tokens that came from the cache.
+    pub depth: usize,
+    /// The logits after token `depth − 1`, when `depth` is the whole token list and the
+    /// entry kept them (otherwise the caller feeds `tokens[depth..]`).
+    pub logits: Option<Arc<[f32]>>,
 }
 
 /// What [`Engine::prefill_cached`] gives back.
@@ -39,14 +64,17 @@ pub struct Prefilled {
     pub fed: usize,
 }
 
-/// A trie of token prefixes whose entries are states in one engine's GPU slots.
+/// A trie of token prefixes whose entries are states of one engine, in its GPU slots or
+/// spilled to host memory.
 ///
-/// An entry costs `4·state_len + PREFIX_NODE_BYTES·tokens` bytes (GPU state plus an
-/// over-estimate of its trie path); after every insert `bytes ≤ budget_bytes` and
-/// `entries ≤ max_entries` hold, evicting least recently used entries (freeing their
-/// slots). The cache binds to the first engine it is used with; using it with another
-/// is an error. Call [`PrefixCache::release`] before dropping it, or its slots stay
-/// taken until the engine is dropped.
+/// An entry costs `4·state_len + 4·vocab (if it keeps logits) + PREFIX_NODE_BYTES·tokens`
+/// bytes (state plus an over-estimate of its trie path). After every insert `bytes ≤
+/// budget_bytes` and `entries ≤ max_entries` hold, evicting least recently used entries;
+/// the states on the GPU take at most `gpu_budget_bytes` of it: past that (or when the
+/// engine has no slot left) the least recently used GPU entries move to host memory
+/// (a read-back) instead of being dropped. The cache binds to the first engine it is
+/// used with; using it with another is an error. Call [`PrefixCache::release`] before
+/// dropping it, or its slots stay taken until the engine is dropped.
 pub struct PrefixCache {
     nodes: Vec<TrieNode>,
     free_nodes: Vec<usize>,
@@ -55,6 +83,8 @@ pub struct PrefixCache {
     owner: Option<u64>,
     stats: CacheStats,
     reused_tokens: u64,
+    gpu_budget_bytes: u64,
+    gpu_bytes: u64,
 }
 
 impl std::fmt::Debug for PrefixCache {
@@ -68,8 +98,15 @@ impl std::fmt::Debug for PrefixCache {
 const ROOT: usize = 0;
 
 impl PrefixCache {
-    /// An empty cache holding at most `budget_bytes` bytes and `max_entries` states.
+    /// An empty cache holding at most `budget_bytes` bytes and `max_entries` states, all
+    /// of them allowed on the GPU.
     pub fn new(budget_bytes: u64, max_entries: usize) -> Self {
+        Self::with_gpu_budget(budget_bytes, budget_bytes, max_entries)
+    }
+
+    /// An empty cache holding at most `budget_bytes` bytes and `max_entries` states, of
+    /// which at most `gpu_budget_bytes` in GPU slots (the rest spilled to host memory).
+    pub fn with_gpu_budget(budget_bytes: u64, gpu_budget_bytes: u64, max_entries: usize) -> Self {
         PrefixCache {
             nodes: vec![TrieNode {
                 token: 0,
@@ -87,6 +124,8 @@ impl PrefixCache {
                 ..Default::default()
             },
             reused_tokens: 0,
+            gpu_budget_bytes: gpu_budget_bytes.min(budget_bytes),
+            gpu_bytes: 0,
         }
     }
 
@@ -117,13 +156,26 @@ impl PrefixCache {
 
     /// The deepest cached node along `tokens` and its depth (`(ROOT, 0)` if none).
     fn longest(&self, tokens: &[u32]) -> (usize, usize) {
+        self.longest_where(tokens, |_, _| true)
+    }
+
+    /// The deepest cached node along `tokens` whose entry passes `ok(entry, depth)`.
+    fn longest_where(
+        &self,
+        tokens: &[u32],
+        ok: impl Fn(&PrefixEntry, usize) -> bool,
+    ) -> (usize, usize) {
         let (mut node, mut best) = (ROOT, (ROOT, 0));
         for (depth, t) in tokens.iter().enumerate() {
             match self.nodes[node].children.get(t) {
                 Some(&n) => node = n,
                 None => break,
             }
-            if self.nodes[node].entry.is_some() {
+            if self.nodes[node]
+                .entry
+                .as_ref()
+                .is_some_and(|e| ok(e, depth + 1))
+            {
                 best = (node, depth + 1);
             }
         }
@@ -164,7 +216,13 @@ impl PrefixCache {
             return;
         };
         self.lru.remove(&e.tick);
-        let _ = eng.free_state(e.state);
+        match e.held {
+            Held::Gpu(st) => {
+                let _ = eng.free_state(st);
+                self.gpu_bytes -= e.bytes;
+            }
+            Held::Host(_) => self.stats.host_entries -= 1,
+        }
         self.stats.entries -= 1;
         self.stats.bytes -= e.bytes;
         let mut n = node;
@@ -185,14 +243,71 @@ impl PrefixCache {
         true
     }
 
+    /// Moves the least recently used entry still on the GPU to host memory (freeing its
+    /// slot); an entry whose read-back fails is dropped instead. `false` if none is left.
+    fn spill_one(&mut self, eng: &mut Engine) -> bool {
+        let Some(node) = self.lru.values().copied().find(|&n| {
+            matches!(
+                self.nodes[n].entry.as_ref().map(|e| &e.held),
+                Some(Held::Gpu(_))
+            )
+        }) else {
+            return false;
+        };
+        let Some(Held::Gpu(st)) = self.nodes[node].entry.as_ref().map(|e| &e.held) else {
+            return false;
+        };
+        let st = *st;
+        match (eng.read_state_vec(st), self.nodes[node].entry.as_mut()) {
+            (Ok(v), Some(e)) => {
+                e.held = Held::Host(v.into());
+                self.gpu_bytes -= e.bytes;
+                let _ = eng.free_state(st);
+                self.stats.spills += 1;
+                self.stats.host_entries += 1;
+            }
+            _ => {
+                self.remove_entry(eng, node);
+                self.stats.evictions += 1;
+            }
+        }
+        true
+    }
+
+    /// A new state (owned by the caller) holding the entry at `node`'s state.
+    fn materialize(&self, eng: &mut Engine, node: usize) -> Result<StateId> {
+        match self.nodes[node].entry.as_ref().map(|e| &e.held) {
+            Some(Held::Gpu(st)) => eng.fork_state(*st),
+            Some(Held::Host(v)) => {
+                let st = eng.new_state()?;
+                if let Err(e) = eng.write_state(st, v) {
+                    let _ = eng.free_state(st);
+                    return Err(e);
+                }
+                Ok(st)
+            }
+            None => Err(EngineError::State {
+                what: "prefix cache node lost its entry".into(),
+            }),
+        }
+    }
+
     /// Stores a fork of `state` as the state after `tokens`, evicting as needed.
     /// Returns whether it was stored (not for empty `tokens`, an entry larger than the
     /// budget, a cap of 0, or when the engine has no slot left even after evicting).
-    fn insert(&mut self, eng: &mut Engine, tokens: &[u32], state: StateId) -> Result<bool> {
+    fn insert(
+        &mut self,
+        eng: &mut Engine,
+        tokens: &[u32],
+        state: StateId,
+        logits: Option<Arc<[f32]>>,
+    ) -> Result<bool> {
         if tokens.is_empty() {
             return Ok(false);
         }
-        let bytes = 4 * eng.state_len() as u64 + PREFIX_NODE_BYTES * tokens.len() as u64;
+        let logit_bytes = logits.as_ref().map_or(0, |l| 4 * l.len() as u64);
+        let bytes =
+            4 * eng.state_len() as u64 + logit_bytes + PREFIX_NODE_BYTES * tokens.len() as u64;
         if bytes > self.stats.budget_bytes || self.stats.max_entries == 0 {
             return Ok(false);
         }
@@ -218,13 +333,19 @@ impl PrefixCache {
                 break;
             }
         }
+        while self.gpu_bytes + bytes > self.gpu_budget_bytes {
+            if !self.spill_one(eng) {
+                break;
+            }
+        }
         // The engine's slots are bounded by one binding: when they run out, cached
-        // states give way (LRU first); if none is left, the state is not cached.
+        // states move to host memory (LRU first); if none is left on the GPU, the state
+        // is not cached.
         let fork = loop {
             match eng.fork_state(state) {
                 Ok(f) => break f,
                 Err(EngineError::TooLarge { .. }) => {
-                    if !self.evict_one(eng) {
+                    if !self.spill_one(eng) {
                         return Ok(false);
                     }
                 }
@@ -243,13 +364,15 @@ impl PrefixCache {
             };
         }
         self.nodes[node].entry = Some(PrefixEntry {
-            state: fork,
+            held: Held::Gpu(fork),
+            logits,
             tick: 0,
             bytes,
         });
         self.touch(node);
         self.stats.entries += 1;
         self.stats.bytes += bytes;
+        self.gpu_bytes += bytes;
         self.stats.inserts += 1;
         Ok(true)
     }
@@ -272,6 +395,64 @@ impl PrefixCache {
         self.owner = None;
         Ok(())
     }
+
+    /// A new state resumed from the longest cached prefix of `tokens`, for a caller that
+    /// needs the logits after the last token: an entry for all of `tokens` counts only
+    /// if it kept its logits (then [`Resumed::logits`] holds them); otherwise the deepest
+    /// entry short of the end is taken and the caller feeds the rest. `None` on a miss
+    /// (nothing cached along `tokens`).
+    ///
+    /// Errors: the cache belongs to another engine; no state slot for the new state.
+    pub fn resume(&mut self, eng: &mut Engine, tokens: &[u32]) -> Result<Option<Resumed>> {
+        self.bind(eng)?;
+        let n = tokens.len();
+        let (node, depth) = self.longest_where(tokens, |e, d| d < n || e.logits.is_some());
+        if depth == 0 {
+            self.stats.misses += 1;
+            return Ok(None);
+        }
+        self.stats.hits += 1;
+        self.reused_tokens += depth as u64;
+        self.touch(node);
+        let state = self.materialize(eng, node)?;
+        let logits = match &self.nodes[node].entry {
+            Some(e) if depth == n => e.logits.clone(),
+            _ => None,
+        };
+        Ok(Some(Resumed {
+            state,
+            depth,
+            logits,
+        }))
+    }
+
+    /// Caches a copy of `state` as the state after `tokens`, with the logits after the
+    /// last token when given (`[vocab]` f32). Replaces an entry for the same tokens.
+    /// Returns whether it was stored (not for empty `tokens`, an entry larger than the
+    /// budget, or no slot left even after spilling every entry to host memory).
+    ///
+    /// Errors: the cache belongs to another engine; unknown `state`.
+    pub fn store(
+        &mut self,
+        eng: &mut Engine,
+        tokens: &[u32],
+        state: StateId,
+        logits: Option<Arc<[f32]>>,
+    ) -> Result<bool> {
+        self.bind(eng)?;
+        self.insert(eng, tokens, state, logits)
+    }
+
+    /// Moves the least recently used cached state on the GPU to host memory, freeing its
+    /// slot for a caller that has none left. `false` when none is on the GPU.
+    pub fn spill_lru(&mut self, eng: &mut Engine) -> bool {
+        self.owner == Some(eng.instance_id()) && self.spill_one(eng)
+    }
+
+    /// Bytes of the entries held in GPU slots now.
+    pub fn gpu_bytes(&self) -> u64 {
+        self.gpu_bytes
+    }
 }
 
 impl Engine {
@@ -287,21 +468,20 @@ impl Engine {
             cache.stats.hits += 1;
             cache.reused_tokens += depth as u64;
             cache.touch(node);
-            let parent = match &cache.nodes[node].entry {
-                Some(e) => e.state,
-                None => {
-                    return Err(EngineError::State {
-                        what: "prefix cache node lost its entry".into(),
-                    })
+            let st = cache.materialize(self, node)?;
+            match self.feed(st, &tokens[depth..]) {
+                Ok(()) => st,
+                Err(e) => {
+                    let _ = self.free_state(st);
+                    return Err(e);
                 }
-            };
-            self.prefill_from(parent, &tokens[depth..])?
+            }
         } else {
             cache.stats.misses += 1;
             self.prefill(tokens)?
         };
         if depth < tokens.len() {
-            if let Err(e) = cache.insert(self, tokens, state) {
+            if let Err(e) = cache.insert(self, tokens, state, None) {
                 let _ = self.free_state(state);
                 return Err(e);
             }
@@ -324,6 +504,6 @@ impl Engine {
         state: StateId,
     ) -> Result<bool> {
         cache.bind(self)?;
-        cache.insert(self, tokens, state)
+        cache.insert(self, tokens, state, None)
     }
 }

@@ -35,6 +35,10 @@ pub struct Graph {
     pub body: Vec<Node>,
     pub head: Vec<Node>,
     pub(super) dims_host: Dims,
+    /// Batch-invariant passes: every node runs its large variant whatever the pass size,
+    /// so a sequence's numbers do not depend on what shares its pass (see
+    /// [`crate::LoadOptions::batch_invariant`]).
+    pub invariant: bool,
     /// The LoRA h sets of the one-token products that make their own (bound by them).
     h_sets: Option<wgpu::Buffer>,
 }
@@ -131,6 +135,7 @@ impl Graph {
             body,
             head,
             dims_host,
+            invariant: false,
             h_sets: hplan.map(|p| p.sets),
         })
     }

@@ -26,7 +26,7 @@ impl Graph {
         }
         let nodes: Vec<&Node> = nodes
             .into_iter()
-            .map(|n| n.pick(&dims))
+            .map(|n| if self.invariant { n } else { n.pick(&dims) })
             .filter(|n| n.grid.size(&dims).is_some())
             .collect();
         let count = (2 * nodes.len()).max(2) as u32;
@@ -71,7 +71,7 @@ impl Graph {
         // The late-compiled variants this pass takes (2–8 tokens): an error, not a pass
         // that skips a dispatch, if one failed (the load checked all the others).
         for n in self.body.iter().chain(&self.head) {
-            let n = n.pick(&dims);
+            let n = if self.invariant { n } else { n.pick(&dims) };
             if n.pipeline.late() {
                 n.pipeline.wait().map_err(|what| crate::EngineError::Op {
                     op: "pipeline",
@@ -90,9 +90,9 @@ impl Graph {
             label: Some("forward"),
             timestamp_writes: None,
         });
-        ops::encode(&mut pass, &self.body, dims);
+        ops::encode_as(&mut pass, &self.body, dims, self.invariant);
         if run_head {
-            ops::encode(&mut pass, &self.head, dims);
+            ops::encode_as(&mut pass, &self.head, dims, self.invariant);
         }
     }
 

@@ -1,0 +1,217 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+//! What a server needs from the engine: batch-invariant passes (a sequence's logits are
+//! the same bits alone and beside others, however its prompt is chunked) and the prefix
+//! cache's host tier (states spilled from GPU slots to memory, resumed exactly, with the
+//! logits kept for a whole-prompt hit).
+
+mod support;
+
+use rwkv_engine::{Engine, LoadOptions, PrefixCache, Rows, SeqInput, StateId, Want};
+use support::*;
+
+const WANT: Want = Want {
+    logits: true,
+    embeddings: false,
+};
+
+/// Greedy continuation of `prompt` for `n` tokens, alone: the prompt in chunks of
+/// `chunk`, then one token a pass. Returns every step's logits.
+fn alone(eng: &mut Engine, prompt: &[u32], chunk: usize, n: usize) -> Vec<Vec<f32>> {
+    let st = eng.new_state().unwrap();
+    let mut out = Vec::new();
+    let mut last = Vec::new();
+    for (i, c) in prompt.chunks(chunk).enumerate() {
+        let rows = if (i + 1) * chunk >= prompt.len() {
+            Rows::Last
+        } else {
+            Rows::None
+        };
+        let o = eng
+            .forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: c,
+                    rows,
+                }],
+                WANT,
+                None,
+            )
+            .unwrap();
+        last = o.logits.into_iter().next().unwrap();
+    }
+    for _ in 0..n {
+        let t = argmax(&last);
+        out.push(std::mem::take(&mut last));
+        let o = eng
+            .forward(
+                &[SeqInput {
+                    state: st,
+                    tokens: &[t],
+                    rows: Rows::Last,
+                }],
+                WANT,
+                None,
+            )
+            .unwrap();
+        last = o.logits.into_iter().next().unwrap();
+    }
+    out.push(last);
+    eng.free_state(st).unwrap();
+    out
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The same continuation as [`alone`], with 5 other sequences decoding in every pass and
+/// the prompt fed in other chunks.
+fn among_others(eng: &mut Engine, prompt: &[u32], others: &[Vec<u32>], n: usize) -> Vec<Vec<f32>> {
+    let st = eng.new_state().unwrap();
+    let os: Vec<StateId> = others.iter().map(|_| eng.new_state().unwrap()).collect();
+    let mut next: Vec<u32> = others.iter().map(|o| o[0]).collect();
+    let mut out = Vec::new();
+    let mut last = Vec::new();
+    let mut fed = 0;
+    let mut k = 0;
+    while fed < prompt.len() || out.len() < n + 1 {
+        let mine: Vec<u32> = if fed < prompt.len() {
+            let c = (3 + k % 5).min(prompt.len() - fed);
+            prompt[fed..fed + c].to_vec()
+        } else {
+            vec![argmax(&last)]
+        };
+        let rows = if fed + mine.len() >= prompt.len() {
+            Rows::Last
+        } else {
+            Rows::None
+        };
+        let other_toks: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
+        let mut inputs: Vec<SeqInput> = os
+            .iter()
+            .zip(&other_toks)
+            .take(1 + k % os.len())
+            .map(|(&state, t)| SeqInput {
+                state,
+                tokens: t,
+                rows: Rows::Last,
+            })
+            .collect();
+        let me = inputs.len() / 2;
+        inputs.insert(
+            me,
+            SeqInput {
+                state: st,
+                tokens: &mine,
+                rows,
+            },
+        );
+        let o = eng.forward(&inputs, WANT, None).unwrap();
+        for (j, l) in o.logits.iter().enumerate() {
+            if j != me && j - usize::from(j > me) < next.len() {
+                next[j - usize::from(j > me)] = argmax(l);
+            }
+        }
+        let l = o.logits[me].clone();
+        if fed >= prompt.len() {
+            out.push(std::mem::take(&mut last));
+        }
+        fed += if fed < prompt.len() { mine.len() } else { 0 };
+        if !l.is_empty() {
+            last = l;
+        }
+        k += 1;
+    }
+    out.push(last);
+    eng.free_state(st).unwrap();
+    for s in os {
+        eng.free_state(s).unwrap();
+    }
+    out.truncate(n + 1);
+    out
+}
+
+#[test]
+fn batch_invariant_passes_give_the_same_bits_alone_and_in_a_batch() {
+    let opts = LoadOptions {
+        batch_invariant: true,
+        ..Default::default()
+    };
+    let mut eng = engine_with("rwkv7-demo-6x256-Q4_K_M.gguf", &opts);
+    let tok = eng.tokenizer().clone();
+    let prompt = tok.encode("It was a dark and stormy night, and the ship");
+    let others: Vec<Vec<u32>> = ["The", "Once", "In", "She", "We"]
+        .iter()
+        .map(|s| tok.encode(s))
+        .collect();
+    let a = alone(&mut eng, &prompt, 64, 6);
+    let b = among_others(&mut eng, &prompt, &others, 6);
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            x == y,
+            "step {i}: logits differ (max |Δ| {})",
+            max_abs(x, y)
+        );
+    }
+}
+
+#[test]
+fn prefix_cache_spills_to_host_memory_and_resumes_exactly() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let state_bytes = 4 * eng.state_len() as u64;
+    let vocab = eng.config().vocab_size;
+    // Room on the GPU for one entry; the others move to host memory.
+    let mut cache =
+        PrefixCache::with_gpu_budget(1 << 30, state_bytes + 4 * vocab as u64 + 4096, 64);
+    let texts = ["One morning in May", "The sea was calm", "A letter came"];
+    let mut want = Vec::new();
+    for t in texts {
+        let ids = tok.encode(t);
+        let st = eng.prefill(&ids).unwrap();
+        let logits: std::sync::Arc<[f32]> = vec![1.5f32; vocab].into();
+        assert!(cache.store(&mut eng, &ids, st, Some(logits)).unwrap());
+        want.push((ids, eng.read_state_vec(st).unwrap()));
+        eng.free_state(st).unwrap();
+    }
+    let s = cache.stats();
+    assert_eq!((s.entries, s.host_entries, s.spills), (3, 2, 2), "{s:?}");
+    assert!(cache.gpu_bytes() <= state_bytes + 4 * vocab as u64 + 4096);
+    for (ids, state) in &want {
+        // The whole prompt: its state and the logits kept with it.
+        let r = cache.resume(&mut eng, ids).unwrap().unwrap();
+        assert_eq!(r.depth, ids.len());
+        assert_eq!(r.logits.as_deref().map(|l| l[7]), Some(1.5));
+        assert_eq!(&eng.read_state_vec(r.state).unwrap(), state);
+        eng.free_state(r.state).unwrap();
+        // A longer prompt resumes from it and feeds the rest.
+        let mut longer = ids.clone();
+        longer.extend(tok.encode(" again"));
+        let r = cache.resume(&mut eng, &longer).unwrap().unwrap();
+        assert_eq!((r.depth, r.logits.is_none()), (ids.len(), true));
+        eng.free_state(r.state).unwrap();
+    }
+    // An entry without logits is not a whole-prompt hit: the caller must feed ≥ 1 token.
+    let ids = tok.encode("Nothing at all was kept in the end");
+    assert!(ids.len() > 3);
+    let st = eng.prefill(&ids).unwrap();
+    assert!(cache.store(&mut eng, &ids[..2], st, None).unwrap());
+    assert!(cache.store(&mut eng, &ids, st, None).unwrap());
+    let r = cache.resume(&mut eng, &ids).unwrap().unwrap();
+    assert_eq!(r.depth, 2, "the deepest usable entry is the shorter one");
+    eng.free_state(r.state).unwrap();
+    eng.free_state(st).unwrap();
+    assert!(cache
+        .resume(&mut eng, &tok.encode("Unseen"))
+        .unwrap()
+        .is_none());
+    cache.release(&mut eng).unwrap();
+    assert_eq!(eng.live_states(), 0);
+}

@@ -1,0 +1,323 @@
+//! `POST /v1/chat/completions` and `POST /v1/completions`: the request checked and
+//! rendered to tokens, queued, and answered whole or as a stream.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use tokio::sync::mpsc;
+
+use super::stream::{sse, Kind, StreamCtx};
+use super::{check_model, now_s, parse_body, AppState};
+use crate::error::ApiError;
+use crate::openai::request::{ChatRequest, CompletionRequest, Input};
+use crate::openai::response::{
+    AssistantMessage, ChatChoice, ChatCompletion, ChoiceLogprobs, Completion, CompletionChoice,
+    LegacyLogprobs, PromptDetails, TokenLogprob, Usage,
+};
+use crate::options::{chat_logprobs, gen_params, GenParams};
+use crate::scheduler::{Done, Event, GenJob};
+use crate::template::{fold, render_chat, CHAT_STOP};
+
+/// Most alternatives legacy completions list per token.
+const MAX_LEGACY_LOGPROBS: u32 = 5;
+/// OpenAI's default `max_tokens` for completions.
+const COMPLETIONS_DEFAULT_MAX: usize = 16;
+
+pub(crate) async fn chat(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let r = chat_inner(&st, body).await;
+    respond(&st, "/v1/chat/completions", r)
+}
+
+pub(crate) async fn completions(
+    State(st): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let r = completions_inner(&st, body).await;
+    respond(&st, "/v1/completions", r)
+}
+
+fn respond(st: &AppState, endpoint: &str, r: Result<Response, ApiError>) -> Response {
+    match r {
+        Ok(resp) => {
+            st.metrics.request(endpoint, resp.status().as_u16());
+            resp
+        }
+        Err(e) => {
+            st.metrics.request(endpoint, e.status.as_u16());
+            e.into_response()
+        }
+    }
+}
+
+async fn chat_inner(
+    st: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let req: ChatRequest = parse_body(body, st.cfg.max_body_bytes)?;
+    check_model(st, req.model.as_deref())?;
+    if let Some(f) = &req.response_format {
+        if f.kind != "text" {
+            return Err(ApiError::invalid(
+                Some("response_format"),
+                format!(
+                    "response_format `{}` is not supported yet (text only)",
+                    f.kind
+                ),
+            ));
+        }
+    }
+    if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::invalid(
+            Some("tools"),
+            "tool calls are not supported yet",
+        ));
+    }
+    let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;
+    let max = req.max_completion_tokens.or(req.sampling.max_tokens);
+    let params = gen_params(
+        &st.cfg,
+        &req.sampling,
+        max,
+        st.cfg.default_max_tokens,
+        logprobs,
+        &[CHAT_STOP],
+    )?;
+    let prompt = {
+        let mem = st
+            .memory
+            .lock()
+            .map_err(|_| ApiError::server("reply memory poisoned"))?;
+        render_chat(&st.tok, &req.messages, &mem)?
+    };
+    run(st, Kind::Chat, prompt, params, None).await
+}
+
+async fn completions_inner(
+    st: &AppState,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let req: CompletionRequest = parse_body(body, st.cfg.max_body_bytes)?;
+    check_model(st, req.model.as_deref())?;
+    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::invalid(
+            Some("suffix"),
+            "`suffix` is not supported",
+        ));
+    }
+    let logprobs = match req.logprobs {
+        Some(k) if k > MAX_LEGACY_LOGPROBS => {
+            return Err(ApiError::invalid(
+                Some("logprobs"),
+                format!("`logprobs` is {k}; at most {MAX_LEGACY_LOGPROBS}"),
+            ))
+        }
+        k => k.map(|k| k as usize),
+    };
+    let params = gen_params(
+        &st.cfg,
+        &req.sampling,
+        req.sampling.max_tokens,
+        COMPLETIONS_DEFAULT_MAX.min(st.cfg.max_tokens_cap),
+        logprobs,
+        &[],
+    )?;
+    let prompt = prompt_tokens(st, &req.prompt, "prompt")?;
+    let echo = req
+        .echo
+        .unwrap_or(false)
+        .then(|| String::from_utf8_lossy(&st.tok.decode(&prompt).unwrap_or_default()).into_owned());
+    run(st, Kind::Completion, prompt, params, echo).await
+}
+
+/// One prompt's tokens from a completions `prompt` or an embeddings input.
+pub(crate) fn prompt_tokens(
+    st: &AppState,
+    input: &Input,
+    field: &str,
+) -> Result<Vec<u32>, ApiError> {
+    let ids = match input {
+        Input::Text(s) => st.tok.encode(s),
+        Input::Texts(v) if v.len() == 1 => st.tok.encode(&v[0]),
+        Input::TokenLists(v) if v.len() == 1 => v[0].clone(),
+        Input::Tokens(v) => v.clone(),
+        _ => {
+            return Err(ApiError::invalid(
+                Some(field),
+                format!("`{field}` holds several prompts; send one per request"),
+            ))
+        }
+    };
+    check_ids(st, &ids, field)?;
+    Ok(ids)
+}
+
+/// Token ids are below the vocabulary and there is at least one.
+pub(crate) fn check_ids(st: &AppState, ids: &[u32], field: &str) -> Result<(), ApiError> {
+    if ids.is_empty() {
+        return Err(ApiError::invalid(
+            Some(field),
+            format!("`{field}` is empty"),
+        ));
+    }
+    let vocab = st.tok.vocab_size();
+    if let Some(bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+        return Err(ApiError::invalid(
+            Some(field),
+            format!("token id {bad} is not below the vocabulary size {vocab}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Queues the generation and answers whole or streamed.
+async fn run(
+    st: &AppState,
+    kind: Kind,
+    prompt: Vec<u32>,
+    params: GenParams,
+    echo: Option<String>,
+) -> Result<Response, ApiError> {
+    if prompt.len() > st.cfg.max_prompt_tokens {
+        return Err(ApiError::too_long(prompt.len(), st.cfg.max_prompt_tokens));
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stream = params.stream;
+    let ctx = StreamCtx::new(st, kind, &params);
+    st.sched.generate(GenJob {
+        prompt,
+        params,
+        events: tx,
+        arrived: Instant::now(),
+    })?;
+    if stream {
+        return Ok(sse(rx, ctx).into_response());
+    }
+    let got = collect(rx).await?;
+    st.metrics.ttft_seconds.observe(got.done.ttft_s);
+    let usage = usage(&got.done);
+    let created = now_s();
+    Ok(match kind {
+        Kind::Chat => {
+            let content = got.text.trim_start().to_string();
+            remember(st, &content, &got.done);
+            Json(ChatCompletion {
+                id: ctx.id.clone(),
+                object: "chat.completion",
+                created,
+                model: st.cfg.model_id.clone(),
+                system_fingerprint: st.fingerprint.clone(),
+                choices: vec![ChatChoice {
+                    index: 0,
+                    message: AssistantMessage {
+                        role: "assistant",
+                        content,
+                        refusal: None,
+                    },
+                    logprobs: ctx.logprobs.then_some(ChoiceLogprobs {
+                        content: got.logprobs,
+                    }),
+                    finish_reason: got.done.finish.as_str(),
+                }],
+                usage,
+            })
+            .into_response()
+        }
+        Kind::Completion => Json(Completion {
+            id: ctx.id.clone(),
+            object: "text_completion",
+            created,
+            model: st.cfg.model_id.clone(),
+            system_fingerprint: st.fingerprint.clone(),
+            choices: vec![CompletionChoice {
+                index: 0,
+                text: format!("{}{}", echo.unwrap_or_default(), got.text),
+                logprobs: ctx.logprobs.then(|| legacy(&got.logprobs, &got.pieces)),
+                finish_reason: Some(got.done.finish.as_str()),
+            }],
+            usage: Some(usage),
+        })
+        .into_response(),
+    })
+}
+
+/// Remembers a chat reply's tokens under the text a client will send back.
+pub(crate) fn remember(st: &AppState, content: &str, done: &Done) {
+    if let Ok(mut m) = st.memory.lock() {
+        m.put(fold(content), done.tokens.clone());
+    }
+}
+
+pub(crate) fn usage(d: &Done) -> Usage {
+    Usage {
+        prompt_tokens: d.prompt_tokens,
+        completion_tokens: d.completion_tokens,
+        total_tokens: d.prompt_tokens + d.completion_tokens,
+        prompt_tokens_details: PromptDetails {
+            cached_tokens: d.cached_tokens,
+        },
+    }
+}
+
+struct Collected {
+    text: String,
+    /// The text of each token (for legacy `text_offset`).
+    pieces: Vec<String>,
+    logprobs: Vec<TokenLogprob>,
+    done: Done,
+}
+
+async fn collect(mut rx: mpsc::UnboundedReceiver<Event>) -> Result<Collected, ApiError> {
+    let mut text = String::new();
+    let mut pieces = Vec::new();
+    let mut logprobs = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            Event::Started { .. } => {}
+            Event::Token {
+                text: t, logprob, ..
+            } => {
+                text.push_str(&t);
+                pieces.push(t);
+                logprobs.extend(logprob);
+            }
+            Event::Done(done) => {
+                text.push_str(&done.tail);
+                return Ok(Collected {
+                    text,
+                    pieces,
+                    logprobs,
+                    done,
+                });
+            }
+            Event::Error(e) => return Err(e),
+        }
+    }
+    Err(ApiError::server(
+        "the scheduler stopped before the reply ended",
+    ))
+}
+
+fn legacy(lps: &[TokenLogprob], pieces: &[String]) -> LegacyLogprobs {
+    let mut out = LegacyLogprobs::default();
+    let mut at = 0;
+    for (lp, piece) in lps.iter().zip(pieces) {
+        out.tokens.push(lp.token.clone());
+        out.token_logprobs.push(lp.logprob);
+        out.top_logprobs.push(
+            lp.top_logprobs
+                .iter()
+                .map(|t| (t.token.clone(), t.logprob))
+                .collect(),
+        );
+        out.text_offset.push(at);
+        at += piece.len();
+    }
+    out
+}

@@ -1,0 +1,447 @@
+//! The engine thread: intake, admission from the conversation cache, batched steps,
+//! sampling, and the end of each sequence.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use rwkv_engine::sampler::Sampler;
+use rwkv_engine::{
+    Engine, EngineError, InitState, PrefixCache, Resumed, Rows, SeqInput, Tokenizer, Want,
+};
+
+use super::seq::Seq;
+use super::{embed_now, handle_parts, Event, GenJob, Job, Spawned};
+use crate::config::ServerConfig;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Most states the conversation cache holds (whatever their size).
+const CACHE_MAX_ENTRIES: usize = 4096;
+/// Sequences sampled per CPU thread at least before sampling goes parallel.
+const SAMPLE_PER_THREAD: usize = 4;
+
+struct Sched {
+    tok: Tokenizer,
+    rx: mpsc::Receiver<Job>,
+    waiting: Arc<AtomicUsize>,
+    cache: PrefixCache,
+    metrics: Metrics,
+    parallel: usize,
+    chunk: usize,
+    init: Option<Arc<InitState>>,
+    queue: VecDeque<GenJob>,
+    running: Vec<Seq>,
+}
+
+/// Starts the engine thread with `eng`; the returned handle queues requests, and the
+/// thread hands the engine back when the server shuts down.
+///
+/// Errors: the thread cannot be started.
+pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::Result<Spawned> {
+    let (handle, rx, waiting) = handle_parts(cfg, &metrics);
+    let tok = eng.tokenizer().clone();
+    reserve_slots(&mut eng, cfg.parallel + 1);
+    let cache = PrefixCache::with_gpu_budget(
+        cfg.ctx_cache_bytes,
+        cfg.ctx_cache_gpu_bytes,
+        CACHE_MAX_ENTRIES,
+    );
+    let mut s = Sched {
+        tok,
+        rx,
+        waiting,
+        cache,
+        metrics,
+        parallel: cfg.parallel,
+        chunk: cfg.prefill_chunk,
+        init: cfg.init_state.clone(),
+        queue: VecDeque::new(),
+        running: Vec::new(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("rwkv-scheduler".into())
+        .spawn(move || {
+            let mut eng = eng;
+            loop {
+                match s.run(&mut eng) {
+                    Exit::Shutdown => {
+                        s.close(&mut eng);
+                        return Some(eng);
+                    }
+                    Exit::Lend(loan) => {
+                        // Serving pauses until the engine comes back.
+                        let (give, back) = *loan;
+                        if let Err(mpsc::SendError(e)) = give.send(eng) {
+                            eng = e;
+                            continue;
+                        }
+                        match back.recv() {
+                            Ok(e) => eng = e,
+                            Err(_) => {
+                                log::error!("a borrower kept the engine: the server stops");
+                                s.abandon();
+                                return None;
+                            }
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok(Spawned { handle, thread })
+}
+
+/// Grows the engine's state slots to `n` up front (growing rebuilds the graph: better
+/// at start than in the middle of serving). Stops quietly where the device has no room.
+fn reserve_slots(eng: &mut Engine, n: usize) {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        match eng.new_state() {
+            Ok(s) => held.push(s),
+            Err(e) => {
+                log::warn!("state slots: {} reserved ({e})", held.len());
+                break;
+            }
+        }
+    }
+    for s in held {
+        let _ = eng.free_state(s);
+    }
+}
+
+/// Why [`Sched::run`] returned.
+enum Exit {
+    Shutdown,
+    Lend(Box<Loan>),
+}
+
+/// The engine goes out on the first channel and comes back on the second.
+type Loan = (mpsc::SyncSender<Engine>, mpsc::Receiver<Engine>);
+
+impl Sched {
+    /// Serves until shutdown or a loan of the engine.
+    fn run(&mut self, eng: &mut Engine) -> Exit {
+        loop {
+            if self.running.is_empty() && self.queue.is_empty() {
+                match self.rx.recv() {
+                    Ok(job) => {
+                        if let Some(exit) = self.take(eng, job) {
+                            return exit;
+                        }
+                    }
+                    Err(_) => return Exit::Shutdown,
+                }
+            }
+            while let Ok(job) = self.rx.try_recv() {
+                if let Some(exit) = self.take(eng, job) {
+                    return exit;
+                }
+            }
+            self.reap(eng);
+            self.admit(eng);
+            if !self.running.is_empty() {
+                self.step(eng);
+            }
+            self.metrics.active.set(self.running.len() as i64);
+            self.metrics
+                .queued
+                .set(self.waiting.load(Ordering::SeqCst) as i64);
+            self.metrics
+                .cache_entries
+                .set(self.cache.stats().entries as i64);
+        }
+    }
+
+    /// Takes one job off the channel; `Some` to leave the serving loop.
+    fn take(&mut self, eng: &mut Engine, job: Job) -> Option<Exit> {
+        match job {
+            Job::Generate(g) => self.queue.push_back(g),
+            Job::Embed(e) => {
+                let r = embed_now(eng, &e.inputs, self.init.as_deref());
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                let _ = e.reply.send(r);
+            }
+            Job::Lend(give, back) => return Some(Exit::Lend(Box::new((give, back)))),
+            Job::Shutdown => return Some(Exit::Shutdown),
+        }
+        None
+    }
+
+    /// Frees the sequences whose clients went away, and drops their queued requests.
+    fn reap(&mut self, eng: &mut Engine) {
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].cancelled() {
+                let s = self.running.swap_remove(i);
+                let _ = eng.free_state(s.state);
+                self.metrics.cancelled.inc();
+            } else {
+                i += 1;
+            }
+        }
+        let before = self.queue.len();
+        self.queue.retain(|j| !j.events.is_closed());
+        let gone = before - self.queue.len();
+        if gone > 0 {
+            self.waiting.fetch_sub(gone, Ordering::SeqCst);
+            self.metrics.cancelled.inc_by(gone as u64);
+        }
+    }
+
+    /// Moves queued requests into the batch while it has room, each resumed from the
+    /// longest cached prefix of its prompt.
+    fn admit(&mut self, eng: &mut Engine) {
+        while self.running.len() < self.parallel {
+            let Some(job) = self.queue.pop_front() else {
+                break;
+            };
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let sampler = match Sampler::new(job.params.sampler.clone(), self.tok.vocab_size()) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = job
+                        .events
+                        .send(Event::Error(ApiError::invalid(None, e.to_string())));
+                    continue;
+                }
+            };
+            let Resumed {
+                state,
+                depth,
+                logits: ready,
+            } = match self.resume(eng, &job.prompt) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = job
+                        .events
+                        .send(Event::Error(ApiError::server(e.to_string())));
+                    continue;
+                }
+            };
+            self.metrics.prompt_tokens.inc_by(job.prompt.len() as u64);
+            self.metrics.cached_tokens.inc_by(depth as u64);
+            if depth > 0 {
+                self.metrics.cache_hits.inc();
+            } else {
+                self.metrics.cache_misses.inc();
+            }
+            let _ = job.events.send(Event::Started {
+                cached_tokens: depth,
+            });
+            let mut seq = Seq::new(job, state, depth, sampler, &self.tok);
+            seq.ready = ready;
+            self.running.push(seq);
+        }
+    }
+
+    /// A state for `prompt`: resumed from the cache, else a zero state; when the engine
+    /// has no slot left, cached states move to host memory to make room.
+    fn resume(&mut self, eng: &mut Engine, prompt: &[u32]) -> rwkv_engine::Result<Resumed> {
+        loop {
+            let r = match self.cache.resume(eng, prompt) {
+                Ok(Some(r)) => Ok(r),
+                Ok(None) => self.fresh_state(eng).map(|state| Resumed {
+                    state,
+                    depth: 0,
+                    logits: None,
+                }),
+                Err(e) => Err(e),
+            };
+            match r {
+                Err(EngineError::TooLarge { .. }) if self.cache.spill_lru(eng) => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// A state holding no tokens: zeros, or the server's initial state.
+    fn fresh_state(&mut self, eng: &mut Engine) -> rwkv_engine::Result<rwkv_engine::StateId> {
+        match &self.init {
+            Some(init) => eng.new_state_from(init),
+            None => eng.new_state(),
+        }
+    }
+
+    /// One batched step: every generating sequence feeds its last token, prompts add a
+    /// chunk, and the sequences with logits sample their next token.
+    fn step(&mut self, eng: &mut Engine) {
+        let t0 = Instant::now();
+        // Sequences whose whole prompt was cached with its logits sample at once.
+        let tok = self.tok.clone();
+        for s in self.running.iter_mut() {
+            if let Some(l) = s.ready.take() {
+                s.fed = s.job.prompt.len();
+                s.sample(&mut l.to_vec(), &tok);
+            }
+        }
+        // (running index, tokens, rows)
+        let mut plan: Vec<(usize, Vec<u32>, Rows)> = Vec::new();
+        for (i, s) in self.running.iter().enumerate() {
+            if let (Some(t), None) = (s.next, s.finish) {
+                plan.push((i, vec![t], Rows::Last));
+            }
+        }
+        let mut budget = self.chunk;
+        for (i, s) in self.running.iter().enumerate() {
+            let left = s.prompt_left();
+            if budget == 0 {
+                break;
+            }
+            if left.is_empty() || s.finish.is_some() {
+                continue;
+            }
+            let n = left.len().min(budget);
+            budget -= n;
+            let rows = if n == left.len() {
+                Rows::Last
+            } else {
+                Rows::None
+            };
+            plan.push((i, left[..n].to_vec(), rows));
+        }
+        if !plan.is_empty() {
+            self.run_plan(eng, plan);
+            self.metrics
+                .step_seconds
+                .observe(t0.elapsed().as_secs_f64());
+        }
+        self.finish_done(eng);
+    }
+
+    fn run_plan(&mut self, eng: &mut Engine, plan: Vec<(usize, Vec<u32>, Rows)>) {
+        let inputs: Vec<SeqInput> = plan
+            .iter()
+            .map(|(i, t, rows)| SeqInput {
+                state: self.running[*i].state,
+                tokens: t,
+                rows: *rows,
+            })
+            .collect();
+        self.metrics.batch_size.observe(inputs.len() as f64);
+        let want = Want {
+            logits: true,
+            embeddings: false,
+        };
+        let out = match eng.forward(&inputs, want, None) {
+            Ok(o) => o,
+            Err(e) => {
+                let err = ApiError::server(format!("the forward pass failed: {e}"));
+                log::error!("{err}");
+                for (i, _, _) in &plan {
+                    let _ = self.running[*i].job.events.send(Event::Error(err.clone()));
+                    self.running[*i].finish = Some(super::Finish::Stop);
+                    self.running[*i].generated.clear();
+                }
+                return;
+            }
+        };
+        let mut to_sample: Vec<(usize, Vec<f32>)> = Vec::new();
+        for ((i, toks, _), logits) in plan.into_iter().zip(out.logits) {
+            let s = &mut self.running[i];
+            if s.next.take().is_some() {
+                // A decode token: fed.
+            } else {
+                s.fed += toks.len();
+                self.metrics.prefilled_tokens.inc_by(toks.len() as u64);
+                if s.fed == s.job.prompt.len() && !logits.is_empty() {
+                    // The state after the prompt, with its logits: a regenerate of this
+                    // prompt starts sampling at once.
+                    let prompt = s.job.prompt.clone();
+                    let state = s.state;
+                    let l: Arc<[f32]> = logits.clone().into();
+                    if let Err(e) = self.cache.store(eng, &prompt, state, Some(l)) {
+                        log::warn!("conversation cache: {e}");
+                    }
+                }
+            }
+            if !logits.is_empty() {
+                to_sample.push((i, logits));
+            }
+        }
+        self.sample_all(to_sample);
+    }
+
+    /// Samples each listed sequence's next token, on several CPU threads when many.
+    fn sample_all(&mut self, mut work: Vec<(usize, Vec<f32>)>) {
+        let n = work.len();
+        self.metrics.generated(n as u64);
+        let tok = &self.tok;
+        let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
+        let mut seqs: Vec<Option<&mut Seq>> = self.running.iter_mut().map(Some).collect();
+        let mut jobs: Vec<(&mut Seq, Vec<f32>)> = work
+            .drain(..)
+            .filter_map(|(i, l)| seqs[i].take().map(|s| (s, l)))
+            .collect();
+        if n < 2 * SAMPLE_PER_THREAD || threads < 2 {
+            for (s, l) in jobs.iter_mut() {
+                s.sample(l, tok);
+            }
+            return;
+        }
+        let per = n.div_ceil(threads.min(n / SAMPLE_PER_THREAD).max(1));
+        std::thread::scope(|sc| {
+            for part in jobs.chunks_mut(per) {
+                sc.spawn(move || {
+                    for (s, l) in part.iter_mut() {
+                        s.sample(l, tok);
+                    }
+                });
+            }
+        });
+    }
+
+    /// Ends the finished sequences: their state goes to the cache, the client gets
+    /// `Done`, the slot is freed.
+    fn finish_done(&mut self, eng: &mut Engine) {
+        let mut i = 0;
+        while i < self.running.len() {
+            if self.running[i].finish.is_none() {
+                i += 1;
+                continue;
+            }
+            let mut s = self.running.swap_remove(i);
+            if !s.generated.is_empty() {
+                let key = s.state_tokens();
+                if let Err(e) = self.cache.store(eng, &key, s.state, None) {
+                    log::warn!("conversation cache: {e}");
+                }
+                s.done();
+            }
+            let _ = eng.free_state(s.state);
+        }
+    }
+
+    /// The engine is gone (a borrower kept it): every open request gets 503.
+    fn abandon(&mut self) {
+        for s in self.running.drain(..) {
+            let _ = s.job.events.send(Event::Error(ApiError::unavailable()));
+        }
+        for j in self.queue.drain(..) {
+            let _ = j.events.send(Event::Error(ApiError::unavailable()));
+        }
+    }
+
+    /// Shutdown: every request still open gets 503, the cache is released.
+    fn close(&mut self, eng: &mut Engine) {
+        for s in self.running.drain(..) {
+            let _ = s.job.events.send(Event::Error(ApiError::unavailable()));
+            let _ = eng.free_state(s.state);
+        }
+        for j in self.queue.drain(..) {
+            let _ = j.events.send(Event::Error(ApiError::unavailable()));
+        }
+        while let Ok(job) = self.rx.try_recv() {
+            match job {
+                Job::Generate(g) => {
+                    let _ = g.events.send(Event::Error(ApiError::unavailable()));
+                }
+                Job::Embed(e) => {
+                    let _ = e.reply.send(Err(ApiError::unavailable()));
+                }
+                Job::Shutdown | Job::Lend(..) => {}
+            }
+        }
+        let _ = self.cache.release(eng);
+    }
+}
