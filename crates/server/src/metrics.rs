@@ -35,6 +35,8 @@ pub struct Metrics {
     pub queued: Gauge,
     pub active: Gauge,
     pub cache_entries: Gauge,
+    pub cache_host_entries: Gauge,
+    pub cache_spills: Gauge,
     pub batch_size: Histogram,
     pub ttft_seconds: Histogram,
     pub step_seconds: Histogram,
@@ -127,6 +129,16 @@ impl Metrics {
             "cache_entries",
             "States held by the conversation cache",
         );
+        let cache_host_entries = g(
+            &mut r,
+            "cache_host_entries",
+            "Cached states spilled to host memory, now",
+        );
+        let cache_spills = g(
+            &mut r,
+            "cache_spills",
+            "Cached states moved from GPU slots to host memory, in all",
+        );
         let batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 11));
         r.register(
             "batch_size",
@@ -155,6 +167,8 @@ impl Metrics {
             queued,
             active,
             cache_entries,
+            cache_host_entries,
+            cache_spills,
             batch_size,
             ttft_seconds,
             step_seconds,

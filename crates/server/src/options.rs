@@ -89,6 +89,9 @@ pub fn gen_params(
         o.repetition_penalty = field("repetition_penalty", r, 1.0, 10.0)?;
     }
     o.seed = s.seed.map(|x| x as u64).or(o.seed);
+    if s.ignore_eos == Some(true) {
+        o.stop_tokens.clear();
+    }
     let mut stops: Vec<String> = extra_stops.iter().map(|s| s.to_string()).collect();
     if let Some(st) = s.stop.clone() {
         let v = st.into_vec();

@@ -25,14 +25,34 @@ impl std::fmt::Display for StateId {
 }
 
 impl Engine {
+    /// Doubles the state slots, or grows them to what one binding holds when doubling
+    /// would not fit.
     fn grow_slots(&mut self) -> Result<()> {
         let old = self.graph.n_slots;
-        let new = old * 2;
+        self.grow_slots_to(old * 2).map(|_| ())
+    }
+
+    /// Grows the state slots to `n` (or as many as one binding holds, if fewer) in one
+    /// graph rebuild; returns the slot count. Servers call it once at start, so that no
+    /// rebuild happens while they serve.
+    ///
+    /// Errors: [`EngineError::TooLarge`] when not one more slot fits (in the binding or
+    /// in GPU memory); the slots are then unchanged.
+    pub fn reserve_slots(&mut self, n: usize) -> Result<usize> {
+        if n <= self.graph.n_slots {
+            return Ok(self.graph.n_slots);
+        }
+        self.grow_slots_to(n)
+    }
+
+    fn grow_slots_to(&mut self, want: usize) -> Result<usize> {
+        let old = self.graph.n_slots;
         let max = self.gpu.max_binding() as usize;
-        if new * self.graph.slot_len * 4 > max {
+        let new = want.min(max / (self.graph.slot_len * 4).max(1));
+        if new <= old {
             return Err(EngineError::TooLarge {
                 what: format!(
-                    "{new} states of {} bytes exceed one binding ({max} bytes)",
+                    "{want} states of {} bytes exceed one binding ({max} bytes)",
                     self.graph.slot_len * 4
                 ),
             });
@@ -41,7 +61,7 @@ impl Engine {
         self.used.resize(new, false);
         self.generation.resize(new, 0);
         self.free.extend((old as u32..new as u32).rev());
-        Ok(())
+        Ok(new)
     }
 
     /// Builds the graph anew with `n_slots` state slots (≥ the current ones), `r_cap`

@@ -1,6 +1,7 @@
 //! Request bodies, field by field as OpenAI's API reference has them (chat completions,
 //! completions, embeddings). Unknown fields are ignored, as OpenAI does; RWKV sampling
-//! extras (`top_k`, `min_p`, `penalty_decay`, `repetition_penalty`) are accepted too.
+//! extras (`top_k`, `min_p`, `penalty_decay`, `repetition_penalty`) and llama.cpp's
+//! `ignore_eos` are accepted too.
 
 use serde::Deserialize;
 
@@ -56,6 +57,9 @@ pub struct Sampling {
     pub penalty_decay: Option<f32>,
     #[serde(default)]
     pub repetition_penalty: Option<f32>,
+    /// llama.cpp's extra: do not stop at the end-of-text token (benchmarks).
+    #[serde(default)]
+    pub ignore_eos: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -42,7 +42,10 @@ struct Sched {
 pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::Result<Spawned> {
     let (handle, rx, waiting) = handle_parts(cfg, &metrics);
     let tok = eng.tokenizer().clone();
-    reserve_slots(&mut eng, cfg.parallel + 1);
+    // The running batch, and room for the cache's GPU share.
+    let per_state = (4 * eng.state_len()).max(1) as u64;
+    let cached = (cfg.ctx_cache_gpu_bytes / per_state) as usize;
+    reserve_slots(&mut eng, cfg.parallel + 1 + cached);
     let cache = PrefixCache::with_gpu_budget(
         cfg.ctx_cache_bytes,
         cfg.ctx_cache_gpu_bytes,
@@ -93,20 +96,13 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
 }
 
 /// Grows the engine's state slots to `n` up front (growing rebuilds the graph: better
-/// at start than in the middle of serving). Stops quietly where the device has no room.
+/// at start than in the middle of serving). Where the device has less room, serving goes
+/// on with what fits (cached states then spill to host memory sooner).
 fn reserve_slots(eng: &mut Engine, n: usize) {
-    let mut held = Vec::new();
-    for _ in 0..n {
-        match eng.new_state() {
-            Ok(s) => held.push(s),
-            Err(e) => {
-                log::warn!("state slots: {} reserved ({e})", held.len());
-                break;
-            }
-        }
-    }
-    for s in held {
-        let _ = eng.free_state(s);
+    match eng.reserve_slots(n) {
+        Ok(got) if got < n => log::warn!("state slots: {got} of {n} fit in one binding"),
+        Ok(_) => {}
+        Err(e) => log::warn!("state slots: {e}"),
     }
 }
 
@@ -147,9 +143,10 @@ impl Sched {
             self.metrics
                 .queued
                 .set(self.waiting.load(Ordering::SeqCst) as i64);
-            self.metrics
-                .cache_entries
-                .set(self.cache.stats().entries as i64);
+            let cs = self.cache.stats();
+            self.metrics.cache_entries.set(cs.entries as i64);
+            self.metrics.cache_host_entries.set(cs.host_entries as i64);
+            self.metrics.cache_spills.set(cs.spills as i64);
         }
     }
 
@@ -273,6 +270,7 @@ impl Sched {
             if let Some(l) = s.ready.take() {
                 s.fed = s.job.prompt.len();
                 s.sample(&mut l.to_vec(), &tok);
+                self.metrics.generated(1);
             }
         }
         // (running index, tokens, rows)
