@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::ServerConfig;
 use crate::error::ApiError;
-use crate::openai::request::{ChatRequest, CompletionRequest, EmbeddingRequest, Input};
+use crate::openai::request::{ChatRequest, CompletionRequest, EmbeddingRequest, Input, Sampling};
 use crate::options::{chat_logprobs, gen_params, GenParams};
 use crate::template::{render_chat, ReplyMemory, CHAT_STOP};
 
@@ -34,7 +34,7 @@ pub fn chat_request(
     tok: &Tokenizer,
     memory: &ReplyMemory,
 ) -> Result<(Vec<u32>, GenParams), ApiError> {
-    let req: ChatRequest = parse_json(body, cfg)?;
+    let req: ChatRequest = parse_flat(body, cfg)?;
     check_model(cfg, req.model.as_deref())?;
     if let Some(f) = &req.response_format {
         if f.kind != "text" {
@@ -80,7 +80,7 @@ pub fn completion_request(
     cfg: &ServerConfig,
     tok: &Tokenizer,
 ) -> Result<(Vec<u32>, GenParams, Option<String>), ApiError> {
-    let req: CompletionRequest = parse_json(body, cfg)?;
+    let req: CompletionRequest = parse_flat(body, cfg)?;
     check_model(cfg, req.model.as_deref())?;
     if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::invalid(
@@ -187,6 +187,22 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8], cfg: &ServerConfig) -> Resul
             }
         };
         ApiError::invalid(param.as_deref(), what)
+    })
+}
+
+/// [`parse_json`] for a request with the [`Sampling`] fields flattened into it (chat and
+/// completions). serde's `flatten` loses the path of an error inside those fields (`param`
+/// would be null for `"temperature": "hot"`), so a refusal without a field is looked for
+/// again in the sampling fields alone, and named when it is there.
+fn parse_flat<T: DeserializeOwned>(body: &[u8], cfg: &ServerConfig) -> Result<T, ApiError> {
+    parse_json(body, cfg).map_err(|e| {
+        if e.param.is_some() || e.status.as_u16() != 400 {
+            return e;
+        }
+        match parse_json::<Sampling>(body, cfg) {
+            Err(named) if named.param.is_some() => named,
+            _ => e,
+        }
     })
 }
 

@@ -77,6 +77,8 @@ pub(crate) fn router(sh: Shared) -> Router {
     let mut app = Router::new()
         .merge(api)
         .route("/health", get(health))
+        // After every route: axum's own 405 has no body.
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .with_state(state);
@@ -183,6 +185,11 @@ async fn model(
     }
     st.metrics.request("/v1/models/{id}", 200);
     Ok(Json(card(&st)))
+}
+
+/// A known path with a method it does not take: 405 in OpenAI's error shape.
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::method_not_allowed(req.method().as_str(), req.uri().path())
 }
 
 async fn fallback(req: Request) -> ApiError {
