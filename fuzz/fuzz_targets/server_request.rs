@@ -53,7 +53,10 @@ fn check_error(e: &ApiError) {
     assert_eq!(err["type"].as_str(), Some(e.kind));
     assert_eq!(err["param"].as_str(), e.param.as_deref());
     assert_eq!(err["code"].as_str(), e.code);
-    assert!(err.get("param").is_some() && err.get("code").is_some(), "{v}");
+    assert!(
+        err.get("param").is_some() && err.get("code").is_some(),
+        "{v}"
+    );
 }
 
 /// Accepted tokens: at least one, each below the vocabulary, within the prompt limit.
@@ -71,8 +74,14 @@ fuzz_target!(|data: &[u8]| {
             check_ids(f, &prompt);
             assert!((1..=f.cfg.max_tokens_cap).contains(&params.max_tokens));
             // The template's own stop is always there.
-            assert_eq!(params.sampler.stop_strings.first().map(String::as_str), Some("\n\n"));
-            params.sampler.validate().expect("accepted sampling is valid");
+            assert_eq!(
+                params.sampler.stop_strings.first().map(String::as_str),
+                Some("\n\n")
+            );
+            params
+                .sampler
+                .validate()
+                .expect("accepted sampling is valid");
         }
         Err(e) => check_error(&e),
     }
@@ -81,7 +90,10 @@ fuzz_target!(|data: &[u8]| {
             check_ids(f, &prompt);
             assert!((1..=f.cfg.max_tokens_cap).contains(&params.max_tokens));
             assert!(params.logprobs.is_none_or(|k| k <= 5));
-            params.sampler.validate().expect("accepted sampling is valid");
+            params
+                .sampler
+                .validate()
+                .expect("accepted sampling is valid");
         }
         Err(e) => check_error(&e),
     }
