@@ -4,7 +4,8 @@ as SafeTensors with BlinkDL's names, and as a .pth (via tests/data/make_pth.py),
 fuzzer starts from inputs that get through the readers *and* the mapping.
 
 usage: fuzz/make_seeds.py   (writes fuzz/corpus/{gguf,safetensors_pth}/, gitignored, and the
-                            committed seeds of the small readers, fuzz/seeds/{state_file,npy,store}/)
+                            committed seeds of the small readers and the server's requests,
+                            fuzz/seeds/{state_file,npy,store,server_request}/)
 
 Then (cargo install cargo-fuzz; RUSTC_BOOTSTRAP=1 lets stable rustc take -Zsanitizer):
   RUSTC_BOOTSTRAP=1 cargo fuzz run gguf -- -max_total_time=600
@@ -156,6 +157,78 @@ def store_seeds():
     return out
 
 
+def server_request_seeds():
+    """Request bodies for the server's checks (crates/server/src/request.rs): valid ones for
+    each endpoint, one that all three accept, and near-valid ones each refused for one
+    reason. The target runs every input through chat, completions and embeddings."""
+    user = {"role": "user", "content": "Hi there"}
+    chat_full = {
+        "model": "rwkv",
+        "messages": [{"role": "system", "content": "Be brief."},
+                     {"role": "developer", "content": "Answer in English.\n\n\nPlease."},
+                     {"role": "user", "content": [{"type": "text", "text": "Hello \u00e9\u4e16"},
+                                                  {"type": "text"}]},
+                     {"role": "assistant", "content": "Hello!"},
+                     {"role": "tool", "name": "search", "content": "no results"},
+                     {"role": "assistant", "content": None},
+                     {"role": "user", "content": "And now?\r\n"}],
+        "temperature": 0.7, "top_p": 0.9, "max_tokens": 50, "max_completion_tokens": 40,
+        "stop": ["END", "\nUser:", ""], "seed": -3, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+        "n": 1, "top_k": 20, "min_p": 0.05, "penalty_decay": 0.996, "repetition_penalty": 1.1,
+        "logprobs": True, "top_logprobs": 3, "response_format": {"type": "text"}, "tools": [],
+        "stream": True, "stream_options": {"include_usage": True}, "user": "someone",
+    }
+    completion = {"model": "", "prompt": "Once upon a time", "max_tokens": 8, "echo": True, "logprobs": 2,
+                  "stop": "\n", "stream": False, "temperature": 0, "top_p": 0, "suffix": ""}
+    seeds = {
+        "chat-full": chat_full,
+        "chat-min": {"messages": [user]},
+        "chat-parts-image": {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "x"}}]}]},
+        "chat-tools": {"messages": [user], "tools": [{"type": "function", "function": {"name": "f"}}]},
+        "chat-json-format": {"messages": [user], "response_format": {"type": "json_object"}},
+        "chat-top-logprobs-alone": {"messages": [user], "top_logprobs": 2},
+        "chat-top-logprobs-21": {"messages": [user], "logprobs": True, "top_logprobs": 21},
+        "chat-max-tokens-0": {"messages": [user], "max_tokens": 0},
+        "chat-max-tokens-huge": {"messages": [user], "max_completion_tokens": 18446744073709551615},
+        "chat-stops-5": {"messages": [user], "stop": ["a", "b", "c", "d", "e"]},
+        "chat-stop-long": {"messages": [user], "stop": "x" * 300},
+        "chat-unknown-role": {"messages": [{"role": "wizard", "content": "hi"}]},
+        "chat-other-model": {"model": "gpt-4o", "messages": [user]},
+        "chat-empty": {"messages": []},
+        "chat-n-2": {"messages": [user], "n": 2},
+        "chat-temperature-3": {"messages": [user], "temperature": 3},
+        "completion-text": completion,
+        "completion-tokens": {"prompt": [510, 11, 33, 65529], "max_tokens": 4, "logprobs": 5},
+        "completion-token-lists": {"prompt": [[510, 11]], "stream": True,
+                                   "stream_options": {"include_usage": False}},
+        "completion-texts": {"prompt": ["Hello"], "n": 1, "seed": 1},
+        "completion-several": {"prompt": ["a", "b"]},
+        "completion-big-token": {"prompt": [65536, 70000]},
+        "completion-empty": {"prompt": ""},
+        "completion-suffix": {"prompt": "def f():", "suffix": "return 1"},
+        "completion-logprobs-6": {"prompt": "a", "logprobs": 6},
+        "embedding-text": {"model": "rwkv", "input": "The food was delicious.", "encoding_format": "float"},
+        "embedding-texts-base64": {"input": ["one", "two", "three"], "encoding_format": "base64",
+                                   "dimensions": 256},
+        "embedding-tokens": {"input": [1, 2, 3]},
+        "embedding-token-lists": {"input": [[1, 2], [3], [65535]]},
+        "embedding-empty": {"input": []},
+        "embedding-empty-input": {"input": [[1], []]},
+        "embedding-bad-format": {"input": "x", "encoding_format": "int8"},
+        "embedding-dimensions-7": {"input": "x", "dimensions": 7},
+        # Accepted by all three: chat reads `messages`, completions `prompt`, embeddings `input`.
+        "all-three": {"messages": [user], "prompt": "Hi", "input": "Hi", "max_tokens": 3},
+    }
+    out = {}
+    for i, (name, body) in enumerate(seeds.items()):
+        # Some compact, some indented: both shapes of JSON clients send.
+        out[name] = json.dumps(body, indent=2 if i % 3 == 0 else None, ensure_ascii=i % 2 == 0).encode()
+    out["truncated"] = json.dumps(chat_full).encode()[:200]
+    out["not-json"] = b"messages=hi"
+    return out
+
+
 def small_seeds():
     seeds = {
         # A flag byte first (bit 0: the target fixes the checksum up), then the file.
@@ -164,6 +237,7 @@ def small_seeds():
         "npy": {"v1-3x4": npy([3, 4]), "v1-5": npy([5]), "v1-scalar": npy([]),
                 "v2-2x2x2": npy([2, 2, 2], major=2)},
         "store": store_seeds(),
+        "server_request": server_request_seeds(),
     }
     for target, files in seeds.items():
         d = os.path.join(HERE, "seeds", target)

@@ -87,6 +87,15 @@ impl ApiError {
         )
     }
 
+    /// 405: a known path asked with a method it does not take.
+    pub fn method_not_allowed(method: &str, path: &str) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            format!("{path} does not take {method} (see docs/server.md)"),
+        )
+    }
+
     /// 400 `context_length_exceeded`.
     pub fn too_long(tokens: usize, limit: usize) -> Self {
         ApiError {

@@ -8,6 +8,8 @@
 //! - [`openai`]: request and response bodies, field by field;
 //! - [`options`]: a request's sampling fields → the engine's sampler options, checked;
 //! - [`template`]: the chat template, rendered to tokens message by message;
+//! - [`request`]: a request body → its prompt tokens and parameters, checked (pure: what
+//!   the handlers run before queueing, and what the fuzz target calls);
 //! - [`metrics`]: Prometheus counters and the panel's [`ServerStats`];
 //! - [`scheduler`]: the engine thread — queue, running batch, batched steps, cache;
 //! - `http`: axum routes, key check, limits, SSE.
@@ -20,6 +22,7 @@ mod http;
 pub mod metrics;
 pub mod openai;
 pub mod options;
+pub mod request;
 pub mod scheduler;
 pub mod template;
 

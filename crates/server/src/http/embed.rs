@@ -9,15 +9,11 @@ use axum::Json;
 use base64::Engine as _;
 use tokio::sync::oneshot;
 
-use super::generate::check_ids;
-use super::{check_model, parse_body, AppState};
+use super::{read_body, AppState};
 use crate::error::ApiError;
-use crate::openai::request::{EmbeddingRequest, Input};
 use crate::openai::response::{Embedding, EmbeddingData, EmbeddingList, EmbeddingUsage};
+use crate::request::embedding_request;
 use crate::scheduler::EmbedJob;
-
-/// Most inputs one embeddings request may hold (OpenAI's limit).
-pub const MAX_INPUTS: usize = 2048;
 
 pub(crate) async fn embeddings(
     State(st): State<AppState>,
@@ -36,49 +32,9 @@ pub(crate) async fn embeddings(
 }
 
 async fn inner(st: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
-    let req: EmbeddingRequest = parse_body(body, st.cfg.max_body_bytes)?;
-    check_model(st, req.model.as_deref())?;
-    let base64 = match req.encoding_format.as_deref() {
-        None | Some("float") => false,
-        Some("base64") => true,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                Some("encoding_format"),
-                format!("`encoding_format` `{other}`; expected `float` or `base64`"),
-            ))
-        }
-    };
-    let inputs: Vec<Vec<u32>> = match &req.input {
-        Input::Text(s) => vec![st.tok.encode(s)],
-        Input::Texts(v) => v.iter().map(|s| st.tok.encode(s)).collect(),
-        Input::Tokens(v) => vec![v.clone()],
-        Input::TokenLists(v) => v.clone(),
-    };
-    if inputs.is_empty() || inputs.len() > MAX_INPUTS {
-        return Err(ApiError::invalid(
-            Some("input"),
-            format!("{} inputs; send 1 to {MAX_INPUTS}", inputs.len()),
-        ));
-    }
-    if let Some(d) = req.dimensions {
-        if d as usize != st.dim {
-            return Err(ApiError::invalid(
-                Some("dimensions"),
-                format!(
-                    "`dimensions` is {d}; this model's embeddings have {}",
-                    st.dim
-                ),
-            ));
-        }
-    }
-    let mut total = 0;
-    for (i, ids) in inputs.iter().enumerate() {
-        check_ids(st, ids, &format!("input[{i}]"))?;
-        if ids.len() > st.cfg.max_prompt_tokens {
-            return Err(ApiError::too_long(ids.len(), st.cfg.max_prompt_tokens));
-        }
-        total += ids.len();
-    }
+    let bytes = read_body(body, st.cfg.max_body_bytes)?;
+    let (inputs, base64) = embedding_request(&bytes, &st.cfg, &st.tok, st.dim)?;
+    let total = inputs.iter().map(Vec::len).sum();
     let (tx, rx) = oneshot::channel();
     st.sched.embed(EmbedJob { inputs, reply: tx })?;
     let emb = rx

@@ -1,5 +1,5 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions`: the request checked and
-//! rendered to tokens, queued, and answered whole or as a stream.
+//! rendered to tokens ([`crate::request`]), queued, and answered whole or as a stream.
 
 use std::time::Instant;
 
@@ -11,21 +11,16 @@ use axum::Json;
 use tokio::sync::mpsc;
 
 use super::stream::{sse, Kind, StreamCtx};
-use super::{check_model, now_s, parse_body, AppState};
+use super::{now_s, read_body, AppState};
 use crate::error::ApiError;
-use crate::openai::request::{ChatRequest, CompletionRequest, Input};
 use crate::openai::response::{
     AssistantMessage, ChatChoice, ChatCompletion, ChoiceLogprobs, Completion, CompletionChoice,
     LegacyLogprobs, PromptDetails, TokenLogprob, Usage,
 };
-use crate::options::{chat_logprobs, gen_params, GenParams};
+use crate::options::GenParams;
+use crate::request::{chat_request, completion_request};
 use crate::scheduler::{Done, Event, GenJob};
-use crate::template::{fold, render_chat, CHAT_STOP};
-
-/// Most alternatives legacy completions list per token.
-const MAX_LEGACY_LOGPROBS: u32 = 5;
-/// OpenAI's default `max_tokens` for completions.
-const COMPLETIONS_DEFAULT_MAX: usize = 16;
+use crate::template::fold;
 
 pub(crate) async fn chat(
     State(st): State<AppState>,
@@ -60,41 +55,13 @@ async fn chat_inner(
     st: &AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let req: ChatRequest = parse_body(body, st.cfg.max_body_bytes)?;
-    check_model(st, req.model.as_deref())?;
-    if let Some(f) = &req.response_format {
-        if f.kind != "text" {
-            return Err(ApiError::invalid(
-                Some("response_format"),
-                format!(
-                    "response_format `{}` is not supported yet (text only)",
-                    f.kind
-                ),
-            ));
-        }
-    }
-    if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid(
-            Some("tools"),
-            "tool calls are not supported yet",
-        ));
-    }
-    let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;
-    let max = req.max_completion_tokens.or(req.sampling.max_tokens);
-    let params = gen_params(
-        &st.cfg,
-        &req.sampling,
-        max,
-        st.cfg.default_max_tokens,
-        logprobs,
-        &[CHAT_STOP],
-    )?;
-    let prompt = {
+    let bytes = read_body(body, st.cfg.max_body_bytes)?;
+    let (prompt, params) = {
         let mem = st
             .memory
             .lock()
             .map_err(|_| ApiError::server("reply memory poisoned"))?;
-        render_chat(&st.tok, &req.messages, &mem)?
+        chat_request(&bytes, &st.cfg, &st.tok, &mem)?
     };
     run(st, Kind::Chat, prompt, params, None).await
 }
@@ -103,80 +70,13 @@ async fn completions_inner(
     st: &AppState,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let req: CompletionRequest = parse_body(body, st.cfg.max_body_bytes)?;
-    check_model(st, req.model.as_deref())?;
-    if req.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::invalid(
-            Some("suffix"),
-            "`suffix` is not supported",
-        ));
-    }
-    let logprobs = match req.logprobs {
-        Some(k) if k > MAX_LEGACY_LOGPROBS => {
-            return Err(ApiError::invalid(
-                Some("logprobs"),
-                format!("`logprobs` is {k}; at most {MAX_LEGACY_LOGPROBS}"),
-            ))
-        }
-        k => k.map(|k| k as usize),
-    };
-    let params = gen_params(
-        &st.cfg,
-        &req.sampling,
-        req.sampling.max_tokens,
-        COMPLETIONS_DEFAULT_MAX.min(st.cfg.max_tokens_cap),
-        logprobs,
-        &[],
-    )?;
-    let prompt = prompt_tokens(st, &req.prompt, "prompt")?;
-    let echo = req
-        .echo
-        .unwrap_or(false)
-        .then(|| String::from_utf8_lossy(&st.tok.decode(&prompt).unwrap_or_default()).into_owned());
+    let bytes = read_body(body, st.cfg.max_body_bytes)?;
+    let (prompt, params, echo) = completion_request(&bytes, &st.cfg, &st.tok)?;
     run(st, Kind::Completion, prompt, params, echo).await
 }
 
-/// One prompt's tokens from a completions `prompt` or an embeddings input.
-pub(crate) fn prompt_tokens(
-    st: &AppState,
-    input: &Input,
-    field: &str,
-) -> Result<Vec<u32>, ApiError> {
-    let ids = match input {
-        Input::Text(s) => st.tok.encode(s),
-        Input::Texts(v) if v.len() == 1 => st.tok.encode(&v[0]),
-        Input::TokenLists(v) if v.len() == 1 => v[0].clone(),
-        Input::Tokens(v) => v.clone(),
-        _ => {
-            return Err(ApiError::invalid(
-                Some(field),
-                format!("`{field}` holds several prompts; send one per request"),
-            ))
-        }
-    };
-    check_ids(st, &ids, field)?;
-    Ok(ids)
-}
-
-/// Token ids are below the vocabulary and there is at least one.
-pub(crate) fn check_ids(st: &AppState, ids: &[u32], field: &str) -> Result<(), ApiError> {
-    if ids.is_empty() {
-        return Err(ApiError::invalid(
-            Some(field),
-            format!("`{field}` is empty"),
-        ));
-    }
-    let vocab = st.tok.vocab_size();
-    if let Some(bad) = ids.iter().find(|&&t| t as usize >= vocab) {
-        return Err(ApiError::invalid(
-            Some(field),
-            format!("token id {bad} is not below the vocabulary size {vocab}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Queues the generation and answers whole or streamed.
+/// Queues the generation (its prompt checked by [`crate::request`]) and answers whole or
+/// streamed.
 async fn run(
     st: &AppState,
     kind: Kind,
@@ -184,9 +84,6 @@ async fn run(
     params: GenParams,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
-    if prompt.len() > st.cfg.max_prompt_tokens {
-        return Err(ApiError::too_long(prompt.len(), st.cfg.max_prompt_tokens));
-    }
     let (tx, rx) = mpsc::unbounded_channel();
     let stream = params.stream;
     let ctx = StreamCtx::new(st, kind, &params);

@@ -17,7 +17,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use rwkv_engine::Tokenizer;
-use serde::de::DeserializeOwned;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::config::ServerConfig;
@@ -78,6 +77,8 @@ pub(crate) fn router(sh: Shared) -> Router {
     let mut app = Router::new()
         .merge(api)
         .route("/health", get(health))
+        // After every route: axum's own 405 has no body.
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(fallback)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .with_state(state);
@@ -186,6 +187,11 @@ async fn model(
     Ok(Json(card(&st)))
 }
 
+/// A known path with a method it does not take: 405 in OpenAI's error shape.
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::method_not_allowed(req.method().as_str(), req.uri().path())
+}
+
 async fn fallback(req: Request) -> ApiError {
     if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::POST {
         return ApiError {
@@ -196,41 +202,17 @@ async fn fallback(req: Request) -> ApiError {
     ApiError::no_route(req.uri().path())
 }
 
-/// A JSON body parsed into `T`, every failure a 400 naming the field (a body over the
-/// limit: 413).
-pub(crate) fn parse_body<T: DeserializeOwned>(
+/// The request body's bytes (a body over the limit: 413; one that cannot be read: 400).
+/// [`crate::request`] parses and checks them.
+pub(crate) fn read_body(
     body: Result<Bytes, BytesRejection>,
     limit: usize,
-) -> Result<T, ApiError> {
-    let bytes = body.map_err(|r| {
+) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::body_too_large(limit)
         } else {
             ApiError::invalid(None, format!("cannot read the request body: {r}"))
         }
-    })?;
-    let de = &mut serde_json::Deserializer::from_slice(&bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let param = (path != ".").then_some(path);
-        let what = if inner.is_syntax() || inner.is_eof() {
-            format!("the body is not valid JSON: {inner}")
-        } else {
-            match &param {
-                Some(p) => format!("bad value of `{p}`: {inner}"),
-                None => format!("bad request body: {inner}"),
-            }
-        };
-        ApiError::invalid(param.as_deref(), what)
     })
-}
-
-/// Checks the request's `model` against the one served (absent or empty: accepted).
-pub(crate) fn check_model(st: &AppState, model: Option<&str>) -> Result<(), ApiError> {
-    match model {
-        None | Some("") => Ok(()),
-        Some(m) if m == st.cfg.model_id => Ok(()),
-        Some(m) => Err(ApiError::model_not_found(m, &st.cfg.model_id)),
-    }
 }
