@@ -12,7 +12,7 @@ from server_support import Served
 TURNS = 10
 
 
-def turn(c, model, history, text, max_tokens=8):
+def turn(c, model, history, text, max_tokens=6):
     msgs = history + [{"role": "user", "content": text}]
     r = c.chat.completions.create(model=model, messages=msgs, max_tokens=max_tokens,
                                   temperature=0)
@@ -47,13 +47,13 @@ def test_ten_turns_feed_only_the_new_message():
 
         # Regenerate the last reply: the whole prompt (state and logits) is cached.
         msgs = history[:-1]
-        r = c.chat.completions.create(model=s.model, messages=msgs, max_tokens=8, temperature=0)
+        r = c.chat.completions.create(model=s.model, messages=msgs, max_tokens=6, temperature=0)
         assert r.usage.prompt_tokens_details.cached_tokens == r.usage.prompt_tokens
         assert r.choices[0].message.content == history[-1]["content"]
 
         # Edit the last user message: everything before it is reused.
         edited = history[:-2] + [{"role": "user", "content": "Something else entirely."}]
-        r = c.chat.completions.create(model=s.model, messages=edited, max_tokens=8, temperature=0)
+        r = c.chat.completions.create(model=s.model, messages=edited, max_tokens=6, temperature=0)
         assert r.usage.prompt_tokens_details.cached_tokens == prev.prompt_tokens + prev.completion_tokens - 1
     finally:
         assert s.stop() == 0, "".join(s.log)
@@ -68,7 +68,7 @@ def test_32_conversations_interleaved_on_4_slots_keep_their_states():
         def run(i):
             c = openai.OpenAI(base_url=s.base, api_key="-", max_retries=0, timeout=600)
             try:
-                check_chat(c, s.model, f"conversation {i}", turns=6)
+                check_chat(c, s.model, f"conversation {i}")
             except Exception as e:  # noqa: BLE001 — reported below
                 errors.append(f"{i}: {e!r}")
 
@@ -79,7 +79,7 @@ def test_32_conversations_interleaved_on_4_slots_keep_their_states():
             t.join(900)
         assert not errors, errors[:3]
         m = s.metrics()
-        assert m["rwkv_cache_hits_total"] >= 32 * 5
+        assert m["rwkv_cache_hits_total"] >= 32 * (TURNS - 1)
         assert m["rwkv_cache_spills"] > 0, "the GPU share should have overflowed to host memory"
         assert m["rwkv_cache_host_entries"] > 0
     finally:
