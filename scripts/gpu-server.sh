@@ -20,6 +20,8 @@ mkdir -p "$OUT"
 # shellcheck source=scripts/gpu-env.sh
 source "$(dirname "$0")/gpu-env.sh"
 LCB=$(cd "$BIN/llama-cpp-bench" && pwd)
+# make_rwkv7_gguf.py imports gguf-py from the llama.cpp source beside it.
+[ -d "$LCB/llama.cpp" ] || tar -C "$LCB" -xJf "$LCB/llama.cpp.tar.xz"
 export LC_W=/tmp/lc
 R=$LC_W/results/server
 mkdir -p "$R"
