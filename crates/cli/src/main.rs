@@ -2,6 +2,7 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_adapter;
+mod cmd_batch;
 mod cmd_bench;
 mod cmd_embed;
 mod cmd_eval;
@@ -42,6 +43,8 @@ enum Command {
     Eval(cmd_eval::EvalArgs),
     /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
     Bench(cmd_bench::BenchArgs),
+    /// Batched decode on the engine alone: B sequences × 1 token a pass, ms a step.
+    Batch(cmd_batch::BatchArgs),
     /// GPU time of every dispatch of one forward pass.
     Profile(cmd_bench::ProfileArgs),
     /// Kernel microbenchmark: GB/s of the decode and TFLOP/s of the prefill matrix kernels
@@ -121,6 +124,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate(a) => cmd_generate::generate(a),
         Command::Chat(a) => cmd_generate::chat(a),
         Command::Serve(a) => cmd_serve::serve(a),
+        Command::Batch(a) => cmd_batch::batch(a),
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Profile(a) => cmd_bench::profile(a),
