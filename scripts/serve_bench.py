@@ -53,6 +53,8 @@ def stream(url, path, body, key=None):
         if data == "[DONE]":
             break
         j = json.loads(data)
+        if j.get("error"):
+            raise RuntimeError(f"{path}: error in the stream: {j['error']}")
         if j.get("usage"):
             usage = j["usage"]
         for c in j.get("choices", []):

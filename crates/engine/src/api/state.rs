@@ -210,6 +210,12 @@ impl Engine {
         Ok(new)
     }
 
+    /// Most states this engine can hold at once: every slot lives in one storage binding,
+    /// so `max_binding / (4 · state_len)` (99 for a 2.9B model on an H100's 2 GiB).
+    pub fn max_states(&self) -> usize {
+        (self.gpu.max_binding() as usize / (self.graph.slot_len * 4).max(1)).max(1)
+    }
+
     /// f32 elements of one state: `n_layer × [att_shift C | wkv H×N×N | ffn_shift C]`.
     pub fn state_len(&self) -> usize {
         self.graph.slot_len

@@ -51,13 +51,23 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
         cfg.ctx_cache_gpu_bytes,
         CACHE_MAX_ENTRIES,
     );
+    // Every state lives in one binding: the batch is capped by how many fit (one slot
+    // kept for the cache's copy of a finished prompt).
+    let fit = eng.max_states().saturating_sub(1).max(1);
+    if cfg.parallel > fit {
+        log::warn!(
+            "--parallel {} is above the {fit} states this device holds for this model: \
+             {fit} run at once, the rest wait",
+            cfg.parallel
+        );
+    }
     let mut s = Sched {
         tok,
         rx,
         waiting,
         cache,
         metrics,
-        parallel: cfg.parallel,
+        parallel: cfg.parallel.min(fit),
         chunk: cfg.prefill_chunk,
         init: cfg.init_state.clone(),
         queue: VecDeque::new(),
@@ -209,6 +219,12 @@ impl Sched {
                 logits: ready,
             } = match self.resume(eng, &job.prompt) {
                 Ok(r) => r,
+                // Every slot is taken (by running sequences): the request waits.
+                Err(EngineError::TooLarge { .. }) if !self.running.is_empty() => {
+                    self.waiting.fetch_add(1, Ordering::SeqCst);
+                    self.queue.push_front(job);
+                    break;
+                }
                 Err(e) => {
                     let _ = job
                         .events
