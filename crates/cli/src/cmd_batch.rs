@@ -36,6 +36,8 @@ pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
     let mut opts = model.load_options();
     opts.max_batch = max;
     opts.batch_invariant = a.batch_invariant;
+    // The server's kernel knobs (k-split for few-token products), as it would serve.
+    opts.tuning = Some(rwkv_server::serving_tuning());
     let mut eng = model.load_with(&opts, false)?;
     eng.reserve_slots(max)?;
     let vocab = eng.config().vocab_size as u32;

@@ -117,6 +117,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut opts_eng = model.load_options();
     opts_eng.max_batch = a.parallel + 8;
     opts_eng.batch_invariant = a.batch_invariant;
+    opts_eng.tuning = Some(rwkv_server::serving_tuning());
     let eng = model.load_with(&opts_eng, false)?;
     cfg.init_state = model.init_state(&eng)?.map(Arc::new);
     let server = Server::start(eng, cfg).context("starting the server")?;

@@ -42,6 +42,9 @@ pub struct LoadOptions {
     /// Costs speed at 1–8 tokens a pass (no matrix × vector kernels); what a server that
     /// promises "batching does not change results" runs. Default off.
     pub batch_invariant: bool,
+    /// Kernel knobs for this load's device instead of the environment's
+    /// ([`crate::gpu::Tuning::from_env`]); a server picks its own for batched decode.
+    pub tuning: Option<crate::gpu::Tuning>,
 }
 
 impl Default for LoadOptions {
@@ -53,6 +56,7 @@ impl Default for LoadOptions {
             max_gpu_bytes: None,
             upload: UploadOptions::default(),
             batch_invariant: false,
+            tuning: None,
         }
     }
 }
@@ -160,11 +164,16 @@ impl Engine {
         // ≈ 0.15 s on a discrete GPU, the first time) while this thread maps and parses
         // the file; a bad file is still reported first.
         let choice = opts.adapter.clone();
+        let tuning = opts.tuning.clone();
         let opening = std::thread::Builder::new()
             .name("rwkv-device".into())
             .spawn(move || {
                 let t = Instant::now();
-                (GpuContext::shared(&choice), t.elapsed())
+                let gpu = match tuning {
+                    Some(t) => GpuContext::shared_with(&choice, t),
+                    None => GpuContext::shared(&choice),
+                };
+                (gpu, t.elapsed())
             })
             .map_err(|e| EngineError::gpu(format!("cannot start the device thread: {e}")))?;
         // On a bad file, the device thread is still joined (what it opened stays open for

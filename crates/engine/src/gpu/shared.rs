@@ -31,9 +31,15 @@ impl GpuContext {
     /// ([`GpuContext::new`], same errors), kept for later calls. Concurrent first calls
     /// open one device between them.
     pub fn shared(choice: &AdapterChoice) -> Result<Arc<GpuContext>> {
+        Self::shared_with(choice, Tuning::from_env())
+    }
+
+    /// [`GpuContext::shared`] with these knobs instead of the environment's (a device is
+    /// kept per adapter and tuning).
+    pub fn shared_with(choice: &AdapterChoice, tuning: Tuning) -> Result<Arc<GpuContext>> {
         let open = OPEN.get_or_init(Default::default);
         let mut open = open.lock().unwrap_or_else(|p| p.into_inner());
-        let k = key(choice);
+        let k: Key = (format!("{choice:?}"), tuning);
         if let Some(gpu) = open.get(&k) {
             if gpu.check_lost().is_ok() {
                 return Ok(gpu.clone());
