@@ -65,6 +65,7 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   not_text: 'Not a text file',
   scope: 'Choose the file first',
   corrupt_file: 'A stored file is damaged',
+  server: 'Local server problem',
   worker: SOMETHING_WENT_WRONG,
   internal: SOMETHING_WENT_WRONG,
   ipc: SOMETHING_WENT_WRONG,
