@@ -101,6 +101,9 @@ error_codes! {
     /// A stored file of the app (a chat, document, the adapter list) does not parse
     /// (`details.path`).
     CorruptFile => "corrupt_file",
+    /// The local server (Model view) could not start or stopped: its port is taken
+    /// (`details.port`), it runs already, or its engine thread failed.
+    Server => "server",
     /// The engine's worker thread is gone; the app must be restarted.
     Worker => "worker",
     /// A bug of the app (a state it should never reach); the message says which.

@@ -27,7 +27,9 @@ pub mod worker;
 
 use std::path::PathBuf;
 
-use tauri::{DragDropEvent, Manager, Runtime, WindowEvent};
+use std::time::Duration;
+
+use tauri::{DragDropEvent, Manager, RunEvent, Runtime, WindowEvent};
 
 use crate::paths::AppPaths;
 pub use crate::paths::{default_model_path, DEFAULT_MODEL};
@@ -73,6 +75,9 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::bench::bench_run,
         commands::bench::bench_dashboard,
         commands::bench::bench_clear,
+        commands::server::server_start,
+        commands::server::server_stop,
+        commands::server::server_status,
     ])
 }
 
@@ -92,6 +97,9 @@ pub fn manage_state<R: Runtime, M: Manager<R>>(
     app.manage(AppPaths { default_model });
     Ok(())
 }
+
+/// How long app exit waits for the engine thread to stop the local server.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 pub fn run() {
     register(tauri::Builder::default())
@@ -125,9 +133,19 @@ pub fn run() {
                 }
             }
         })
-        .run(tauri::generate_context!())
+        .build(tauri::generate_context!())
         .unwrap_or_else(|e| {
             eprintln!("RWKV Studio could not start: {e}");
             std::process::exit(1);
+        })
+        .run(|app, event| {
+            if let RunEvent::Exit = event {
+                // The local server stops cleanly (its port freed) before the process ends.
+                if let Some(engine) = app.try_state::<EngineHandle>() {
+                    if !engine.shutdown(EXIT_WAIT) {
+                        log::warn!("the engine thread did not stop within {EXIT_WAIT:?}");
+                    }
+                }
+            }
         });
 }

@@ -65,6 +65,7 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   not_text: 'Not a text file',
   scope: 'Choose the file first',
   corrupt_file: 'A stored file is damaged',
+  server: 'Local server problem',
   worker: SOMETHING_WENT_WRONG,
   internal: SOMETHING_WENT_WRONG,
   ipc: SOMETHING_WENT_WRONG,
@@ -424,6 +425,44 @@ export interface Dashboard {
   profile_by_op: ProfileTotal[] | null;
 }
 
+// ---------- local server ----------
+
+/** `rwkv_server::ServerStats`: the local server's counters since it started. */
+export interface ServerStats {
+  /** HTTP requests answered. */
+  requests: number;
+  /** Sequences in the running batch (streams generating now). */
+  active: number;
+  /** Requests waiting for a place in the batch. */
+  queued: number;
+  generated_tokens: number;
+  prompt_tokens: number;
+  /** Prompt tokens resumed from the conversation state cache instead of prefilled. */
+  cached_tokens: number;
+  cache_hits: number;
+  cache_misses: number;
+  cache_entries: number;
+  /** Generated tokens per second over the last 5 s. */
+  tok_s: number;
+  uptime_s: number;
+}
+
+/** `worker/server.rs` `ServerStatus`: the Local server panel's view. */
+export interface ServerStatus {
+  running: boolean;
+  /** `http://127.0.0.1:PORT/v1` while running. */
+  base_url: string | null;
+  port: number | null;
+  /** The model id clients see: the model file's stem. */
+  model_id: string | null;
+  parallel: number | null;
+  /** Whether clients must send `Authorization: Bearer <key>`. */
+  api_key: boolean;
+  stats: ServerStats | null;
+  /** Why it stopped by itself (the model was unloaded or replaced). */
+  stopped: string | null;
+}
+
 // ---------- bytes ----------
 
 /**
@@ -513,6 +552,12 @@ export const api = {
     call<Dashboard>('bench_run', { options, onProgress: channel(onProgress) }),
   benchDashboard: () => call<Dashboard>('bench_dashboard'),
   clearBench: () => call<void>('bench_clear'),
+
+  // local server (127.0.0.1 only)
+  serverStart: (port: number, apiKey: string | null, parallel: number) =>
+    call<ServerStatus>('server_start', { port, apiKey, parallel }),
+  serverStop: () => call<ServerStatus>('server_stop'),
+  serverStatus: () => call<ServerStatus>('server_status'),
 };
 
 export type Api = typeof api;

@@ -49,13 +49,15 @@ export type ErrorCode =
   | 'scope'
   /** A stored file of the app (a chat, document, the adapter list) does not parse (`details.path`). */
   | 'corrupt_file'
+  /** The local server (Model view) could not start or stopped: its port is taken (`details.port`), it runs already, or its engine thread failed. */
+  | 'server'
   /** The engine's worker thread is gone; the app must be restarted. */
   | 'worker'
   /** A bug of the app (a state it should never reach); the message says which. */
   | 'internal';
 
 /** Every `ErrorCode`, in the backend's order. */
-export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'worker', 'internal'];
+export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'server', 'worker', 'internal'];
 
 /** Why a reply ended: `ReplyStats.stop` (`rwkv_engine::StopReason`, by its serde names). */
 export type StopReason = 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback';

@@ -409,6 +409,65 @@ async function main() {
       return r.length > before && r[r.length - 1].stats;
     }, 300_000);
   });
+
+  await step('local server: an OpenAI request from outside, counted in the panel; off frees the port', async () => {
+    await click('[data-testid=nav-model]');
+    await waitFor('the server panel', () => findAll('[data-testid=server-toggle]').then((e) => e.length > 0));
+    // Port 0: the system picks a free one, and the panel shows it in the base URL.
+    await setValue('[data-testid=server-port]', '0');
+    await setValue('[data-testid=server-parallel]', '2');
+    await click('[data-testid=server-toggle]');
+    const base = (await waitFor('the base URL', () => text('[data-testid=server-url]'), 120_000)).trim();
+    log(`server at ${base}`);
+    assert(/^http:\/\/127\.0\.0\.1:\d+\/v1$/.test(base), `a loopback base URL (got ${base})`);
+    // A real HTTP request from this process, as any OpenAI client would send it.
+    const res = await fetch(`${base}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, temperature: 0 }),
+      signal: AbortSignal.timeout(300_000),
+    });
+    const body = await res.json();
+    assert(res.status === 200, `200 from /chat/completions (got ${res.status}: ${JSON.stringify(body)})`);
+    const choice = body.choices?.[0];
+    log(`server reply: ${JSON.stringify(choice?.message?.content)} (${choice?.finish_reason}), model ${body.model}`);
+    assert((choice?.message?.content ?? '').length > 0 || !!choice?.finish_reason, 'a reply text or a finish reason');
+    assert(body.model === 'rwkv7-demo-6x256-Q4_K_M', `the model id is the file's stem (got ${body.model})`);
+    const requests = await waitFor('the request counted in the panel', async () => {
+      const n = Number(await text('[data-testid=server-requests]'));
+      return n >= 1 ? n : null;
+    }, 15_000, 250);
+    log(`panel: ${requests} request(s)`);
+    await exec(`document.querySelector('[data-testid=server-card]').scrollIntoView({ block: 'center' })`);
+    await screenshot('9-server');
+
+    // The app's chat borrows the served model meanwhile.
+    await click('[data-testid=nav-chat]');
+    await waitFor('the chat input', () => findAll('[data-testid=chat-input]:not([disabled])').then((e) => e.length > 0));
+    const before = (await replies()).length;
+    await type('[data-testid=chat-input]', 'And the captain?');
+    await click('[data-testid=send]');
+    await waitFor('a chat reply while serving', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].stats;
+    }, 300_000);
+    const again = await fetch(`${base}/models`, { signal: AbortSignal.timeout(60_000) });
+    assert(again.status === 200, `the server answers after the chat (got ${again.status})`);
+
+    await click('[data-testid=nav-model]');
+    await waitFor('the panel on', async () => (await text('[data-testid=server-state]'))?.trim() === 'On');
+    await click('[data-testid=server-toggle]');
+    await waitFor('the panel off', async () => (await text('[data-testid=server-state]'))?.trim() === 'Off', 60_000);
+    let refused = '';
+    try {
+      const r = await fetch(`${base}/models`, { signal: AbortSignal.timeout(10_000) });
+      refused = `answered ${r.status}`;
+    } catch (e) {
+      refused = e.cause?.code ?? String(e);
+    }
+    log(`after switching off: ${refused}`);
+    assert(refused === 'ECONNREFUSED', `the port is free: a connection is refused (got ${refused})`);
+  });
 }
 
 try {

@@ -30,6 +30,7 @@ pub async fn lora_add(
     let p = files.check(&path, Access::Read)?;
     let entry = engine
         .run(move |w| {
+            w.hold_engine()?;
             let adapter = match w.engine.as_mut() {
                 Some(eng) => w.adapters.load_lora(eng, &p)?,
                 None => LoraAdapter::open(&p)?,
@@ -57,8 +58,8 @@ pub async fn init_state_add(
     let entry = engine
         .run(move |w| {
             let state = w.adapters.init_state(&p)?;
-            if let Some(eng) = w.engine.as_ref() {
-                state.check(eng.config())?;
+            if let Some(info) = w.model_info() {
+                state.check(&info.config)?;
             }
             Ok(StateEntry::describe(&p, &state))
         })
@@ -99,6 +100,7 @@ pub async fn adapter_remove(
     if was_lora {
         engine
             .run(move |w| {
+                w.hold_engine()?;
                 if let Some(eng) = w.engine.as_mut() {
                     w.adapters.unload_lora(eng, Path::new(&path));
                 }

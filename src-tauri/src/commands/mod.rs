@@ -11,7 +11,8 @@
 //! - [`adapters`]: the Model view's LoRA and initial-state list;
 //! - [`chat`]: chats, their settings, sending, regenerating, editing, stopping;
 //! - [`documents`]: documents (prefilled states), their export and import, field analysis;
-//! - [`bench`]: the benchmark dashboard.
+//! - [`bench`]: the benchmark dashboard;
+//! - [`server`]: the Local server panel (an OpenAI-compatible server on 127.0.0.1).
 
 pub mod adapters;
 pub mod app;
@@ -19,3 +20,4 @@ pub mod bench;
 pub mod chat;
 pub mod documents;
 pub mod model;
+pub mod server;

@@ -18,8 +18,8 @@ pub async fn adapters_list(engine: State<'_, EngineHandle>) -> AppResult<Vec<Ada
 
 /// Loads a model (the bundled one when `path` is absent) on adapter `adapter` (an index of
 /// `adapters_list`; absent: the previous choice, automatic at first), streaming load
-/// phases. Replaces a loaded model; a file that does not parse leaves it loaded
-/// ([`Worker::load`](crate::worker::Worker::load)).
+/// phases. Replaces a loaded model (a running local server stops first); a file that does
+/// not parse leaves it loaded ([`Worker::load`](crate::worker::Worker::load)).
 #[tauri::command]
 pub async fn model_load(
     engine: State<'_, EngineHandle>,
@@ -45,11 +45,10 @@ pub async fn model_load(
 
 #[tauri::command]
 pub async fn model_info(engine: State<'_, EngineHandle>) -> AppResult<Option<ModelInfo>> {
-    engine
-        .run(|w| Ok(w.engine.as_ref().map(|e| e.info().clone())))
-        .await
+    engine.run(|w| Ok(w.model_info())).await
 }
 
+/// Unloads the model (a running local server stops first).
 #[tauri::command]
 pub async fn model_unload(engine: State<'_, EngineHandle>) -> AppResult<()> {
     engine
