@@ -76,6 +76,7 @@ theirs() { # parallel, ctx, then serve_bench args
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$R/gpu.txt"
 cat "$BIN/COMMIT" > "$R/commit.txt" 2>/dev/null
+stage ours-batch "$BIN/rwkv" batch -m "$Q" --batch 1,8,16,32,64,96 --chunk 1152
 stage ours-streams ours 128 streams --streams 1,8,32,128
 stage llama-streams theirs 128 65536 streams --streams 1,8,32,128
 stage ours-turns ours 4 turns
