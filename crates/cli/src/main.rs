@@ -10,6 +10,7 @@ mod cmd_fields;
 mod cmd_generate;
 mod cmd_inspect;
 mod cmd_kernels;
+mod cmd_pull;
 mod cmd_pybench;
 mod cmd_serve;
 mod cmd_state;
@@ -71,6 +72,9 @@ enum Command {
     Synth(cmd_synth::Args),
     /// Write a random LoRA adapter (RWKV-PEFT keys) for a model, for benchmarks.
     SynthLora(cmd_synth::LoraArgs),
+    /// Download a model from the catalog (or a URL) into the library, resuming and
+    /// verifying its SHA-256; prints the file's path (docs/models.md).
+    Pull(cmd_pull::PullArgs),
     /// The Rust side of python/bench/bench.py: time embed and logits through the Rust API (JSON).
     Pybench(cmd_pybench::PyBenchArgs),
 }
@@ -151,5 +155,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Synth(args) => cmd_synth::run(args),
         Command::SynthLora(args) => cmd_synth::run_lora(args),
         Command::Pybench(args) => cmd_pybench::run(args),
+        Command::Pull(args) => cmd_pull::run(args),
     }
 }
