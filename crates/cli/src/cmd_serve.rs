@@ -115,7 +115,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
     // A pass takes the whole batch plus a prefill chunk.
     model.chunk = model.chunk.max(a.prefill_chunk + a.parallel);
     let mut opts_eng = model.load_options();
-    opts_eng.max_batch = a.parallel + 8;
+    // Every running sequence (decoding or prefilling) may share one pass.
+    opts_eng.max_batch = a.parallel;
     opts_eng.batch_invariant = a.batch_invariant;
     opts_eng.tuning = Some(rwkv_server::serving_tuning());
     let eng = model.load_with(&opts_eng, false)?;

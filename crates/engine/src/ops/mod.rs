@@ -141,6 +141,16 @@ pub struct Small {
 }
 
 impl Node {
+    /// [`Node::pick`], or with `large_only` this node itself (its large-pass variant)
+    /// whatever the pass size: the batch-invariant choice.
+    pub fn pick_as(&self, dims: &Dims, large_only: bool) -> &Node {
+        if large_only {
+            self
+        } else {
+            self.pick(dims)
+        }
+    }
+
     /// A label such as `matmul.att.key@3`.
     pub fn label(&self) -> String {
         match self.layer {
@@ -287,7 +297,7 @@ pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
 /// many tokens share its pass.
 pub fn encode_as(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims, large_only: bool) {
     for n in nodes {
-        let n = if large_only { n } else { n.pick(dims) };
+        let n = n.pick_as(dims, large_only);
         if let Some((x, y, z)) = n.grid.size(dims) {
             let pipeline = match n.pipeline.wait() {
                 Ok(p) => p,

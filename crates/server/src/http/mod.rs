@@ -107,7 +107,7 @@ pub(crate) fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `Authorization: Bearer <key>` when the server has a key (compared in constant time).
+/// `Authorization: Bearer <key>` when the server has a key (compared without stopping at the first differing byte).
 async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.cfg.api_key {
         let given = req

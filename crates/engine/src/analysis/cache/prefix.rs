@@ -503,7 +503,6 @@ impl Engine {
         tokens: &[u32],
         state: StateId,
     ) -> Result<bool> {
-        cache.bind(self)?;
-        cache.insert(self, tokens, state, None)
+        cache.store(self, tokens, state, None)
     }
 }

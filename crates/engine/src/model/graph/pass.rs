@@ -26,7 +26,7 @@ impl Graph {
         }
         let nodes: Vec<&Node> = nodes
             .into_iter()
-            .map(|n| if self.invariant { n } else { n.pick(&dims) })
+            .map(|n| n.pick_as(&dims, self.invariant))
             .filter(|n| n.grid.size(&dims).is_some())
             .collect();
         let count = (2 * nodes.len()).max(2) as u32;
@@ -71,7 +71,7 @@ impl Graph {
         // The late-compiled variants this pass takes (2–8 tokens): an error, not a pass
         // that skips a dispatch, if one failed (the load checked all the others).
         for n in self.body.iter().chain(&self.head) {
-            let n = if self.invariant { n } else { n.pick(&dims) };
+            let n = n.pick_as(&dims, self.invariant);
             if n.pipeline.late() {
                 n.pipeline.wait().map_err(|what| crate::EngineError::Op {
                     op: "pipeline",
