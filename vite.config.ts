@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 import { svelte } from '@sveltejs/vite-plugin-svelte';
 
-// Tauri expects a fixed port in development and serves `dist/` in builds.
+// Tauri expects a fixed port in development and serves `build/web/` in builds (`dist/` holds
+// the packages of scripts/package.sh).
 const host = process.env.TAURI_DEV_HOST;
 
 export default defineConfig({
@@ -16,6 +17,8 @@ export default defineConfig({
   },
   envPrefix: ['VITE_', 'TAURI_ENV_'],
   build: {
+    outDir: 'build/web',
+    emptyOutDir: true,
     // WebKitGTK 2.4x and WebView2 both run ES2021.
     target: 'es2021',
     minify: !process.env.TAURI_ENV_DEBUG,

@@ -141,5 +141,16 @@ if [ -f package.json ]; then
   elif [ -f scripts/e2e.sh ]; then
     say "end-to-end test of the desktop app: SKIPPED (RWKV_E2E=0)"
   fi
+  # The packages a person installs (scripts/package.sh: .deb, wheel, CLI tarball), built
+  # from this checkout and tested as installed: apt-get install, the installed app's smoke
+  # steps, apt-get remove, the wheel in a fresh venv (scripts/package_test.sh).
+  if [ "${RWKV_PACKAGE:-1}" = 1 ]; then
+    say "packages: build"
+    MATURIN="$py_venv/bin/maturin" bash scripts/package.sh
+    say "packages: install and test as a user"
+    bash scripts/package_test.sh
+  else
+    say "packages: SKIPPED (RWKV_PACKAGE=0)"
+  fi
 fi
 say "all tests passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"

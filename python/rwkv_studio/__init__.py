@@ -7,6 +7,6 @@
 See ``docs/python.md`` and the typed, documented stubs in ``__init__.pyi``.
 """
 
-from ._native import FieldAnalysis, Model, State, TextStream, __version__, adapters
+from ._native import FieldAnalysis, Model, State, TextStream, __commit__, __version__, adapters
 
-__all__ = ["Model", "State", "TextStream", "FieldAnalysis", "adapters", "__version__"]
+__all__ = ["Model", "State", "TextStream", "FieldAnalysis", "adapters", "__version__", "__commit__"]

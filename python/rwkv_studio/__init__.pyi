@@ -20,6 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+"""The package version: the workspace version, the same as `rwkv --version` and the app."""
+__commit__: str
+"""The commit the wheel was built from (12 hex digits), or ``unknown``."""
 
 class AdapterInfo(TypedDict):
     index: int

@@ -34,7 +34,8 @@ fn adapters(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__version__", rwkv_buildinfo::VERSION)?;
+    m.add("__commit__", rwkv_buildinfo::COMMIT)?;
     m.add_function(wrap_pyfunction!(adapters, m)?)?;
     m.add_class::<model::Model>()?;
     m.add_class::<state::State>()?;

@@ -16,7 +16,7 @@ describe('ErrorBox', () => {
   beforeEach(() => {
     Object.values(mocks).forEach((m) => m.mockReset());
     mocks.loadModel.mockResolvedValue({ path: '/models/mine.gguf' });
-    app.info = { version: '0', data_dir: '/d', default_model: '/bundled.gguf', set_aside: [] };
+    app.info = { version: '0', commit: 'unknown', data_dir: '/d', default_model: '/bundled.gguf', set_aside: [] };
   });
 
   it('offers to reload the model after a GPU fault, and reloads the same file', async () => {

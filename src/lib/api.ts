@@ -185,6 +185,8 @@ export interface SetAside {
 
 export interface AppInfo {
   version: string;
+  /** The commit the app was built from (12 hex digits, or `unknown`). */
+  commit: string;
   data_dir: string;
   default_model: string;
   set_aside: SetAside[];

@@ -23,7 +23,7 @@ mod interrupt;
 #[derive(Parser)]
 #[command(
     name = "rwkv",
-    version,
+    version = rwkv_buildinfo::LONG_VERSION,
     about = "RWKV-7 on any GPU: the RWKV Studio engine from the command line"
 )]
 struct Cli {

@@ -11,7 +11,10 @@ use crate::store::{self, Store};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AppInfo {
+    /// The workspace version (the same for the app, the `rwkv` CLI and the Python wheel).
     pub version: String,
+    /// The commit the app was built from (12 hex digits, or `unknown`).
+    pub commit: String,
     pub data_dir: String,
     pub default_model: String,
     /// Stored files that did not read at startup, moved to `set-aside/` (the UI names them).
@@ -21,7 +24,8 @@ pub struct AppInfo {
 #[tauri::command]
 pub fn app_info(paths: State<'_, AppPaths>, store: State<'_, Store>) -> AppInfo {
     AppInfo {
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: rwkv_buildinfo::VERSION.to_string(),
+        commit: rwkv_buildinfo::COMMIT.to_string(),
         data_dir: store.root().display().to_string(),
         default_model: paths.default_model.display().to_string(),
         set_aside: store.set_aside().to_vec(),
