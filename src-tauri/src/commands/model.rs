@@ -5,9 +5,12 @@ use rwkv_engine::{LoadProgress, ModelInfo};
 use tauri::ipc::Channel;
 use tauri::State;
 
+use crate::downloads::Downloads;
 use crate::error::AppResult;
+use crate::model_library;
 use crate::paths::AppPaths;
 use crate::scope::{Access, UserFiles};
+use crate::store::Store;
 use crate::worker::EngineHandle;
 
 #[tauri::command]
@@ -19,18 +22,28 @@ pub async fn adapters_list(engine: State<'_, EngineHandle>) -> AppResult<Vec<Ada
 /// Loads a model (the bundled one when `path` is absent) on adapter `adapter` (an index of
 /// `adapters_list`; absent: the previous choice, automatic at first), streaming load
 /// phases. Replaces a loaded model (a running local server stops first); a file that does
-/// not parse leaves it loaded ([`Worker::load`](crate::worker::Worker::load)).
+/// not parse leaves it loaded ([`Worker::load`](crate::worker::Worker::load)). `path` is
+/// one the user chose (dialog, drop) or a model of the library (Library view).
 #[tauri::command]
 pub async fn model_load(
     engine: State<'_, EngineHandle>,
     paths: State<'_, AppPaths>,
     files: State<'_, UserFiles>,
+    downloads: State<'_, Downloads>,
+    store: State<'_, Store>,
     path: Option<String>,
     adapter: Option<usize>,
     on_progress: Channel<LoadProgress>,
 ) -> AppResult<ModelInfo> {
     let path = match path {
-        Some(p) => files.check(&p, Access::Read)?,
+        Some(p) => files.check(&p, Access::Read).or_else(|e| {
+            let lib = std::path::PathBuf::from(&p);
+            if model_library::contains(downloads.dir(), store.root(), &lib) {
+                Ok(lib)
+            } else {
+                Err(e)
+            }
+        })?,
         None => paths.default_model.clone(),
     };
     let choice = adapter.map(AdapterChoice::Index);
