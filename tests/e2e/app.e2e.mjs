@@ -535,10 +535,12 @@ async function main() {
           rate: el.querySelector('[data-testid=download-rate]')?.textContent,
           eta: el.querySelector('[data-testid=download-eta]')?.textContent,
           bar: Number(el.querySelector('[role=progressbar]')?.getAttribute('aria-valuenow')) };`, dl);
-      return r && /MB\/s/.test(r.rate ?? '') && r.bar > 0 ? r : null;
+      return r && /MB\/s/.test(r.rate ?? '') && r.bar >= 8 ? r : null;
     }, 30_000, 100);
     log(`progress: ${JSON.stringify(shown)}`);
     assert(/ of 28\.5 MB/.test(shown.bytes) && / s left/.test(shown.eta), 'bytes of the total and the time left are shown');
+    await exec(`document.querySelector('[data-testid=view-library]').scrollTo(0, 0); window.scrollTo(0, 0);
+      document.querySelector('[data-testid=downloads]').scrollIntoView({ block: 'start' })`);
     await screenshot('11-download');
 
     // Kill the app (SIGKILL: no exit handler runs) once a quarter of the file is in the .part.

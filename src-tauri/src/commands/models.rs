@@ -3,19 +3,18 @@
 //! library of models on disk ([`crate::model_library`]), with whether each fits the GPU.
 //! A library model loads through `model_load` (it accepts library paths without a dialog).
 
-use rwkv_engine::gpu::GpuContext;
+use rwkv_engine::gpu::{AdapterChoice, GpuContext};
 use rwkv_models::{Catalog, Entry};
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;
 
 use crate::downloads::{DownloadStatus, Downloads, Sink};
-use crate::error::AppResult;
+use crate::error::{AppError, AppResult};
 use crate::gpu_memory::{self, GpuMemory};
 use crate::model_library::{self, LibraryModel};
 use crate::scope::{Access, UserFiles};
 use crate::store::Store;
-use crate::worker::EngineHandle;
 
 /// The catalog as the view lists it (`CatalogView` in api.ts).
 #[derive(Debug, Clone, Serialize)]
@@ -57,8 +56,7 @@ fn sink(ch: Channel<DownloadStatus>) -> Sink {
 pub async fn catalog_list(downloads: State<'_, Downloads>) -> AppResult<CatalogView> {
     let user = match downloads.user_catalog().filter(|p| p.exists()) {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(&p).map_err(|e| crate::error::AppError::io(&p, e))?;
+            let text = std::fs::read_to_string(&p).map_err(|e| AppError::io(&p, e))?;
             Catalog::parse(&text, &p, false)?
         }
         None => Catalog::default(),
@@ -84,9 +82,9 @@ pub async fn catalog_list(downloads: State<'_, Downloads>) -> AppResult<CatalogV
 /// Errors: `catalog` naming the broken rule; `io`.
 #[tauri::command]
 pub async fn catalog_add(downloads: State<'_, Downloads>, entry: Entry) -> AppResult<CatalogView> {
-    let path = downloads.user_catalog().ok_or_else(|| {
-        crate::error::AppError::bad_request("this platform names no configuration folder")
-    })?;
+    let path = downloads
+        .user_catalog()
+        .ok_or_else(|| AppError::bad_request("this platform names no configuration folder"))?;
     rwkv_models::catalog::save_user_entry(&path, entry)?;
     catalog_list(downloads).await
 }
@@ -108,9 +106,7 @@ pub async fn download_start(
     match (name, url) {
         (Some(n), _) => downloads.start_entry(&n, sink(on_event)),
         (None, Some(u)) => downloads.start_url(&u, sha256, sink(on_event)),
-        (None, None) => Err(crate::error::AppError::bad_request(
-            "name a catalog model or paste a URL",
-        )),
+        (None, None) => Err(AppError::bad_request("name a catalog model or paste a URL")),
     }
 }
 
@@ -151,25 +147,28 @@ pub async fn downloads_list(downloads: State<'_, Downloads>) -> AppResult<Vec<Do
     downloads.list()
 }
 
-/// The library (downloaded and added models) and the GPU's memory.
+/// The library (downloaded and added models) and the memory of the GPU that automatic
+/// adapter choice picks.
 #[tauri::command]
 pub async fn library_list(
-    engine: State<'_, EngineHandle>,
     downloads: State<'_, Downloads>,
     store: State<'_, Store>,
 ) -> AppResult<LibraryView> {
     let catalog = downloads.catalog().unwrap_or_default();
     let models = model_library::list(downloads.dir(), store.root(), &catalog)?;
-    // The device the next load uses (opened at start, so this is quick); a GPU that cannot
-    // be opened leaves the verdict out rather than failing the list.
-    let gpu = engine
-        .run(|w| {
-            Ok(GpuContext::shared(&w.adapter).ok().map(|ctx| GpuMemory {
+    // The automatic adapter's device (opened at start, so this is quick), asked off the
+    // engine thread so that the list never waits behind a reply or a load; a GPU that
+    // cannot be opened leaves the verdict out rather than failing the list.
+    let gpu = tauri::async_runtime::spawn_blocking(|| {
+        GpuContext::shared(&AdapterChoice::Auto)
+            .ok()
+            .map(|ctx| GpuMemory {
                 adapter: ctx.summary.name.clone(),
                 bytes: gpu_memory::device_local_bytes(&ctx.adapter),
-            }))
-        })
-        .await?;
+            })
+    })
+    .await
+    .map_err(|e| AppError::internal(format!("the GPU memory query failed: {e}")))?;
     Ok(LibraryView {
         dir: downloads.dir().display().to_string(),
         models,
@@ -180,7 +179,6 @@ pub async fn library_list(
 /// Adds a model file the user chose (open dialog or drop) to the library list.
 #[tauri::command]
 pub async fn library_add(
-    engine: State<'_, EngineHandle>,
     downloads: State<'_, Downloads>,
     store: State<'_, Store>,
     files: State<'_, UserFiles>,
@@ -188,19 +186,18 @@ pub async fn library_add(
 ) -> AppResult<LibraryView> {
     let p = files.check(&path, Access::Read)?;
     model_library::add(store.root(), &p)?;
-    library_list(engine, downloads, store).await
+    library_list(downloads, store).await
 }
 
 /// Deletes a downloaded model (the file) or forgets an added one (the file stays).
 #[tauri::command]
 pub async fn library_delete(
-    engine: State<'_, EngineHandle>,
     downloads: State<'_, Downloads>,
     store: State<'_, Store>,
     path: String,
 ) -> AppResult<LibraryView> {
     model_library::remove(downloads.dir(), store.root(), std::path::Path::new(&path))?;
-    library_list(engine, downloads, store).await
+    library_list(downloads, store).await
 }
 
 /// Shows a library model in the system's file manager.
@@ -214,7 +211,7 @@ pub async fn library_reveal(
 ) -> AppResult<()> {
     let p = std::path::PathBuf::from(&path);
     if !model_library::contains(downloads.dir(), store.root(), &p) {
-        return Err(crate::error::AppError::not_found("library model", &path));
+        return Err(AppError::not_found("library model", &path));
     }
     model_library::reveal(&p)
 }
