@@ -57,6 +57,12 @@ export RWKV_STUDIO_E2E_OPEN_TEXT=$WORK/letter.txt
 export RWKV_STUDIO_E2E_OPEN_LORA=$ROOT/tests/e2e/adapters/demo-lora-r4.safetensors
 export RWKV_STUDIO_E2E_OPEN_INIT_STATE=$ROOT/tests/e2e/adapters/demo-state.safetensors
 export RWKV_STUDIO_E2E_SAVE_DIR=$WORK/saved
+# The Library step: the user catalog (written by the test, naming its local server) and
+# the library folder live in the test's own XDG folders; the server serves the demo model.
+export XDG_CONFIG_HOME=$WORK/config XDG_DATA_HOME=$WORK/xdg-data
+export E2E_USER_CATALOG=$XDG_CONFIG_HOME/rwkv-studio/catalog.json
+export E2E_LIBRARY=$XDG_DATA_HOME/rwkv-studio/models
+export E2E_DOWNLOAD_FILE=$ROOT/assets/models/rwkv7-demo-6x256-Q4_K_M.gguf
 export E2E_APP=$APP E2E_SCREENSHOTS=$SHOTS
 # (Not WEBKIT_DISABLE_COMPOSITING_MODE: with it, WebKitWebDriver's screenshots hang.)
 
@@ -80,6 +86,6 @@ if [ $rc -ne 0 ]; then
   tail -50 "$WORK/driver.log" >&2 || true
 fi
 mkdir -p docs/screenshots
-cp "$SHOTS"/[0-9]-*.png docs/screenshots/ 2>/dev/null || true
+cp "$SHOTS"/[0-9]-*.png "$SHOTS"/[0-9][0-9]-*.png docs/screenshots/ 2>/dev/null || true
 echo "e2e: screenshots in $SHOTS (copied to docs/screenshots/)"
 exit $rc

@@ -104,6 +104,22 @@ error_codes! {
     /// The local server (Model view) could not start or stopped: its port is taken
     /// (`details.port`), it runs already, or its engine thread failed.
     Server => "server",
+    /// A model download could not connect: offline, a wrong host, or the server is down
+    /// (`details.url`).
+    Offline => "offline",
+    /// A model download failed on the way: the server answered an error (404 and others,
+    /// `details.status`), the connection broke (the `.part` stays; resume continues it), or
+    /// the server's file has another size than the catalog says (`details.url`).
+    Download => "download",
+    /// A downloaded model does not hash to the SHA-256 its catalog entry (or the user)
+    /// gave; the partial file was deleted (`details.expected`, `details.got`).
+    Checksum => "checksum",
+    /// Too little free disk space for a model download (checked before it starts,
+    /// `details.needed`, `details.available`), or the disk filled up while writing.
+    DiskSpace => "disk_space",
+    /// The model catalog: a catalog file or a new entry that breaks the schema (the entry
+    /// and rule named), a name no entry has, or a URL / SHA-256 that is not one.
+    Catalog => "catalog",
     /// The engine's worker thread is gone; the app must be restarted.
     Worker => "worker",
     /// A bug of the app (a state it should never reach); the message says which.
@@ -253,6 +269,69 @@ impl From<EngineError> for AppError {
     }
 }
 
+impl From<rwkv_models::PullError> for AppError {
+    /// The downloader's and catalog's named errors, each with the URL or path it names.
+    fn from(e: rwkv_models::PullError) -> Self {
+        use rwkv_models::PullError as P;
+        let message = e.to_string();
+        let (code, details) = match &e {
+            P::Offline { url, .. } => (ErrorCode::Offline, json!({ "url": url })),
+            P::NotFound { url } => (ErrorCode::Download, json!({ "url": url, "status": 404 })),
+            P::HttpStatus { url, status } => {
+                (ErrorCode::Download, json!({ "url": url, "status": status }))
+            }
+            P::Transfer { url, done, .. } => {
+                (ErrorCode::Download, json!({ "url": url, "done": done }))
+            }
+            P::SizeMismatch { url, expected, got } => (
+                ErrorCode::Download,
+                json!({ "url": url, "expected": expected, "got": got }),
+            ),
+            P::ChecksumMismatch {
+                path,
+                expected,
+                got,
+            } => (
+                ErrorCode::Checksum,
+                json!({ "path": path.display().to_string(), "expected": expected, "got": got }),
+            ),
+            P::NotEnoughSpace {
+                dir,
+                needed,
+                available,
+            } => (
+                ErrorCode::DiskSpace,
+                json!({ "path": dir.display().to_string(), "needed": needed, "available": available }),
+            ),
+            P::DiskFull { path } => (
+                ErrorCode::DiskSpace,
+                json!({ "path": path.display().to_string() }),
+            ),
+            P::Cancelled { part, done } => (
+                ErrorCode::Cancelled,
+                json!({ "path": part.display().to_string(), "done": done }),
+            ),
+            P::Io { path, source } => (
+                ErrorCode::Io,
+                json!({ "path": path.display().to_string(), "kind": format!("{:?}", source.kind()) }),
+            ),
+            P::Catalog { path, .. } => (
+                ErrorCode::Catalog,
+                json!({ "path": path.display().to_string() }),
+            ),
+            P::UnknownModel { name, .. } => (ErrorCode::Catalog, json!({ "name": name })),
+            P::BadChecksum(h) => (ErrorCode::Catalog, json!({ "sha256": h })),
+            P::BadUrl { url, .. } => (ErrorCode::Catalog, json!({ "url": url })),
+            P::Client(_) => (ErrorCode::Download, json!({})),
+        };
+        AppError {
+            code,
+            message,
+            details: Some(details),
+        }
+    }
+}
+
 impl std::fmt::Display for AppError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
@@ -358,6 +437,34 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), ErrorCode::ALL.len());
         assert!(serde_json::from_value::<ErrorCode>(json!("nope")).is_err());
+    }
+
+    #[test]
+    fn download_errors_keep_their_url_or_path() {
+        use rwkv_models::PullError as P;
+        let e = AppError::from(P::NotFound {
+            url: "http://h/m.gguf".into(),
+        });
+        assert_eq!(e.code, ErrorCode::Download);
+        assert_eq!(e.details.as_ref().unwrap()["status"], 404);
+        assert!(e.message.contains("http://h/m.gguf") && e.message.contains("404"));
+        let e = AppError::from(P::ChecksumMismatch {
+            path: "/lib/m.gguf".into(),
+            expected: "aa".into(),
+            got: "bb".into(),
+        });
+        assert_eq!(e.code, ErrorCode::Checksum);
+        assert_eq!(e.details.as_ref().unwrap()["path"], "/lib/m.gguf");
+        let e = AppError::from(P::DiskFull {
+            path: "/lib/m.gguf.part".into(),
+        });
+        assert_eq!(e.code, ErrorCode::DiskSpace);
+        let e = AppError::from(P::Offline {
+            url: "http://127.0.0.1:1/m".into(),
+            reason: "refused".into(),
+        });
+        assert_eq!(e.code, ErrorCode::Offline);
+        assert!(e.message.contains("127.0.0.1:1"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!   registered by [`register`].
 //! - [`chat`], [`documents`], [`bench`]: what a command's engine job does, where it is
 //!   more than one call; [`library`]: the Model view's list of LoRA and initial-state
-//!   files, on disk.
+//!   files, on disk; [`model_library`], [`downloads`], [`gpu_memory`]: the Library view's
+//!   models on disk, their downloads (`rwkv-models`) and whether they fit the GPU.
 //! - [`worker`]: [`worker::EngineHandle`], the engine on its own thread, fed jobs (the one
 //!   managed engine state), with the adapter files loaded for it ([`worker::adapters`]).
 //! - [`store`]: chats, documents, state files and benchmark history on disk (records,
@@ -18,8 +19,11 @@ pub mod bench;
 pub mod chat;
 pub mod commands;
 pub mod documents;
+pub mod downloads;
 pub mod error;
+pub mod gpu_memory;
 pub mod library;
+pub mod model_library;
 pub mod paths;
 pub mod scope;
 pub mod store;
@@ -31,6 +35,7 @@ use std::time::Duration;
 
 use tauri::{DragDropEvent, Manager, RunEvent, Runtime, WindowEvent};
 
+use crate::downloads::Downloads;
 use crate::paths::AppPaths;
 pub use crate::paths::{default_model_path, DEFAULT_MODEL};
 use crate::scope::UserFiles;
@@ -78,17 +83,32 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::server::server_start,
         commands::server::server_stop,
         commands::server::server_status,
+        commands::models::catalog_list,
+        commands::models::catalog_add,
+        commands::models::download_start,
+        commands::models::download_resume,
+        commands::models::download_pause,
+        commands::models::download_cancel,
+        commands::models::downloads_list,
+        commands::models::library_list,
+        commands::models::library_add,
+        commands::models::library_delete,
+        commands::models::library_reveal,
     ])
 }
 
 /// Puts the managed state in place: the store under `data_dir`, the engine thread, the
-/// user-file scope and the default model's path.
+/// user-file scope, the default model's path and the downloads (into the library folder:
+/// `RWKV_MODELS_DIR`, else `$XDG_DATA_HOME/rwkv-studio/models`, else `data_dir/models`).
 pub fn manage_state<R: Runtime, M: Manager<R>>(
     app: &M,
     data_dir: PathBuf,
     default_model: PathBuf,
 ) -> std::io::Result<()> {
     // Opening recovers from a killed run and sets damaged files aside (`store/recovery.rs`).
+    let library =
+        rwkv_models::paths::default_library_dir().unwrap_or_else(|| data_dir.join("models"));
+    app.manage(Downloads::new(library, None));
     let store = Store::open(data_dir)?;
     let aside = library::recover(store.root());
     app.manage(store.with_set_aside(aside));
@@ -140,6 +160,10 @@ pub fn run() {
         })
         .run(|app, event| {
             if let RunEvent::Exit = event {
+                // Running downloads stop between two chunks; their `.part` files stay.
+                if let Some(d) = app.try_state::<Downloads>() {
+                    d.pause_all();
+                }
                 // The local server stops cleanly (its port freed) before the process ends.
                 if let Some(engine) = app.try_state::<EngineHandle>() {
                     if !engine.shutdown(EXIT_WAIT) {

@@ -66,6 +66,11 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   scope: 'Choose the file first',
   corrupt_file: 'A stored file is damaged',
   server: 'Local server problem',
+  offline: 'Cannot reach the download server',
+  download: 'The download failed',
+  checksum: 'The download is damaged (checksum mismatch)',
+  disk_space: 'Not enough disk space',
+  catalog: 'Check the catalog entry',
   worker: SOMETHING_WENT_WRONG,
   internal: SOMETHING_WENT_WRONG,
   ipc: SOMETHING_WENT_WRONG,
@@ -465,6 +470,92 @@ export interface ServerStatus {
   stopped: string | null;
 }
 
+// ---------- model catalog, downloads, library ----------
+
+/** `rwkv_models::Encoding` by its serde name. */
+export type Encoding = 'gguf-q4_k_m' | 'gguf-q8_0' | 'gguf-f16' | 'safetensors' | 'pth';
+
+/** One catalog entry (`rwkv_models::Entry`): the schema of `assets/catalog/models.json`. */
+export interface CatalogEntry {
+  name: string;
+  family: string;
+  parameters: string;
+  encoding: Encoding;
+  file_name: string;
+  size_bytes: number;
+  /** Lower-case hex; null when the source publishes none. */
+  sha256: string | null;
+  urls: string[];
+  license: string;
+  ram_bytes: number | null;
+  vram_bytes: number | null;
+  description: string;
+  /** Where the entry's facts come from. */
+  source: string;
+}
+
+/** `commands/models.rs` `CatalogItem`: an entry, and whether the user's catalog holds it. */
+export interface CatalogItem extends CatalogEntry {
+  user: boolean;
+}
+
+/** `commands/models.rs` `CatalogView`. */
+export interface CatalogView {
+  entries: CatalogItem[];
+  /** The user's catalog file (where "Add an entry" writes). */
+  user_catalog: string | null;
+  library_dir: string;
+}
+
+/** `downloads.rs` `DownloadStatus` (its `state` tags the variant's own fields). */
+export type DownloadStatus = {
+  file_name: string;
+  name: string | null;
+  url: string;
+  done: number;
+  total: number | null;
+  /** Bytes per second. */
+  rate: number;
+  eta_s: number | null;
+  sha256: string | null;
+} & (
+  | { state: 'running' }
+  | { state: 'verifying' }
+  | { state: 'paused' }
+  | { state: 'failed'; error: AppError; resumable: boolean }
+  | { state: 'cancelled' }
+  | { state: 'done'; path: string; sha256: string; verified: boolean }
+);
+
+export type DownloadState = DownloadStatus['state'];
+
+/** `model_library.rs` `LibraryModel`. */
+export interface LibraryModel {
+  path: string;
+  file_name: string;
+  bytes: number;
+  encoding: string;
+  catalog: string | null;
+  vram_bytes: number;
+  vram_estimated: boolean;
+  origin: 'downloaded' | 'added';
+  missing: boolean;
+}
+
+/** `gpu_memory.rs` `GpuMemory`. */
+export interface GpuMemory {
+  adapter: string;
+  /** Null where the backend does not say. */
+  bytes: number | null;
+}
+
+/** `commands/models.rs` `LibraryView`. */
+export interface LibraryView {
+  dir: string;
+  models: LibraryModel[];
+  gpu: GpuMemory | null;
+}
+
 // ---------- bytes ----------
 
 /**
@@ -560,6 +651,29 @@ export const api = {
     call<ServerStatus>('server_start', { port, apiKey, parallel }),
   serverStop: () => call<ServerStatus>('server_stop'),
   serverStatus: () => call<ServerStatus>('server_status'),
+
+  // model catalog, downloads, library
+  catalog: () => call<CatalogView>('catalog_list'),
+  catalogAdd: (entry: CatalogEntry) => call<CatalogView>('catalog_add', { entry }),
+  downloadStart: (
+    what: { name: string } | { url: string; sha256: string | null },
+    on: (s: DownloadStatus) => void,
+  ) =>
+    call<DownloadStatus>('download_start', {
+      name: 'name' in what ? what.name : null,
+      url: 'url' in what ? what.url : null,
+      sha256: 'url' in what ? what.sha256 : null,
+      onEvent: channel(on),
+    }),
+  downloadResume: (fileName: string, on: (s: DownloadStatus) => void) =>
+    call<DownloadStatus>('download_resume', { fileName, onEvent: channel(on) }),
+  downloadPause: (fileName: string) => call<DownloadStatus[]>('download_pause', { fileName }),
+  downloadCancel: (fileName: string) => call<DownloadStatus[]>('download_cancel', { fileName }),
+  downloads: () => call<DownloadStatus[]>('downloads_list'),
+  library: () => call<LibraryView>('library_list'),
+  libraryAdd: (path: string) => call<LibraryView>('library_add', { path }),
+  libraryDelete: (path: string) => call<LibraryView>('library_delete', { path }),
+  libraryReveal: (path: string) => call<void>('library_reveal', { path }),
 };
 
 export type Api = typeof api;

@@ -2,7 +2,7 @@
 
 import { api, type AdapterLibrary, type AppError, type AppInfo, type LoadProgress, type ModelInfo, toAppError } from './api';
 
-export type View = 'model' | 'chat' | 'documents' | 'fields' | 'bench';
+export type View = 'model' | 'library' | 'chat' | 'documents' | 'fields' | 'bench';
 
 export interface LoadState {
   path: string | null;

@@ -51,13 +51,23 @@ export type ErrorCode =
   | 'corrupt_file'
   /** The local server (Model view) could not start or stopped: its port is taken (`details.port`), it runs already, or its engine thread failed. */
   | 'server'
+  /** A model download could not connect: offline, a wrong host, or the server is down (`details.url`). */
+  | 'offline'
+  /** A model download failed on the way: the server answered an error (404 and others, `details.status`), the connection broke (the `.part` stays; resume continues it), or the server's file has another size than the catalog says (`details.url`). */
+  | 'download'
+  /** A downloaded model does not hash to the SHA-256 its catalog entry (or the user) gave; the partial file was deleted (`details.expected`, `details.got`). */
+  | 'checksum'
+  /** Too little free disk space for a model download (checked before it starts, `details.needed`, `details.available`), or the disk filled up while writing. */
+  | 'disk_space'
+  /** The model catalog: a catalog file or a new entry that breaks the schema (the entry and rule named), a name no entry has, or a URL / SHA-256 that is not one. */
+  | 'catalog'
   /** The engine's worker thread is gone; the app must be restarted. */
   | 'worker'
   /** A bug of the app (a state it should never reach); the message says which. */
   | 'internal';
 
 /** Every `ErrorCode`, in the backend's order. */
-export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'server', 'worker', 'internal'];
+export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'server', 'offline', 'download', 'checksum', 'disk_space', 'catalog', 'worker', 'internal'];
 
 /** Why a reply ended: `ReplyStats.stop` (`rwkv_engine::StopReason`, by its serde names). */
 export type StopReason = 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback';

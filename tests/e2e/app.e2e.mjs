@@ -3,12 +3,16 @@
 // dialogs return (RWKV_STUDIO_E2E_*), and starts tauri-driver under Xvfb.
 //
 // Env: E2E_APP (the binary), E2E_DRIVER (default http://127.0.0.1:4444),
-//      E2E_SCREENSHOTS (folder for PNGs), E2E_SMOKE=1 (only the smoke steps: the bundled
-//      model loads on first start and a chat replies — the installed app's check in
-//      scripts/package_test.sh, which has no test hooks or prepared files).
+//      E2E_SCREENSHOTS (folder for PNGs), E2E_DOWNLOAD_FILE (the model file the local
+//      download server serves), E2E_USER_CATALOG (where the app reads the user's catalog),
+//      E2E_LIBRARY (the app's library folder), E2E_SMOKE=1 (only the smoke steps: the
+//      bundled model loads on first start and a chat replies — the installed app's check
+//      in scripts/package_test.sh, which has no test hooks or prepared files).
 
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { startModelServer } from './model_server.mjs';
 
 const DRIVER = process.env.E2E_DRIVER ?? 'http://127.0.0.1:4444';
 const APP = process.env.E2E_APP;
@@ -26,13 +30,13 @@ function log(msg) {
   console.log(`[${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
 }
 
-async function wd(method, path, body) {
+async function wd(method, path, body, timeoutMs = 120_000) {
   const res = await fetch(`${DRIVER}${path}`, {
     method,
     headers: { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
     // A WebDriver call that never answers fails, named, instead of hanging the run.
-    signal: AbortSignal.timeout(120_000),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   const json = await res.json().catch(() => ({}));
   if (!res.ok) {
@@ -168,11 +172,31 @@ async function replies() {
   }))`);
 }
 
-async function main() {
+/** Starts the app (a new WebDriver session). */
+async function startApp() {
   const caps = { 'tauri:options': { application: APP } };
   const created = await wd('POST', '/session', { capabilities: { alwaysMatch: caps, firstMatch: [{}] } });
   session = created.sessionId;
   log(`session ${session}`);
+}
+
+/** The pids of the app under test: processes whose executable is E2E_APP. */
+function appPids() {
+  const exe = realpathSync(APP);
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return readlinkSync(`/proc/${d}/exe`) === exe;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+async function main() {
+  await startApp();
 
   await step('a damaged stored chat is set aside and named, and the app starts', async () => {
     const banner = await waitFor('the set-aside notice', () =>
@@ -480,6 +504,113 @@ async function main() {
     }
     log(`after switching off: ${refused}`);
     assert(refused === 'ECONNREFUSED', `the port is free: a connection is refused (got ${refused})`);
+  });
+
+  await step('library: a catalog model downloads with progress, survives a kill, resumes, loads and chats', async () => {
+    const file = process.env.E2E_DOWNLOAD_FILE;
+    const userCatalog = process.env.E2E_USER_CATALOG;
+    const library = process.env.E2E_LIBRARY;
+    assert(file && userCatalog && library, 'E2E_DOWNLOAD_FILE, E2E_USER_CATALOG and E2E_LIBRARY are set');
+    const data = readFileSync(file);
+    const name = 'rwkv7-demo-downloaded-Q4_K_M.gguf';
+    const server = await startModelServer(data, name);
+    // The hash computed here (node's crypto), not by the app: the app must match it.
+    const sha256 = createHash('sha256').update(data).digest('hex');
+    mkdirSync(dirname(userCatalog), { recursive: true });
+    writeFileSync(userCatalog, JSON.stringify({
+      version: 1,
+      models: [{
+        name: 'e2e-demo', family: 'RWKV-7 demo', parameters: '6x256', encoding: 'gguf-q4_k_m', file_name: name,
+        size_bytes: data.length, sha256, urls: [server.url], license: 'Apache-2.0',
+        ram_bytes: Math.round(data.length * 1.1), vram_bytes: Math.round(data.length * 1.1),
+        description: 'The bundled demo model, served by the test over a throttled local HTTP server.',
+        source: 'https://github.com/rwkv-studio/rwkv-studio/blob/main/tests/e2e/model_server.mjs',
+      }],
+    }, null, 2));
+    log(`serving ${data.length} bytes at ${server.url}`);
+    const part = join(library, `${name}.part`);
+
+    await click('[data-testid=nav-library]');
+    const row = '[data-testid=catalog-row][data-name=e2e-demo]';
+    await waitFor('the catalog entry', () => findAll(row).then((e) => e.length > 0), 60_000);
+    const rowText = await text(row);
+    assert(rowText.includes('28.5 MB') && rowText.includes('Apache-2.0'), `size and licence shown (got ${rowText})`);
+    assert((await findAll('[data-testid=catalog-row]')).length >= 6, 'the shipped entries are listed too');
+    await exec(`document.querySelector(arguments[0]).scrollIntoView({ block: 'center' })`, row);
+    await screenshot('10-catalog');
+
+    await click(`${row} [data-testid=catalog-download]`);
+    const dl = `[data-testid=download-row][data-file="${name}"]`;
+    const shown = await waitFor('progress with a rate', async () => {
+      const r = await exec(`const el = document.querySelector(arguments[0]);
+        return el && el.dataset.state === 'running' && {
+          bytes: el.querySelector('[data-testid=download-bytes]')?.textContent,
+          rate: el.querySelector('[data-testid=download-rate]')?.textContent,
+          eta: el.querySelector('[data-testid=download-eta]')?.textContent,
+          bar: Number(el.querySelector('[role=progressbar]')?.getAttribute('aria-valuenow')) };`, dl);
+      return r && /MB\/s/.test(r.rate ?? '') && r.bar >= 8 ? r : null;
+    }, 30_000, 100);
+    log(`progress: ${JSON.stringify(shown)}`);
+    assert(/ of 28\.5 MB/.test(shown.bytes) && / s left/.test(shown.eta), 'bytes of the total and the time left are shown');
+    // The downloads card opens the view: every scrolled ancestor back to its top.
+    await exec(`for (const el of [document.querySelector('[data-testid=view-library]'), document.querySelector('main'),
+      document.body, document.documentElement]) el.scrollTo({ top: 0, behavior: 'instant' });`);
+    await waitFor('the view at its top', () => exec(`return document.querySelector('[data-testid=view-library]').scrollTop === 0`), 5_000, 50);
+    await sleep(400); // a frame or two for the scroll to be painted
+    await screenshot('11-download');
+
+    // Kill the app (SIGKILL: no exit handler runs) once a quarter of the file is in the .part.
+    await waitFor('a quarter in the .part', () => existsSync(part) && statSync(part).size >= data.length / 4, 60_000, 50);
+    const pids = appPids();
+    assert(pids.length === 1, `one app process (got ${pids})`);
+    process.kill(pids[0], 'SIGKILL');
+    await waitFor('the app to be gone', () => appPids().length === 0, 10_000, 50);
+    await wd('DELETE', `/session/${session}`, undefined, 15_000).catch((e) => log(`closing the dead session: ${e.message}`));
+    session = '';
+    await sleep(300);
+    const kept = statSync(part).size;
+    const first = server.requests[0];
+    log(`killed with ${kept} bytes in the .part; the server had sent ${first.served}`);
+    assert(kept > 0 && kept < data.length, 'the app died mid-download');
+    assert(!existsSync(join(library, name)), 'nothing under the final name');
+
+    await startApp();
+    // The paused download is offered at start (sidebar badge) and resumes from the .part.
+    await waitFor('the downloads badge', async () => (await text('[data-testid=downloads-badge]'))?.trim() === '1', 60_000);
+    await click('[data-testid=nav-library]');
+    await waitFor('the paused download', () => exec(`return document.querySelector(arguments[0])?.dataset.state === 'paused'`, dl), 60_000);
+    await click(`${dl} [data-testid=download-resume]`);
+    const libRow = `[data-testid=library-row][data-file="${name}"]`;
+    await waitFor('the model in the library', () => findAll(libRow).then((e) => e.length > 0), 120_000, 200);
+    const requests = server.requests.map((r) => ({ range: r.range, status: r.status, served: r.served }));
+    log(`server requests: ${JSON.stringify(requests)}`);
+    assert(requests.length === 2, 'two requests: the first run and the resume');
+    assert(requests[1].range === `bytes=${kept}-` && requests[1].status === 206, `the resume asks for bytes=${kept}- (got ${requests[1].range})`);
+    assert(requests[1].served === data.length - kept, 'the resume fetched only the bytes the .part lacked');
+    // The first response may have put a few chunks into the socket that the killed app
+    // never read (they are the only bytes sent twice); nothing else.
+    const lost = requests[0].served - kept;
+    log(`sent but never read by the killed app: ${lost} bytes`);
+    assert(lost >= 0 && lost < 2 * 1024 * 1024, `at most the socket's in-flight bytes were lost (${lost})`);
+    assert(readFileSync(join(library, name)).equals(data), 'the library file is the served file, byte for byte');
+    assert(!existsSync(part) && !existsSync(`${part}.json`), 'no .part left behind');
+
+    // The restarted app loads the bundled model first; then the downloaded one replaces it.
+    await waitFor('the bundled model loaded again', async () => (await text('[data-testid=model-status]'))?.includes('rwkv7-demo-6x256'), 600_000, 500);
+    await click(`${libRow} [data-testid=library-load]`);
+    await waitFor('the downloaded model loaded', async () => (await text('[data-testid=model-status]'))?.includes('rwkv7-demo-downloaded'), 600_000, 500);
+    await click('[data-testid=nav-chat]');
+    await waitFor('the chat input', () => findAll('[data-testid=chat-input]:not([disabled])').then((e) => e.length > 0));
+    const before = (await replies()).length;
+    await type('[data-testid=chat-input]', 'The ship came into the harbour');
+    await click('[data-testid=send]');
+    const reply = await waitFor('a reply from the downloaded model', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].stats ? r[r.length - 1] : null;
+    }, 300_000);
+    log(`downloaded model replies: ${JSON.stringify(reply.text)} (${reply.stats})`);
+    assert(/tok\/s/.test(reply.stats), 'the reply has its stats');
+    await server.close();
   });
 }
 

@@ -160,6 +160,44 @@ impl Catalog {
     }
 }
 
+/// Adds `entry` to the user catalog at `path` (created with its folder when missing; an
+/// entry of the same name is replaced), checked by the same rules as any user catalog
+/// before the file is written, and written whole-or-nothing (a temporary file renamed over
+/// it). Returns the user catalog as written.
+///
+/// Errors: [`PullError::Catalog`] for an entry that breaks a rule (named) or an existing
+/// file that does not parse; [`PullError::Io`] naming the file.
+pub fn save_user_entry(path: &Path, entry: Entry) -> Result<Catalog, PullError> {
+    let mut user = if path.exists() {
+        let text = std::fs::read_to_string(path).map_err(|e| PullError::io(path, e))?;
+        Catalog::parse(&text, path, false)?
+    } else {
+        Catalog::default()
+    };
+    user.merge(Catalog {
+        entries: vec![entry],
+    });
+    let file = CatalogFile {
+        version: SCHEMA_VERSION,
+        models: user.entries,
+    };
+    let text = serde_json::to_string_pretty(&file).map_err(|e| PullError::Catalog {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    // The same checks a later read makes: a file this writes always reads back.
+    let checked = Catalog::parse(&text, path, false)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| PullError::io(dir, e))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(|e| PullError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| PullError::io(path, e))?;
+    Ok(checked)
+}
+
 /// Whether `s` is a SHA-256 in hex (64 digits, either case).
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())

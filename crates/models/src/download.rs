@@ -211,6 +211,7 @@ pub fn download(
         total,
         etag: header(ETAG),
         last_modified: header(LAST_MODIFIED),
+        sha256: expected.clone(),
     })?;
 
     // The hash covers the kept prefix too: re-read it from disk, never from the network.

@@ -6,6 +6,8 @@
 //! - [`download`]: one file over HTTP(S) with Range resume (`<dest>.part` + `.part.json`),
 //!   progress, a disk-space check, cancellation and a SHA-256 check before the file gets
 //!   its final name.
+//! - [`partial`]: the unfinished downloads of a folder (listed after a restart, resumed or
+//!   discarded).
 //! - [`paths`]: where the library and the user catalog live.
 //!
 //! Every failure is a named [`PullError`] variant that says which URL, path or size.
@@ -13,9 +15,10 @@
 pub mod catalog;
 pub mod download;
 mod error;
-mod partial;
+pub mod partial;
 pub mod paths;
 
 pub use catalog::{Catalog, Encoding, Entry};
 pub use download::{download, Event, Options, Outcome, Progress, Request};
 pub use error::PullError;
+pub use partial::{discard, partials, PartialDownload, Sidecar};

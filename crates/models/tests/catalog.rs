@@ -85,3 +85,31 @@ fn user_catalog_adds_and_replaces_entries() {
         Err(PullError::UnknownModel { .. })
     ));
 }
+
+#[test]
+fn a_saved_user_entry_reads_back_and_a_broken_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("config").join("catalog.json");
+    let mut e = Catalog::shipped().unwrap().entries[0].clone();
+    e.name = "local-demo".into();
+    e.urls = vec!["http://127.0.0.1:8000/demo.gguf".into()];
+    rwkv_models::catalog::save_user_entry(&user, e.clone()).unwrap();
+    let mut e2 = e.clone();
+    e2.description = "replaced".into();
+    let written = rwkv_models::catalog::save_user_entry(&user, e2).unwrap();
+    assert_eq!(written.entries.len(), 1, "same name replaces");
+    let cat = Catalog::load(Some(&user)).unwrap();
+    assert_eq!(cat.find("local-demo").unwrap().description, "replaced");
+
+    let mut bad = e.clone();
+    bad.name = "second".into();
+    bad.sha256 = Some("XYZ".into());
+    let err = rwkv_models::catalog::save_user_entry(&user, bad).unwrap_err();
+    assert!(
+        matches!(&err, PullError::Catalog { reason, .. } if reason.contains("\"second\"")),
+        "{err}"
+    );
+    // The file on disk is untouched by the refused entry.
+    let cat = Catalog::load(Some(&user)).unwrap();
+    assert!(cat.find("second").is_err());
+}

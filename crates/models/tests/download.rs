@@ -157,6 +157,36 @@ fn cancelled_download_keeps_part_and_resumes_from_it() {
 }
 
 #[test]
+fn unfinished_downloads_are_listed_after_a_restart_and_can_be_discarded() {
+    let cut = 250_000u64;
+    let (s, data) = serve(true, 0, Some(cut));
+    let dir = tempfile::tempdir().unwrap();
+    let req = request(&s, dir.path(), Some(sha(&data)));
+    assert!(download(&req, &opts(), &mut |_| {}).is_err());
+    // A stray `.part` without its sidecar cannot be resumed: not listed.
+    std::fs::write(dir.path().join("stray.gguf.part"), b"xx").unwrap();
+
+    let found = rwkv_models::partials(dir.path()).unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    let p = &found[0];
+    assert_eq!(p.dest, req.dest);
+    assert_eq!(p.done, cut);
+    assert_eq!(p.sidecar.url, s.url);
+    assert_eq!(p.sidecar.total, Some(LEN as u64));
+    // The expected hash travels in the sidecar: a resume after a restart still checks it.
+    assert_eq!(p.sidecar.sha256.as_deref(), Some(sha(&data).as_str()));
+
+    rwkv_models::discard(&req.dest).unwrap();
+    assert!(!dir.path().join("model.bin.part").exists());
+    assert!(!dir.path().join("model.bin.part.json").exists());
+    assert!(rwkv_models::partials(dir.path()).unwrap().is_empty());
+    // A folder that does not exist holds no partial downloads.
+    assert!(rwkv_models::partials(&dir.path().join("none"))
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
 fn server_without_range_support_restarts_from_zero() {
     let cut = 100_000u64;
     let (s, data) = serve(false, 0, Some(cut));

@@ -12,6 +12,7 @@
 //! - [`chat`]: chats, their settings, sending, regenerating, editing, stopping;
 //! - [`documents`]: documents (prefilled states), their export and import, field analysis;
 //! - [`bench`]: the benchmark dashboard;
+//! - [`models`]: the Library view: catalog, downloads, the models on disk;
 //! - [`server`]: the Local server panel (an OpenAI-compatible server on 127.0.0.1).
 
 pub mod adapters;
@@ -20,4 +21,5 @@ pub mod bench;
 pub mod chat;
 pub mod documents;
 pub mod model;
+pub mod models;
 pub mod server;

@@ -2,12 +2,17 @@
 
 use rwkv_engine::gpu::{context::AdapterSummary, AdapterChoice, GpuContext};
 use rwkv_engine::{LoadProgress, ModelInfo};
+use std::path::PathBuf;
 use tauri::ipc::Channel;
-use tauri::State;
 
+use tauri::{AppHandle, Manager, Runtime, State};
+
+use crate::downloads::Downloads;
 use crate::error::AppResult;
+use crate::model_library;
 use crate::paths::AppPaths;
 use crate::scope::{Access, UserFiles};
+use crate::store::Store;
 use crate::worker::EngineHandle;
 
 #[tauri::command]
@@ -19,9 +24,11 @@ pub async fn adapters_list(engine: State<'_, EngineHandle>) -> AppResult<Vec<Ada
 /// Loads a model (the bundled one when `path` is absent) on adapter `adapter` (an index of
 /// `adapters_list`; absent: the previous choice, automatic at first), streaming load
 /// phases. Replaces a loaded model (a running local server stops first); a file that does
-/// not parse leaves it loaded ([`Worker::load`](crate::worker::Worker::load)).
+/// not parse leaves it loaded ([`Worker::load`](crate::worker::Worker::load)). `path` is
+/// one the user chose (dialog, drop) or a model of the library (Library view).
 #[tauri::command]
-pub async fn model_load(
+pub async fn model_load<R: Runtime>(
+    app: AppHandle<R>,
     engine: State<'_, EngineHandle>,
     paths: State<'_, AppPaths>,
     files: State<'_, UserFiles>,
@@ -30,7 +37,9 @@ pub async fn model_load(
     on_progress: Channel<LoadProgress>,
 ) -> AppResult<ModelInfo> {
     let path = match path {
-        Some(p) => files.check(&p, Access::Read)?,
+        Some(p) => files
+            .check(&p, Access::Read)
+            .or_else(|e| library_model(&app, &p).ok_or(e))?,
         None => paths.default_model.clone(),
     };
     let choice = adapter.map(AdapterChoice::Index);
@@ -41,6 +50,14 @@ pub async fn model_load(
             })
         })
         .await
+}
+
+/// `path` as a model of the Library view's library (downloaded or added), if it is one.
+fn library_model<R: Runtime>(app: &AppHandle<R>, path: &str) -> Option<PathBuf> {
+    let downloads = app.try_state::<Downloads>()?;
+    let store = app.try_state::<Store>()?;
+    let p = PathBuf::from(path);
+    model_library::contains(downloads.dir(), store.root(), &p).then_some(p)
 }
 
 #[tauri::command]
