@@ -22,6 +22,12 @@ pub struct BatchArgs {
     /// Batch-invariant kernels (as `rwkv serve --batch-invariant`).
     #[arg(long)]
     pub batch_invariant: bool,
+    /// Instead of timing: check that batching does not change results — for each batch
+    /// size, a step of B sequences (a 16-token prompt each, then one token) against each
+    /// sequence run alone: max |Δ logit| and whether the top token agrees. Exits non-zero
+    /// when a top token differs or |Δ| exceeds 1e-2.
+    #[arg(long)]
+    pub check: bool,
 }
 
 pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
@@ -41,6 +47,9 @@ pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
     let mut eng = model.load_with(&opts, false)?;
     eng.reserve_slots(max)?;
     let vocab = eng.config().vocab_size as u32;
+    if a.check {
+        return check(&mut eng, &sizes, vocab);
+    }
     for &b in &sizes {
         let states: Vec<_> = (0..b).map(|_| eng.new_state()).collect::<Result<_, _>>()?;
         for (logits, label) in [(true, "logits read back"), (false, "no logits")] {
@@ -85,5 +94,98 @@ pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
             eng.free_state(s)?;
         }
     }
+    Ok(())
+}
+
+/// One decode step of `b` sequences after distinct 16-token prompts: the logits of each
+/// sequence, from a step of all `b` together (`together`) or of it alone.
+fn step_logits(
+    eng: &mut rwkv_engine::Engine,
+    b: usize,
+    vocab: u32,
+    together: bool,
+) -> anyhow::Result<Vec<Vec<f32>>> {
+    let prompts: Vec<Vec<u32>> = (0..b)
+        .map(|i| {
+            (0..16)
+                .map(|j| ((i * 131 + j * 7919) as u32 % (vocab - 1)) + 1)
+                .collect()
+        })
+        .collect();
+    let states: Vec<_> = (0..b).map(|_| eng.new_state()).collect::<Result<_, _>>()?;
+    let none = Want {
+        logits: false,
+        embeddings: false,
+    };
+    let want = Want {
+        logits: true,
+        embeddings: false,
+    };
+    let mut out = Vec::new();
+    let groups: Vec<Vec<usize>> = match together {
+        true => vec![(0..b).collect()],
+        false => (0..b).map(|i| vec![i]).collect(),
+    };
+    for g in groups {
+        // Each prompt prefilled alone (the same kernels either way), then the step.
+        for &i in &g {
+            let input = SeqInput {
+                state: states[i],
+                tokens: &prompts[i],
+                rows: Rows::Last,
+            };
+            eng.forward(&[input], none, None)?;
+        }
+        let toks: Vec<[u32; 1]> = g
+            .iter()
+            .map(|&i| [(i as u32 * 17) % (vocab - 1) + 1])
+            .collect();
+        let inputs: Vec<SeqInput> = g
+            .iter()
+            .zip(&toks)
+            .map(|(&i, t)| SeqInput {
+                state: states[i],
+                tokens: t,
+                rows: Rows::Last,
+            })
+            .collect();
+        out.extend(eng.forward(&inputs, want, None)?.logits);
+    }
+    for s in states {
+        eng.free_state(s)?;
+    }
+    Ok(out)
+}
+
+/// `rwkv batch --check`: each batch size's step against its sequences run alone.
+fn check(eng: &mut rwkv_engine::Engine, sizes: &[usize], vocab: u32) -> anyhow::Result<()> {
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(i, _)| i)
+    };
+    let mut ok = true;
+    for &b in sizes {
+        let together = step_logits(eng, b, vocab, true)?;
+        let alone = step_logits(eng, b, vocab, false)?;
+        let mut max_d = 0f32;
+        let mut top_same = 0;
+        for (x, y) in together.iter().zip(&alone) {
+            max_d = x
+                .iter()
+                .zip(y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(max_d, f32::max);
+            top_same += usize::from(argmax(x) == argmax(y));
+        }
+        let pass = top_same == b && max_d <= 1e-2;
+        ok &= pass;
+        println!(
+            "B = {b:4}: max |Δ logit| {max_d:.2e} against each alone, top token the same for {top_same}/{b}: {}",
+            if pass { "PASS" } else { "FAIL" }
+        );
+    }
+    anyhow::ensure!(ok, "batching changed results");
     Ok(())
 }

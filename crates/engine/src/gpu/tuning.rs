@@ -33,6 +33,9 @@ pub struct Tuning {
     /// `RWKV_MV_UNROLL`: steps a matrix × vector lane issues together (1–8); `None`: 2
     /// for float weights, 1 for block-quantized ones.
     pub mv_unroll: Option<u32>,
+    /// `RWKV_MV_WIDE=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
+    /// 4-token `matvec` kernel instead of the 8-token, two-rows-a-lane one (A/B runs).
+    pub mv_wide: bool,
     /// `RWKV_COOP_TILE=BMxBN`: the tensor-core tile (tokens × rows) of products of at
     /// least 1024 rows, where it is one of `ops::matmul::COOP_TILES` and fits.
     pub coop_tile: Option<(u32, u32)>,
@@ -77,6 +80,7 @@ impl Default for Tuning {
             checked_shaders: false,
             mv_lanes: None,
             mv_unroll: None,
+            mv_wide: true,
             coop_tile: None,
             coop_pf2: None,
             ksplit_c: None,
@@ -159,6 +163,7 @@ impl Tuning {
                 n.is_power_of_two() && (4..=32).contains(&n)
             }),
             mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
+            mv_wide: flag("RWKV_MV_WIDE") != Some(false),
             coop_tile: text("RWKV_COOP_TILE").and_then(|v| {
                 let tile = v
                     .split_once('x')
@@ -217,6 +222,7 @@ mod tests {
             ("RWKV_CHECKED_SHADERS", "1"),
             ("RWKV_MV_LANES", "16"),
             ("RWKV_MV_UNROLL", "3"),
+            ("RWKV_MV_WIDE", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),
@@ -237,6 +243,7 @@ mod tests {
             checked_shaders: true,
             mv_lanes: Some(16),
             mv_unroll: Some(3),
+            mv_wide: false,
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),
             ksplit_c: Some(3),

@@ -19,7 +19,8 @@ pub const MAX_SEGS: usize = 8;
 /// The `matvec_group` kernel: the group's buffer in `dtype`, with F32 beside F16 (or F16
 /// beside F32) matrices in it (`second`), with a second buffer of F16 matrices
 /// (`second_buffer`), with LoRA terms; lanes, row sums, tokens and unrolling as
-/// [`crate::ops::matmul::MatvecSpec`]'s.
+/// [`crate::ops::matmul::MatvecSpec`]'s; with `wide` (Q4_K alone, no LoRA term) the
+/// 8-token kernel with two rows a lane group (`shaders/matvec_group/wide.wgsl`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MatvecGroupSpec {
     pub dtype: DType,
@@ -30,6 +31,7 @@ pub struct MatvecGroupSpec {
     pub lora: bool,
     pub one_token: bool,
     pub unroll: u32,
+    pub wide: bool,
 }
 
 impl KernelSpec for MatvecGroupSpec {
@@ -38,6 +40,16 @@ impl KernelSpec for MatvecGroupSpec {
     }
 
     fn source(&self) -> Result<String> {
+        if self.wide {
+            let w = Wgsl::new().u32("LANES", self.lanes).file(COMMON);
+            return Ok(with_decode(w, self.dtype, "matvec_group")?
+                .file(shader!("product/out_act_vec4.wgsl"))
+                .file(self.row_sum.file())
+                .file(shader!("matvec_group/head.wgsl"))
+                .file(shader!("matvec/q4_k_wide_step.wgsl"))
+                .file(shader!("matvec_group/wide.wgsl"))
+                .build());
+        }
         let w = Wgsl::new()
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
@@ -62,6 +74,7 @@ impl KernelSpec for MatvecGroupSpec {
             .file(second)
             .file(third)
             .file(shader!("matvec_group/rows.wgsl"))
+            .file(shader!("matvec_group/head.wgsl"))
             .file(match self.lora {
                 true => shader!("matvec/lora.wgsl"),
                 false => shader!("matvec/lora_off.wgsl"),
@@ -244,10 +257,14 @@ pub fn matvec_group(
         .unwrap_or(1) as u32;
     let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
     let lanes = mv_lanes(steps, rows_max);
-    let rows = 256 / lanes;
+    // The 8-token variant's table: twice the rows a workgroup.
+    let mut p_wide = p;
+    let mut wg_wide = 0u32;
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
-        wg += (m.n_out as u32).div_ceil(rows);
+        wg += (m.n_out as u32).div_ceil(256 / lanes);
+        p_wide.seg[i].wg0 = wg_wide;
+        wg_wide += (m.n_out as u32).div_ceil(2 * 256 / lanes);
     }
     let mut spec = MatvecGroupSpec {
         dtype: first.dtype,
@@ -258,6 +275,7 @@ pub fn matvec_group(
         lora: false,
         one_token: false,
         unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
+        wide: false,
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -278,8 +296,28 @@ pub fn matvec_group(
         count: Count::Tokens,
         per_y: 4,
     };
-    // Groups serve decode passes only: the 2–8-token variant compiles late.
-    let mut node = cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?;
+    // Groups serve decode passes only: the 2–8-token variant compiles late. On Q4_K
+    // without LoRA terms it is the 8-token kernel (as `matvec`'s, ops/matmul/matvec.rs).
+    let wide = first.dtype == DType::Q4_K
+        && !dt2
+        && !spec.second_buffer
+        && !spec.lora
+        && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
+        && cx.gpu.tuning.mv_wide;
+    let mut node = if wide {
+        let wide_spec = MatvecGroupSpec {
+            wide: true,
+            ..spec.clone()
+        };
+        let grid = Grid::Tiles {
+            x: wg_wide,
+            count: Count::Tokens,
+            per_y: 8,
+        };
+        cx.node_at_late(op, layer, &wide_spec, &p_wide, res.clone(), grid)?
+    } else {
+        cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?
+    };
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
     spec.one_token = true;
     node.small = Some(crate::ops::Small {
@@ -414,6 +452,93 @@ mod tests {
                 err < 2e-3,
                 "segment {i} T={t} F32 at {f32_at}: max |Δ| {err}"
             );
+        }
+    }
+
+    /// Three Q4_K matrices in one buffer (r, k and v of a decode step: 300, 200 and 40
+    /// rows, the last workgroups part-filled) at every T of 2–8 — the 8-token kernel
+    /// (`shaders/matvec_group/wide.wgsl`) with subgroup sums and the workgroup-memory
+    /// tree, and the 4-token kernel (`RWKV_MV_WIDE=0`) — with a bias and an epilogue.
+    #[test]
+    fn q4k_group_every_small_t() {
+        let mut gpus = Vec::new();
+        for (wide, subgroup) in [(true, true), (true, false), (false, true)] {
+            let mut g = (*gpu()).clone();
+            g.tuning.mv_wide = wide;
+            g.features.subgroup &= subgroup;
+            gpus.push(std::sync::Arc::new(g));
+        }
+        let shapes = [(300usize, Act::None), (200, Act::Tanh), (40, Act::Sigmoid)];
+        let k = 512;
+        let mut bytes = Vec::new();
+        let mut ws = Vec::new();
+        let mut offsets = Vec::new();
+        for (i, &(n, _)) in shapes.iter().enumerate() {
+            let w = rand_vec(70 + i as u64, n * k, 0.2);
+            let q: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+            let mut wd = vec![0f32; n * k];
+            crate::quant::dequantize(DType::Q4_K, &q, &mut wd).unwrap();
+            bytes.resize(bytes.len().next_multiple_of(256), 0);
+            offsets.push(bytes.len() as u64);
+            bytes.extend_from_slice(&q);
+            ws.push(wd);
+        }
+        for g in gpus {
+            for t in 2..=8 {
+                let h = Harness::with_gpu(
+                    Dims {
+                        n_tokens: t as u32,
+                        ..Default::default()
+                    },
+                    g.clone(),
+                );
+                let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
+                let x = rand_vec(80 + t as u64, t * k, 1.0);
+                let mut act = x.clone();
+                let bias = rand_vec(81, 300, 0.5);
+                let mut gm = Vec::new();
+                let mut margs = Vec::new();
+                for (i, &(n, a)) in shapes.iter().enumerate() {
+                    gm.push(GpuMatrix {
+                        name: format!("q{i}"),
+                        buffer: buf.clone(),
+                        offset: offsets[i],
+                        dtype: DType::Q4_K,
+                        row0: 0,
+                        n_out: n,
+                        n_in: k,
+                        row_bytes: k / 256 * 144,
+                    });
+                    margs.push(MatmulArgs {
+                        x_off: 0,
+                        x_stride: k,
+                        y_off: act.len(),
+                        y_stride: n,
+                        act: a,
+                        accumulate: false,
+                        add_before_act: false,
+                        bias_off: (i == 1).then_some(0),
+                        rows: Count::Tokens,
+                        scale: 1.0,
+                        lora: None,
+                    });
+                    act.extend(vec![0.0; t * n]);
+                }
+                let act_buf = h.f32_buf(&act);
+                let segs: Vec<(&GpuMatrix, MatmulArgs)> =
+                    gm.iter().zip(margs.iter().copied()).collect();
+                let node =
+                    matvec_group(&h.ctx(), "group", None, &segs, &h.f32_buf(&bias), &act_buf)
+                        .unwrap();
+                h.run(&[node]);
+                for (i, &(n, a)) in shapes.iter().enumerate() {
+                    let got = h.read(&act_buf, margs[i].y_off, t * n);
+                    let b = (i == 1).then(|| &bias[..n]);
+                    let want = reference(&ws[i], n, k, &x, b, a);
+                    let err = max_abs(&got, &want);
+                    assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
+                }
+            }
         }
     }
 

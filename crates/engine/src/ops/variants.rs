@@ -121,10 +121,23 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 one_token,
                 lora: MatvecLora::None,
                 unroll,
+                wide: false,
             }));
         }
         if logits {
             continue;
+        }
+        if d == DType::Q4_K && matches!(row_sum, RowSum::Subgroup | RowSum::Tree) {
+            out.push(Variant::Matvec(MatvecSpec {
+                dtype: d,
+                logits,
+                lanes,
+                row_sum,
+                one_token: false,
+                lora: MatvecLora::None,
+                unroll,
+                wide: true,
+            }));
         }
         for second in [false, true] {
             if second && !matches!(d, DType::F16 | DType::F32) {
@@ -140,8 +153,22 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     lora: false,
                     one_token,
                     unroll,
+                    wide: false,
                 }));
             }
+        }
+        if d == DType::Q4_K && matches!(row_sum, RowSum::Subgroup | RowSum::Tree) {
+            out.push(Variant::Group(MatvecGroupSpec {
+                dtype: d,
+                lanes,
+                row_sum,
+                second: false,
+                second_buffer: false,
+                lora: false,
+                one_token: false,
+                unroll,
+                wide: true,
+            }));
         }
     }
 }
@@ -198,11 +225,11 @@ pub(crate) fn every_variant() -> Vec<Variant> {
                 lora: true,
                 ..c.clone()
             })),
-            Variant::Matvec(m) if !m.logits => Some(Variant::Matvec(MatvecSpec {
+            Variant::Matvec(m) if !m.logits && !m.wide => Some(Variant::Matvec(MatvecSpec {
                 lora: MatvecLora::Term,
                 ..m.clone()
             })),
-            Variant::Group(g) => Some(Variant::Group(MatvecGroupSpec {
+            Variant::Group(g) if !g.wide => Some(Variant::Group(MatvecGroupSpec {
                 lora: true,
                 ..g.clone()
             })),
@@ -322,6 +349,7 @@ mod tests {
             one_token: true,
             lora: MatvecLora::None,
             unroll: 2,
+            wide: false,
         };
         cache.get(gpu, &m).unwrap();
         cache

@@ -126,6 +126,7 @@ pub fn matvec_hprod(
         one_token: true,
         lora: MatvecLora::MakesH,
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
+        wide: false,
     };
     let res = vec![
         (2, m.binding()),

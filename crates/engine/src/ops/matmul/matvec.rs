@@ -10,6 +10,17 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
 
+/// Whether a single product of passes of 2–8 tokens on Q4_K takes the 8-token kernel
+/// (two rows a lane group): the products with a side of at least 8,192 (the channel-mix
+/// key and value). H100, 2.9B at 8 tokens, µs a layer, 4-token kernel → 8-token kernel
+/// with two rows / one row a lane group: key (10240 × 2560) 92 → 55, value
+/// (2560 × 10240) 94 → 92 / 108, output (2560 × 2560) 30 → 34 / 32 — a 2,560-row
+/// product of depth 2,560 gets too few workgroups (160) to gain; r, k and v together
+/// (a group, always 8-token) 70 → 66 / 67 (benchmarks.md, "the 8-token Q4_K kernels").
+pub(crate) fn wide_pays(n_out: usize, n_in: usize) -> bool {
+    n_out >= 8192 || n_in >= 8192
+}
+
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RowSum {
@@ -46,7 +57,9 @@ pub enum MatvecLora {
 
 /// The `matvec` kernel: weights in `dtype`, writing the activations or the logits,
 /// `lanes` lanes a row summed by `row_sum`, for passes of up to 4 tokens a workgroup or
-/// of exactly one (`one_token`), with its LoRA term, `unroll` steps a lane issues together.
+/// of exactly one (`one_token`), with its LoRA term, `unroll` steps a lane issues together;
+/// or with `wide` (Q4_K, no LoRA term, the activations) the 8-token kernel with two rows
+/// a lane group (`shaders/matvec/q4_k_wide.wgsl`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MatvecSpec {
     pub dtype: DType,
@@ -57,6 +70,7 @@ pub struct MatvecSpec {
     pub one_token: bool,
     pub lora: MatvecLora,
     pub unroll: u32,
+    pub wide: bool,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -65,6 +79,18 @@ impl KernelSpec for MatvecSpec {
     }
 
     fn source(&self) -> Result<String> {
+        if self.wide {
+            let w = Wgsl::new().u32("LANES", self.lanes).file(COMMON);
+            return Ok(with_decode(w, self.dtype, "matvec")?
+                .file(shader!("product/out_act_vec4.wgsl"))
+                .file(self.row_sum.file())
+                .file(shader!("product/params.wgsl"))
+                .file(shader!("product/one.wgsl"))
+                .file(shader!("product/finish.wgsl"))
+                .file(shader!("matvec/q4_k_wide_step.wgsl"))
+                .file(shader!("matvec/q4_k_wide.wgsl"))
+                .build());
+        }
         let w = Wgsl::new()
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
@@ -173,6 +199,7 @@ pub(super) fn product(
         one_token: false,
         lora: MatvecLora::None,
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
+        wide: false,
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
@@ -194,8 +221,29 @@ pub(super) fn product(
         count: a.rows,
         per_y: 4,
     };
+    // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): the 8-token kernel
+    // for the products it speeds up (`wide_pays`), where its row sums apply (a whole row
+    // in a subgroup, or the workgroup-memory tree).
+    let wide = max_t == SMALL_T
+        && m.dtype == DType::Q4_K
+        && spec.lora == MatvecLora::None
+        && o.out.is_none()
+        && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
+        && wide_pays(m.n_out, m.n_in)
+        && cx.gpu.tuning.mv_wide;
     // The variant for 2–8 tokens compiles late where only such passes take it.
-    let mut node = if max_t == SMALL_T {
+    let mut node = if wide {
+        let wide_spec = MatvecSpec {
+            wide: true,
+            ..spec.clone()
+        };
+        let grid = Grid::Tiles {
+            x: (m.n_out as u32).div_ceil(2 * 256 / lanes),
+            count: a.rows,
+            per_y: 8,
+        };
+        cx.node_at_late(op, layer, &wide_spec, p, res.clone(), grid)?
+    } else if max_t == SMALL_T {
         cx.node_at_late(op, layer, &spec, p, res.clone(), grid)?
     } else {
         cx.node_at(op, layer, &spec, p, res.clone(), grid)?

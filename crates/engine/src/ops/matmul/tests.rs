@@ -257,6 +257,71 @@ fn quantized_rows_of_several_blocks() {
     }
 }
 
+/// The 8-token Q4_K kernel (`shaders/matvec/q4_k_wide.wgsl`, two rows a lane group) at
+/// every T of 2–8 on the shapes that take it (`wide_pays`: a side of at least 8,192), with
+/// a last workgroup holding rows past the matrix (300 rows of depth 8,192; 8,200 rows of
+/// depth 256), with and without the residual add; its row sums through subgroup shuffles (8 lanes a row,
+/// which a subgroup of lavapipe holds; 32 on a GPU of 32-wide subgroups) and through the
+/// workgroup-memory tree (32 lanes, subgroups off), and the 4-token kernel it replaces
+/// (`RWKV_MV_WIDE=0`) on the same data.
+#[test]
+fn q4k_wide_matvec_every_small_t() {
+    let (n, k) = (300, 8192);
+    let w = rand_vec(47, n * k, 0.05);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    let mut variants = Vec::new();
+    for (lanes, wide, subgroup) in [
+        (8, true, true),
+        (32, true, true),
+        (32, true, false),
+        (32, false, true),
+    ] {
+        let mut g = (*gpu()).clone();
+        g.tuning.mv_lanes = Some(lanes);
+        g.tuning.mv_wide = wide;
+        g.features.subgroup &= subgroup;
+        variants.push(std::sync::Arc::new(g));
+    }
+    for g in &variants {
+        for t in 2..=8 {
+            check_on(
+                g.clone(),
+                DType::Q4_K,
+                &q4,
+                &wd,
+                n,
+                k,
+                t,
+                Act::None,
+                t % 2 == 1,
+            );
+        }
+    }
+    // Many rows of a short depth (the channel-mix key's side).
+    let (n, k) = (8200, 256);
+    let w = rand_vec(48, n * k, 0.05);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    for g in &variants[..3] {
+        for t in [2, 5, 8] {
+            check_on(
+                g.clone(),
+                DType::Q4_K,
+                &q4,
+                &wd,
+                n,
+                k,
+                t,
+                Act::ReluSq,
+                t == 5,
+            );
+        }
+    }
+}
+
 /// More rows than the largest tensor-core tile (1,100: a ragged 128-row tile) and
 /// 130 / 200 tokens (ragged 128-token tiles), F16 and Q4_K, with and without the
 /// residual add: every tile shape's edges (on adapters without cooperative matrices,

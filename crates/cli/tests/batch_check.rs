@@ -1,0 +1,33 @@
+//! `rwkv batch --check` on the bundled demo model: a step of B sequences gives each the
+//! logits it gets alone (the 8-token kernels of 2–8-token passes included), and a
+//! mismatch fails the command.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+#[test]
+fn batched_steps_match_each_sequence_alone() {
+    let model = support::repo().join("assets/models/rwkv7-demo-6x256-Q4_K_M.gguf");
+    let out = support::rwkv_cmd()
+        .args(["batch", "--check", "--batch", "1,3,8,11", "--model"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "rwkv batch --check failed:\n{stdout}\n{stderr}"
+    );
+    for b in [1, 3, 8, 11] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("B = {b:4}:")))
+            .unwrap_or_else(|| panic!("no line for B = {b}:\n{stdout}"));
+        assert!(line.ends_with("PASS"), "{line}");
+        assert!(
+            line.contains(&format!("top token the same for {b}/{b}")),
+            "{line}"
+        );
+    }
+}
