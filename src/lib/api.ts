@@ -57,6 +57,7 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   invalid_input: 'Check the input',
   adapter: 'This adapter does not fit the model',
   state: 'This state file cannot be used',
+  constraint: 'This schema or grammar cannot be used',
   cancelled: SOMETHING_WENT_WRONG,
   no_model: 'No model loaded',
   not_found: SOMETHING_WENT_WRONG,

@@ -17,6 +17,7 @@ mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
 mod common;
+mod constraint_args;
 mod fault;
 mod interrupt;
 
