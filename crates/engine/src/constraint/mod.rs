@@ -73,6 +73,22 @@ impl ConstraintSpec {
         }
     }
 
+    /// The constraint after one leading space: how an RWKV chat reply starts after
+    /// `Assistant:`. JSON kinds become the Lark grammar `start: " " data` with `data:
+    /// %json {schema}` (compact, as [`ConstraintSpec::JsonSchema`]); regexes and grammars
+    /// are returned unchanged (they say themselves what comes first).
+    pub fn after_space(self) -> ConstraintSpec {
+        let schema = match self {
+            ConstraintSpec::JsonSchema(v) => with_compact(&v),
+            ConstraintSpec::JsonObject => with_compact(&serde_json::json!({"type": "object"})),
+            other => return other,
+        };
+        ConstraintSpec::Lark(format!(
+            "start: \" \" data\ndata: %json {}\n",
+            serde_json::to_string(&schema).unwrap_or_default()
+        ))
+    }
+
     fn size(&self) -> usize {
         match self {
             ConstraintSpec::JsonSchema(v) => serde_json::to_string(v).map_or(0, |s| s.len()),
@@ -257,6 +273,12 @@ impl Constraint {
     /// Whether what was committed is a complete match (end-of-text would be allowed).
     pub fn is_complete(&mut self) -> bool {
         self.matcher.is_stopped() || self.matcher.is_accepting().unwrap_or(false)
+    }
+
+    /// Whether the matcher has stopped (nothing can follow; cheap, unlike
+    /// [`Self::is_finished`], which may compute a mask).
+    pub fn is_stopped(&self) -> bool {
+        self.matcher.is_stopped()
     }
 
     /// Whether nothing but end-of-text may follow (the structure is closed).

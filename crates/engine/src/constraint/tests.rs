@@ -208,3 +208,41 @@ fn the_medium_schema_compiles_and_accepts_an_example() {
     assert_eq!(feed(&mut c, doc), Ok(()));
     assert!(c.is_finished());
 }
+
+#[test]
+fn after_space_puts_one_space_before_the_json() {
+    let spec = ConstraintSpec::JsonSchema(serde_json::json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false}))
+        .after_space();
+    let mut c = compile(spec.clone()).unwrap();
+    assert_eq!(feed(&mut c, r#" {"a": 12}"#), Ok(()));
+    assert!(c.is_finished());
+    let mut c = compile(spec).unwrap();
+    assert!(
+        feed(&mut c, r#"{"a": 12}"#).is_err(),
+        "the space is required"
+    );
+    let r = ConstraintSpec::Regex("x".into());
+    assert_eq!(r.clone().after_space(), r);
+}
+
+#[test]
+fn gbnf_empty_alternatives_names_and_classes_translate() {
+    let lark = gbnf_to_lark(
+        "root ::= Item-x ws\nItem-x ::= [^\"\\\\/] | \"a\"\nws ::= | \" \" # optional space\n",
+    )
+    .unwrap();
+    assert_eq!(
+        lark, "start: r__item-x ws\nr__item-x: /[^\\\"\\\\\\/]/ | \"a\"\nws: \"\" | \" \"\n",
+        "{lark}"
+    );
+    let mut c = compile(ConstraintSpec::Gbnf(
+        "root ::= Item-x ws\nItem-x ::= [^\"\\\\/] | \"a\"\nws ::= | \" \"\n".into(),
+    ))
+    .unwrap();
+    assert_eq!(feed(&mut c, "q "), Ok(()));
+    assert!(c.is_complete());
+    assert!(matches!(
+        gbnf_to_lark("root ::= x{2,a}"),
+        Err(EngineError::Constraint { .. })
+    ));
+}

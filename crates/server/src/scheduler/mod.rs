@@ -87,6 +87,8 @@ pub struct Done {
 pub struct GenJob {
     pub prompt: Vec<u32>,
     pub params: GenParams,
+    /// `params.constraint`, compiled (by the handler, so that a bad schema is a 400).
+    pub constraint: Option<rwkv_engine::Constraint>,
     pub events: tmpsc::UnboundedSender<Event>,
     pub arrived: Instant,
 }
