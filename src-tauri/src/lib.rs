@@ -19,6 +19,7 @@ pub mod chat;
 pub mod commands;
 pub mod documents;
 pub mod error;
+pub mod extract;
 pub mod library;
 pub mod paths;
 pub mod scope;
@@ -72,6 +73,7 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::documents::doc_export,
         commands::documents::doc_import,
         commands::documents::fields_run,
+        commands::documents::doc_extract_json,
         commands::bench::bench_run,
         commands::bench::bench_dashboard,
         commands::bench::bench_clear,
