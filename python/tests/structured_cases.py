@@ -56,6 +56,7 @@ SCHEMAS = [
         "type": "object",
         "properties": {"foo": {"type": "integer"}, "bar": {"type": "integer"}},
         "additionalProperties": {"type": "boolean"},
+        "required": ["foo", "bar"],  # llguidance: maxProperties needs every listed property required
         "maxProperties": 3,
     }),
     ("jsts_minimum", {"type": "number", "minimum": 1.1}),  # minimum.json "minimum validation"
