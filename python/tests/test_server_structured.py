@@ -178,4 +178,4 @@ def test_auto_gives_text_or_a_valid_call(client, served):
 def test_bad_schemas_and_tools_are_400_naming_the_field(client, served, kw, param):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=served.model, messages=ASK, max_tokens=8, **kw)
-    assert e.value.body["param"] == param, e.value.body
+    assert e.value.param == param, e.value.body
