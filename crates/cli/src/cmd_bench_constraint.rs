@@ -3,7 +3,8 @@
 //! Figures (all medians unless named otherwise):
 //! - `compiler_build_ms`: the vocabulary's token trie and llguidance factory (once per
 //!   model, not per request);
-//! - per constraint (a 15-property nested JSON Schema, llama.cpp's JSON GBNF): `compile_ms`
+//! - per constraint (a 15-property nested JSON Schema, llama.cpp's JSON GBNF, llguidance's
+//!   own any-object JSON for comparison): `compile_ms`
 //!   (the first-token delay a request pays), and `mask_us` — the CPU time of one
 //!   allowed-token mask, walking a fixed valid document token by token (mean, p50, p99);
 //! - decode: tok/s without a constraint and with the schema on the same prompt and
@@ -219,6 +220,15 @@ pub fn run(a: BenchConstraintArgs) -> anyhow::Result<()> {
     let masks = vec![
         mask_figures(&eng, &comp, "medium_schema", &schema, a.repeat)?,
         mask_figures(&eng, &comp, "json_gbnf", &gbnf, a.repeat)?,
+        // The same language as the GBNF through llguidance's own JSON (strings are single
+        // lexemes there, one character a grammar step in the GBNF).
+        mask_figures(
+            &eng,
+            &comp,
+            "json_object",
+            &ConstraintSpec::JsonObject,
+            a.repeat,
+        )?,
     ];
     let added_ms = masks[0].compile_ms + masks[0].first_mask_us / 1e3;
     let decode = decode_figures(&mut eng, &schema, added_ms, &a)?;

@@ -163,7 +163,7 @@ async fn run(
 /// vocabulary's trie on the first request).
 ///
 /// Errors: 400 naming `tools` or `response_format` for a schema the engine cannot use.
-async fn compile(st: &AppState, p: &GenParams) -> Result<Option<Constraint>, ApiError> {
+async fn compile(st: &AppState, p: &GenParams) -> Result<Option<Box<Constraint>>, ApiError> {
     let Some(spec) = p.constraint.clone() else {
         return Ok(None);
     };
@@ -180,7 +180,7 @@ async fn compile(st: &AppState, p: &GenParams) -> Result<Option<Constraint>, Api
     .await
     .map_err(|e| ApiError::server(format!("constraint compile: {e}")))?;
     match r {
-        Ok(c) => Ok(Some(c)),
+        Ok(c) => Ok(Some(Box::new(c))),
         Err(e @ rwkv_engine::EngineError::Constraint { .. }) => {
             Err(ApiError::invalid(Some(param), e.to_string()))
         }

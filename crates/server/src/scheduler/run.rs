@@ -163,7 +163,7 @@ impl Sched {
     /// Takes one job off the channel; `Some` to leave the serving loop.
     fn take(&mut self, eng: &mut Engine, job: Job) -> Option<Exit> {
         match job {
-            Job::Generate(g) => self.queue.push_back(g),
+            Job::Generate(g) => self.queue.push_back(*g),
             Job::Embed(e) => {
                 let r = embed_now(eng, &e.inputs, self.init.as_deref());
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -344,7 +344,7 @@ impl Sched {
                 .running
                 .iter_mut()
                 .filter(|s| s.finish.is_none())
-                .filter_map(|s| s.constraint.as_mut())
+                .filter_map(|s| s.constraint.as_deref_mut())
                 .collect();
             if !pending.is_empty() {
                 sc.spawn(move || {

@@ -21,7 +21,7 @@ pub(super) struct Seq {
     pub sampler: Sampler,
     /// The reply's constraint (`response_format`, `tools`): its mask is applied before
     /// the sampler, and the next one computed while the GPU runs the next step.
-    pub constraint: Option<Constraint>,
+    pub constraint: Option<Box<Constraint>>,
     pub decoder: StreamDecoder,
     pub stop: StopMatcher,
     pub generated: Vec<u32>,
@@ -127,7 +127,7 @@ impl Seq {
             text: step.emit,
             logprob,
         });
-        if step.stopped || self.constraint.as_ref().is_some_and(Constraint::is_stopped) {
+        if step.stopped || self.constraint.as_ref().is_some_and(|c| c.is_stopped()) {
             self.finish = Some(Finish::Stop);
         } else if self.generated.len() >= self.job.params.max_tokens {
             self.finish = Some(Finish::Length);
