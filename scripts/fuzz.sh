@@ -6,7 +6,7 @@
 # `hostile-*`, written by crates/engine/tests/hostile_input.rs), then merges what found new
 # paths into corpus-min (replayed by `cargo test`: crates/engine/tests/fuzz_corpora.rs,
 # adapters_fuzz_corpus.rs, src-tauri/tests/store_corpus.rs,
-# crates/server/tests/request_corpus.rs).
+# crates/server/tests/request_corpus.rs, crates/engine/tests/constraint_corpus.rs).
 # A target with a libFuzzer dictionary (fuzz/dicts/<target>.dict: the JSON fields of
 # server_request) is run with it.
 # Every target runs with -rss_limit_mb=2048: an input that makes a reader allocate far
@@ -14,7 +14,7 @@
 #
 # usage: bash scripts/fuzz.sh [RUNS] [TARGET…]
 #   RUNS     executions per target (default 1000000)
-#   TARGET   default: state_file npy store adapters server_request (the others: gguf
+#   TARGET   default: state_file npy store adapters server_request constraint (the others: gguf
 #            safetensors_pth tokenizer tokenizer_vocab, whose seeds come from fuzz/make_seeds.py into fuzz/corpus/)
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); RUSTC_BOOTSTRAP=1 lets stable rustc take
 # the sanitizer flags. Logs: fuzz/logs/<target>.log (gitignored).
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 runs=${1:-1000000}
 shift || true
-targets=${*:-state_file npy store adapters server_request}
+targets=${*:-state_file npy store adapters server_request constraint}
 export RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$PWD/target
 mkdir -p logs artifacts
 for t in $targets; do

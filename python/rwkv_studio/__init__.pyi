@@ -14,7 +14,7 @@ several threads wait their turn).
 """
 
 import os
-from typing import Iterator, Mapping, Optional, Sequence, Tuple, TypedDict, Union
+from typing import Any, Iterator, Mapping, NotRequired, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +61,13 @@ class GenerateStats(TypedDict):
     decode_tok_s: float
     stop: str
     """``"max_tokens"``, ``"stop_token"``, ``"stop_string"``, ``"cancelled"`` or ``"callback"``."""
+    complete: NotRequired[bool]
+    """With a constraint: whether the text completes it (``False``: ``max_tokens``, a stop
+    string or a cancel cut it — the text is then not a valid match)."""
+    constraint_compile_ms: NotRequired[float]
+    constraint_mask_ms: NotRequired[float]
+    """CPU time of the allowed-token masks (they run while the GPU computes)."""
+    constraint_masks: NotRequired[int]
 
 def adapters() -> list[AdapterInfo]:
     """Every GPU adapter wgpu sees (respecting ``WGPU_BACKEND``), in enumeration order.
@@ -138,6 +145,9 @@ class Model:
         seed: Optional[int] = None,
         stream: bool = False,
         state: Optional[State] = None,
+        json_schema: Union[None, str, Mapping[str, Any], bool] = None,
+        grammar: Optional[str] = None,
+        regex: Optional[str] = None,
     ) -> Union[str, TextStream]:
         """Continues ``prompt``: up to ``max_tokens`` tokens, sampled.
 
@@ -154,13 +164,22 @@ class Model:
             state: continue from this state and **advance it in place** (it ends holding
                 the prompt and the generated text but the last token). ``None``: a fresh
                 zero state. Use ``state.fork()`` to keep the original.
+            json_schema: constrain the output to one JSON value valid against this JSON
+                Schema (a dict or JSON text; docs/structured-output.md lists the keywords).
+                Compact JSON (``", "`` and ``": "`` separators).
+            grammar: constrain the output to this grammar: llama.cpp GBNF (``root ::=``)
+                when the text holds ``::=``, else llguidance Lark (``start:``).
+            regex: the whole output matches this regular expression (Rust syntax).
+                At most one of the three; with one, read ``stats["complete"]`` of a
+                stream to know that ``max_tokens`` did not cut the structure.
 
         Returns:
             The generated text (without the prompt), or a :class:`TextStream`.
 
         Raises:
             ValueError: an empty prompt, a sampler option out of range (named), a state
-                of another model (raised at the call, also with ``stream=True``).
+                of another model, a schema or grammar the engine cannot use (the message
+                names the construct) — raised at the call, also with ``stream=True``.
             KeyboardInterrupt: Ctrl-C while waiting; generation is cancelled first and
                 ``state`` keeps every token fed so far. (Python turns Ctrl-C into
                 KeyboardInterrupt only where SIGINT is not ignored: a process started in

@@ -35,7 +35,8 @@ pub fn to_py(e: EngineError) -> PyErr {
         | EngineError::Tokenizer { .. }
         | EngineError::InvalidInput { .. }
         | EngineError::Adapter { .. }
-        | EngineError::State { .. } => PyValueError::new_err(msg),
+        | EngineError::State { .. }
+        | EngineError::Constraint { .. } => PyValueError::new_err(msg),
         EngineError::Gpu { .. } | EngineError::Op { .. } | EngineError::TooLarge { .. } => {
             PyRuntimeError::new_err(msg)
         }

@@ -41,8 +41,8 @@ pub struct Target {
 pub struct TextStream {
     rx: Mutex<Receiver<Msg>>,
     cancel: CancelToken,
-    /// Set when the worker reported its end.
-    stats: Mutex<Option<GenerateStats>>,
+    /// Set when the worker reported its end, with `TextOutput::complete`.
+    stats: Mutex<Option<(GenerateStats, Option<bool>)>>,
     done: std::sync::atomic::AtomicBool,
 }
 
@@ -133,7 +133,7 @@ impl TextStream {
                     }
                     let out = r.map_err(to_py)?;
                     if let Ok(mut s) = self.stats.lock() {
-                        *s = Some(out.stats);
+                        *s = Some((out.stats, out.complete));
                     }
                     return Ok(None);
                 }
@@ -185,14 +185,26 @@ impl TextStream {
     }
 
     /// After the end: `prompt_tokens`, `generated_tokens`, `ttft_ms`, `prefill_ms`,
-    /// `decode_ms`, `prefill_tok_s`, `decode_tok_s`, `stop`; `None` before.
+    /// `decode_ms`, `prefill_tok_s`, `decode_tok_s`, `stop`; with a constraint also
+    /// `complete` (bool: the text is a complete match), `constraint_compile_ms`,
+    /// `constraint_mask_ms`, `constraint_masks`; `None` before.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let s = match self.stats.lock() {
             Ok(s) => s.clone(),
             Err(_) => None,
         };
-        s.map(|s| stats_dict(py, &s)).transpose()
+        s.map(|(s, complete)| {
+            let d = stats_dict(py, &s)?;
+            if let Some(c) = complete {
+                d.set_item("complete", c)?;
+                d.set_item("constraint_compile_ms", s.constraint_compile_ms)?;
+                d.set_item("constraint_mask_ms", s.constraint_mask_ms)?;
+                d.set_item("constraint_masks", s.constraint_masks)?;
+            }
+            Ok(d)
+        })
+        .transpose()
     }
 }
 

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+mod constraint;
 mod errors;
 mod fields;
 mod generate;

@@ -184,9 +184,16 @@ impl Model {
     /// `TextStream` of pieces with `stream=True`. With `state`, continues it and advances
     /// it in place. Ctrl-C cancels (the state keeps what was fed) and raises
     /// KeyboardInterrupt. ValueError: empty prompt, sampler option out of range.
+    ///
+    /// Constrained decoding (at most one of): `json_schema` (a dict or JSON text; the
+    /// output is one JSON value valid against it), `grammar` (llama.cpp GBNF when it
+    /// holds `::=`, else llguidance Lark), `regex` (the whole output matches). The
+    /// stream's `stats["complete"]` says whether the output completes the constraint
+    /// (`False` when `max_tokens` cut it). ValueError: a schema or grammar the engine
+    /// cannot use (the message names the construct), raised before any token.
     #[pyo3(signature = (prompt, max_tokens=128, *, temperature=1.0, top_p=0.3, top_k=0,
         presence_penalty=0.5, frequency_penalty=0.5, stop=None, seed=None, stream=false,
-        state=None))]
+        state=None, json_schema=None, grammar=None, regex=None))]
     #[allow(clippy::too_many_arguments)] // Python keywords
     fn generate(
         &self,
@@ -202,7 +209,15 @@ impl Model {
         seed: Option<u64>,
         stream: bool,
         state: Option<PyRef<'_, State>>,
+        json_schema: Option<Bound<'_, PyAny>>,
+        grammar: Option<String>,
+        regex: Option<String>,
     ) -> PyResult<Py<PyAny>> {
+        let constraint = crate::constraint::spec(py, json_schema, grammar, regex)?;
+        if let Some(spec) = &constraint {
+            // Compiled here too (and dropped) so that a bad schema raises at the call.
+            crate::constraint::check(&self.shared, spec)?;
+        }
         let sampler = SamplerOptions {
             temperature,
             top_p,
@@ -229,6 +244,7 @@ impl Model {
         let opts = GenerateOptions {
             max_tokens,
             sampler,
+            constraint,
         };
         let job = TextStream::start(self.shared.clone(), target, prompt, opts)?;
         if stream {

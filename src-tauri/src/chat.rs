@@ -14,7 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use rwkv_engine::{
-    CancelToken, Engine, GenerateOptions, InitState, StateId, StopReason, TextEvent, TextOutput,
+    CancelToken, ConstraintSpec, Engine, GenerateOptions, InitState, StateId, StopReason,
+    TextEvent, TextOutput,
 };
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -255,7 +256,15 @@ impl Turn {
             snapshot,
             prompt: turn_prompt(history.is_empty(), text),
             history,
-            settings: chat.settings.clone(),
+            settings: GenerateOptions {
+                // "Reply as JSON (schema)": the reply starts after `Assistant:` with a space.
+                constraint: chat
+                    .settings
+                    .constraint
+                    .clone()
+                    .map(ConstraintSpec::after_space),
+                ..chat.settings.clone()
+            },
             adapters: chat.adapters.clone(),
             state_out,
         })

@@ -79,6 +79,9 @@ error_codes! {
     Adapter => "adapter",
     /// The engine: a state file or state that belongs to another model or is damaged.
     State => "state",
+    /// The engine: a JSON Schema or grammar that constrained decoding cannot use (the
+    /// message names the construct).
+    Constraint => "constraint",
     /// The engine: the operation was cancelled by its caller.
     Cancelled => "cancelled",
     // ---- the app's ----
@@ -147,6 +150,7 @@ impl From<&EngineError> for ErrorCode {
             EngineError::InvalidInput { .. } => ErrorCode::InvalidInput,
             EngineError::Adapter { .. } => ErrorCode::Adapter,
             EngineError::State { .. } => ErrorCode::State,
+            EngineError::Constraint { .. } => ErrorCode::Constraint,
             EngineError::Cancelled => ErrorCode::Cancelled,
         }
     }
@@ -398,6 +402,7 @@ mod tests {
                 what: what(),
             },
             EngineError::State { what: what() },
+            EngineError::constraint("json_schema", what()),
             EngineError::Cancelled,
         ]
     }

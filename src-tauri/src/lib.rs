@@ -21,6 +21,7 @@ pub mod commands;
 pub mod documents;
 pub mod downloads;
 pub mod error;
+pub mod extract;
 pub mod gpu_memory;
 pub mod library;
 pub mod model_library;
@@ -77,6 +78,7 @@ pub fn register<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         commands::documents::doc_export,
         commands::documents::doc_import,
         commands::documents::fields_run,
+        commands::documents::doc_extract_json,
         commands::bench::bench_run,
         commands::bench::bench_dashboard,
         commands::bench::bench_clear,

@@ -19,6 +19,7 @@ fn greedy(max_tokens: usize) -> GenerateOptions {
             stop_strings: vec!["\n\n".into()],
             ..SamplerOptions::greedy()
         },
+        constraint: None,
     }
 }
 

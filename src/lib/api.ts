@@ -57,6 +57,7 @@ const ERROR_TITLES: Record<ErrorCode | 'ipc', string> = {
   invalid_input: 'Check the input',
   adapter: 'This adapter does not fit the model',
   state: 'This state file cannot be used',
+  constraint: 'This schema or grammar cannot be used',
   cancelled: SOMETHING_WENT_WRONG,
   no_model: 'No model loaded',
   not_found: SOMETHING_WENT_WRONG,
@@ -170,9 +171,31 @@ export interface SamplerOptions {
   banned_tokens: number[];
 }
 
+/** What a reply must match (`rwkv_engine::ConstraintSpec`, docs/structured-output.md). */
+export type ConstraintSpec =
+  | { type: 'json_schema'; value: unknown }
+  | { type: 'json_object' }
+  | { type: 'regex'; value: string }
+  | { type: 'lark'; value: string }
+  | { type: 'gbnf'; value: string };
+
 export interface GenerateOptions {
   max_tokens: number;
   sampler: SamplerOptions;
+  /** "Reply as JSON (schema)": the reply is JSON valid against it; absent/null: free text. */
+  constraint?: ConstraintSpec | null;
+}
+
+/** `doc_extract_json`'s answer (`extract::Extracted`). */
+export interface Extracted {
+  /** The JSON text (valid against the schema when `complete`). */
+  json: string;
+  /** `false`: max tokens cut the JSON, which is then not valid. */
+  complete: boolean;
+  generated_tokens: number;
+  decode_tok_s: number;
+  setup_ms: number;
+  compile_ms: number;
 }
 
 // ---------- app types (src-tauri) ----------
@@ -626,6 +649,9 @@ export const api = {
 
   // documents
   documents: () => call<Document[]>('doc_list'),
+  /** "Extract fields as JSON": fills `schema` from the document's state (greedy). */
+  extractJson: (id: string, schema: unknown, maxTokens: number) =>
+    call<Extracted>('doc_extract_json', { id, schema, maxTokens }),
   createDocument: (name: string, text: string) => call<Document>('doc_create', { name, text }),
   deleteDocument: (id: string) => call<void>('doc_delete', { id }),
   chatAboutDocument: (id: string) => call<Chat>('doc_chat', { id }),

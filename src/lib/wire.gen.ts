@@ -33,6 +33,8 @@ export type ErrorCode =
   | 'adapter'
   /** The engine: a state file or state that belongs to another model or is damaged. */
   | 'state'
+  /** The engine: a JSON Schema or grammar that constrained decoding cannot use (the message names the construct). */
+  | 'constraint'
   /** The engine: the operation was cancelled by its caller. */
   | 'cancelled'
   /** No model is loaded (load one in the Model view first). */

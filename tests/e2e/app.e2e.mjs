@@ -292,6 +292,34 @@ async function main() {
     await screenshot('2-chat');
   });
 
+  await step('chat: "Reply as JSON (schema)" gives JSON that fits the schema', async () => {
+    const schema = {
+      type: 'object',
+      properties: { mood: { enum: ['calm', 'stormy'] }, wind: { type: 'integer', minimum: 0, maximum: 12 } },
+      required: ['mood', 'wind'],
+      additionalProperties: false,
+    };
+    await setSetting('[data-testid=set-max-tokens]', '48');
+    await setValue('[data-testid=json-reply-schema]', JSON.stringify(schema));
+    await click('[data-testid=json-reply-toggle]');
+    await sleep(600);
+    const before = (await replies()).length;
+    await type('[data-testid=chat-input]', 'How is the sea tonight?');
+    await click('[data-testid=send]');
+    const reply = await waitFor('the JSON reply', async () => {
+      const r = await replies();
+      return r.length > before && r[r.length - 1].stats ? r[r.length - 1] : null;
+    }, 300_000);
+    log(`JSON reply: ${reply.text}`);
+    const v = JSON.parse(reply.text.trim());
+    assert(['calm', 'stormy'].includes(v.mood) && Number.isInteger(v.wind) && v.wind >= 0 && v.wind <= 12,
+      `the reply fits the schema: ${reply.text}`);
+    assert(Object.keys(v).length === 2, 'no other properties');
+    await screenshot('12-chat-json');
+    await click('[data-testid=json-reply-toggle]'); // back to free text for what follows
+    await sleep(600);
+  });
+
   await step('documents: a text file becomes a named state', async () => {
     await click('[data-testid=nav-documents]');
     await click('[data-testid=doc-open-file]');
@@ -305,6 +333,27 @@ async function main() {
     const rows = await findAll('[data-testid=doc-row]');
     assert(rows.length >= 1, 'the document is listed');
     await screenshot('3-documents');
+  });
+
+  await step('documents: "Extract fields as JSON" fills a schema from the state', async () => {
+    const schema = {
+      type: 'object',
+      properties: { title: { type: 'string', maxLength: 40 }, people: { type: 'array', items: { type: 'string', maxLength: 24 }, maxItems: 3 } },
+      required: ['title', 'people'],
+      additionalProperties: false,
+    };
+    const buttons = await findAll('[data-testid=doc-extract]');
+    await wd('POST', s(`/element/${buttons[0]}/click`), {});
+    await setValue('[data-testid=extract-schema]', JSON.stringify(schema));
+    await click('[data-testid=extract-run]');
+    const out = await waitFor('the extracted JSON', () => text('[data-testid=extract-result]'), 300_000);
+    const status = await text('[data-testid=extract-status]');
+    log(`extracted: ${out} (${status})`);
+    assert(/^Complete/.test(status), `the extraction completed: ${status}`);
+    const v = JSON.parse(out);
+    assert(typeof v.title === 'string' && v.title.length <= 40, 'title is a short string');
+    assert(Array.isArray(v.people) && v.people.length <= 3 && v.people.every((p) => typeof p === 'string'), 'people is a list of names');
+    await screenshot('13-extract-json');
   });
 
   await step('fields: 3 fields against the document give a 3×3 heatmap', async () => {

@@ -7,6 +7,7 @@ use rwkv_engine::sampler::SamplerOptions;
 use rwkv_engine::GenerateOptions;
 
 use crate::common::{generate_to_stdout, ModelArgs};
+use crate::constraint_args::ConstraintArgs;
 use crate::interrupt::{self, Armed, Interrupted};
 
 #[derive(Args, Debug, Clone)]
@@ -65,9 +66,13 @@ pub struct GenerateArgs {
     /// Pure greedy decoding: argmax, no penalties, no stop strings (for references).
     #[arg(long)]
     pub greedy: bool,
+    #[command(flatten)]
+    pub constraint: ConstraintArgs,
 }
 
 pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
+    // A bad schema or grammar file fails before the model loads.
+    let constraint = a.constraint.spec()?;
     let mut eng = a.model.load(false)?;
     let st = a.model.start_state(&mut eng)?;
     let sampler = if a.greedy {
@@ -82,6 +87,7 @@ pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler,
+        constraint,
     };
     // Ctrl-C stops the generation at the next token; the stats still print (stop:
     // Cancelled) and the exit status is 130.
@@ -98,6 +104,13 @@ pub fn generate(a: GenerateArgs) -> anyhow::Result<()> {
     }
     if armed.interrupted() {
         return Err(Interrupted.into());
+    }
+    if res.complete == Some(false) {
+        // Scripts must not take a cut structure for a valid one.
+        anyhow::bail!(
+            "the output does not complete the constraint (stop: {:?}; raise --max-tokens)",
+            s.stop
+        );
     }
     Ok(())
 }
@@ -120,6 +133,7 @@ pub fn chat(a: ChatArgs) -> anyhow::Result<()> {
     let opts = GenerateOptions {
         max_tokens: a.max_tokens,
         sampler: a.sampling.options(&["\n\n"]),
+        constraint: None,
     };
     interrupt::install()?;
     eprintln!(

@@ -155,6 +155,7 @@ fn load(a: LoadArgs) -> anyhow::Result<()> {
             stop_strings: s.stop.clone(),
             ..Default::default()
         },
+        constraint: None,
     };
     let res = generate_to_stdout(&mut eng, st, &text, &text, &opts, &CancelToken::new())?;
     eprintln!(

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 mod cmd_adapter;
 mod cmd_batch;
 mod cmd_bench;
+mod cmd_bench_constraint;
 mod cmd_embed;
 mod cmd_eval;
 mod cmd_fields;
@@ -17,6 +18,7 @@ mod cmd_state;
 mod cmd_synth;
 mod cmd_tokenize;
 mod common;
+mod constraint_args;
 mod fault;
 mod interrupt;
 
@@ -44,6 +46,9 @@ enum Command {
     Eval(cmd_eval::EvalArgs),
     /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
     Bench(cmd_bench::BenchArgs),
+    /// Constrained decoding's cost: schema / grammar compile ms, mask µs per token, decode
+    /// tok/s with and without a JSON Schema (docs/structured-output.md).
+    BenchConstraint(cmd_bench_constraint::BenchConstraintArgs),
     /// Batched decode on the engine alone: B sequences × 1 token a pass, ms a step.
     Batch(cmd_batch::BatchArgs),
     /// GPU time of every dispatch of one forward pass.
@@ -131,6 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Batch(a) => cmd_batch::batch(a),
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
+        Command::BenchConstraint(a) => cmd_bench_constraint::run(a),
         Command::Profile(a) => cmd_bench::profile(a),
         Command::Kernels(a) => cmd_kernels::run(a),
         Command::Embed(a) => cmd_embed::run(a),

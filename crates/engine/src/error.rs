@@ -100,6 +100,13 @@ pub enum EngineError {
     #[error("state: {what}")]
     State { what: String },
 
+    /// A JSON Schema, regular expression or grammar that constrained decoding cannot use;
+    /// `kind` is `json_schema`, `regex`, `lark` or `gbnf`, `what` names the construct
+    /// (unsupported keyword, bad rule, syntax error and where). Reported before any token
+    /// is generated.
+    #[error("{kind}: {what}")]
+    Constraint { kind: &'static str, what: String },
+
     /// The operation was cancelled by its caller; nothing was lost.
     #[error("cancelled")]
     Cancelled,
@@ -125,6 +132,7 @@ impl EngineError {
             EngineError::InvalidInput { .. } => "invalid_input",
             EngineError::Adapter { .. } => "adapter",
             EngineError::State { .. } => "state",
+            EngineError::Constraint { .. } => "constraint",
             EngineError::Cancelled => "cancelled",
         }
     }
@@ -140,6 +148,14 @@ impl EngineError {
     /// [`EngineError::InvalidInput`] saying `what` (name the option or value in it).
     pub fn invalid(what: impl Into<String>) -> Self {
         EngineError::InvalidInput { what: what.into() }
+    }
+
+    /// [`EngineError::Constraint`] of `kind` saying `what`.
+    pub fn constraint(kind: &'static str, what: impl Into<String>) -> Self {
+        EngineError::Constraint {
+            kind,
+            what: what.into(),
+        }
     }
 
     #[allow(dead_code)] // for the API and GPU modules

@@ -9,6 +9,7 @@ pub mod adapter;
 pub mod analysis;
 pub mod api;
 pub mod config;
+pub mod constraint;
 pub mod error;
 mod files;
 pub mod format;
@@ -33,6 +34,7 @@ pub use api::{
     LoraId, ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
 };
 pub use config::{LoraRanks, Rwkv7Config, GN_EPS, HEAD_SIZE, LN_EPS};
+pub use constraint::{Constraint, ConstraintCompiler, ConstraintSpec};
 pub use error::{EngineError, Result};
 pub use format::{
     DType, FileFormat, ModelFile, ModelFingerprint, StateHeader, StateLayout, TensorInfo,

@@ -254,6 +254,11 @@ impl Tokenizer {
 
     /// Number of ids, `0..vocab_size()` (65 530 for the bundled World vocabulary: id 0 plus
     /// 65 529 tokens; a GGUF's own count, 65 536 with padding, for [`Tokenizer::from_gguf`]).
+    /// Whether `other` is this very tokenizer (a clone of it), not merely an equal one.
+    pub fn ptr_eq(&self, other: &Tokenizer) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     pub fn vocab_size(&self) -> usize {
         self.inner.offsets.len().saturating_sub(1)
     }

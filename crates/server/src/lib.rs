@@ -24,6 +24,7 @@ pub mod openai;
 pub mod options;
 pub mod request;
 pub mod scheduler;
+pub mod structured;
 pub mod template;
 
 use std::net::SocketAddr;
@@ -110,6 +111,7 @@ impl Server {
         let metrics = Metrics::new();
         let tok = eng.tokenizer().clone();
         let dim = eng.config().n_embd;
+        let vocab = eng.config().vocab_size;
         let fingerprint = format!("rwkv-studio-{}", &eng.fingerprint().to_hex()[..12]);
         let cfg = Arc::new(cfg);
         let spawned = match scheduler::spawn(eng, &cfg, metrics.clone()) {
@@ -121,6 +123,7 @@ impl Server {
             sched: spawned.handle.clone(),
             tok,
             dim,
+            vocab,
             metrics: metrics.clone(),
             fingerprint,
         });

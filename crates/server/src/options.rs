@@ -24,6 +24,10 @@ pub struct GenParams {
     pub logprobs: Option<usize>,
     pub stream: bool,
     pub include_usage: bool,
+    /// What the reply must match (chat `response_format` / `tools`); `None`: free text.
+    pub constraint: Option<rwkv_engine::ConstraintSpec>,
+    /// The reply may be a tool call (chat with `tools`): read back into `tool_calls`.
+    pub tool_calls: bool,
 }
 
 /// Checks `s` against the server's limits and merges it over the server's sampling
@@ -140,6 +144,8 @@ pub fn gen_params(
         logprobs,
         stream: s.stream.unwrap_or(false),
         include_usage: s.stream_options.as_ref().is_some_and(|o| o.include_usage),
+        constraint: None,
+        tool_calls: false,
     })
 }
 

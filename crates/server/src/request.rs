@@ -12,6 +12,7 @@ use crate::config::ServerConfig;
 use crate::error::ApiError;
 use crate::openai::request::{ChatRequest, CompletionRequest, EmbeddingRequest, Input, Sampling};
 use crate::options::{chat_logprobs, gen_params, GenParams};
+use crate::structured::structured;
 use crate::template::{render_chat, ReplyMemory, CHAT_STOP};
 
 /// Most alternatives legacy completions list per token.
@@ -25,8 +26,9 @@ pub const MAX_INPUTS: usize = 2048;
 /// this server generated reused from `memory`) and the generation's parameters.
 ///
 /// Errors: 413 for a body over the limit; 404 for another model; 400 for a body that is
-/// not a chat request (naming the field), a `response_format` other than text, tools,
-/// bad sampling values ([`gen_params`]), bad messages ([`render_chat`]) or a prompt over
+/// not a chat request (naming the field), a bad `response_format`, `tools` or
+/// `tool_choice` ([`structured`]; the constraint is compiled by the handler), bad
+/// sampling values ([`gen_params`]), bad messages ([`render_chat`]) or a prompt over
 /// [`ServerConfig::max_prompt_tokens`] (`context_length_exceeded`).
 pub fn chat_request(
     body: &[u8],
@@ -36,23 +38,7 @@ pub fn chat_request(
 ) -> Result<(Vec<u32>, GenParams), ApiError> {
     let req: ChatRequest = parse_flat(body, cfg)?;
     check_model(cfg, req.model.as_deref())?;
-    if let Some(f) = &req.response_format {
-        if f.kind != "text" {
-            return Err(ApiError::invalid(
-                Some("response_format"),
-                format!(
-                    "response_format `{}` is not supported yet (text only)",
-                    f.kind
-                ),
-            ));
-        }
-    }
-    if req.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid(
-            Some("tools"),
-            "tool calls are not supported yet",
-        ));
-    }
+    let structured = structured(&req)?;
     let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;
     let max = req.max_completion_tokens.or(req.sampling.max_tokens);
     let params = gen_params(
@@ -63,7 +49,10 @@ pub fn chat_request(
         logprobs,
         &[CHAT_STOP],
     )?;
-    let prompt = render_chat(tok, &req.messages, memory)?;
+    let mut params = params;
+    params.constraint = structured.spec;
+    params.tool_calls = structured.tool_calls;
+    let prompt = render_chat(tok, structured.preamble.as_deref(), &req.messages, memory)?;
     check_length(cfg, &prompt)?;
     Ok((prompt, params))
 }

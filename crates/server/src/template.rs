@@ -64,12 +64,15 @@ pub fn fold(text: &str) -> String {
     out
 }
 
-/// The tokens of `messages` followed by the generation prompt, message by message.
-/// Assistant messages whose text this server generated reuse the generated tokens.
+/// The tokens of `messages` followed by the generation prompt, message by message, after
+/// `preamble` as a system message (the tools' description). Assistant messages whose
+/// text this server generated reuse the generated tokens; their tool calls are rendered
+/// as the `<tool_call>` text the model writes.
 ///
 /// Errors: 400 for no messages, a last message from the assistant, a non-text part.
 pub fn render_chat(
     tok: &Tokenizer,
+    preamble: Option<&str>,
     messages: &[Message],
     memory: &ReplyMemory,
 ) -> Result<Vec<u32>, ApiError> {
@@ -77,8 +80,20 @@ pub fn render_chat(
         return Err(ApiError::invalid(Some("messages"), "`messages` is empty"));
     }
     let mut out = Vec::new();
+    if let Some(p) = preamble {
+        tok.encode_into(format!("System: {}\n\n", fold(p)).as_bytes(), &mut out);
+    }
     for (i, m) in messages.iter().enumerate() {
-        let text = message_text(m, i)?;
+        let mut text = message_text(m, i)?;
+        if let (Role::Assistant, Some(calls)) = (m.role, &m.tool_calls) {
+            // The reply the model wrote for its call (see crate::structured).
+            for c in calls {
+                text.push_str(&crate::structured::call_text(
+                    &c.function.name,
+                    &c.function.arguments,
+                ));
+            }
+        }
         match m.role {
             Role::System | Role::Developer => {
                 tok.encode_into(format!("System: {text}\n\n").as_bytes(), &mut out)
@@ -160,7 +175,7 @@ mod tests {
         let tok = Tokenizer::world().unwrap();
         let mut mem = ReplyMemory::new(8);
         let t1 = vec![msg("system", "Be brief."), msg("user", "Hi\n\n\nthere ")];
-        let p1 = render_chat(&tok, &t1, &mem).unwrap();
+        let p1 = render_chat(&tok, None, &t1, &mem).unwrap();
         let text = String::from_utf8(tok.decode(&p1).unwrap()).unwrap();
         assert_eq!(text, "System: Be brief.\n\nUser: Hi\nthere\n\nAssistant:");
         // The reply as generated: odd token boundaries, remembered by its text.
@@ -173,15 +188,15 @@ mod tests {
         let mut t2 = t1.clone();
         t2.push(msg("assistant", "Hello!"));
         t2.push(msg("user", "Again"));
-        let p2 = render_chat(&tok, &t2, &mem).unwrap();
+        let p2 = render_chat(&tok, None, &t2, &mem).unwrap();
         assert_eq!(&p2[..p1.len()], &p1[..]);
         assert_eq!(&p2[p1.len()..p1.len() + reply.len()], &reply[..]);
         // Unknown replies are tokenized as text.
         let t3 = vec![msg("user", "a"), msg("assistant", "b"), msg("user", "c")];
-        let p3 = render_chat(&tok, &t3, &mem).unwrap();
+        let p3 = render_chat(&tok, None, &t3, &mem).unwrap();
         let text = String::from_utf8(tok.decode(&p3).unwrap()).unwrap();
         assert_eq!(text, "User: a\n\nAssistant: b\n\nUser: c\n\nAssistant:");
-        assert!(render_chat(&tok, &[], &mem).is_err());
+        assert!(render_chat(&tok, None, &[], &mem).is_err());
     }
 
     #[test]

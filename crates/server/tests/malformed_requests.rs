@@ -403,7 +403,7 @@ fn malformed(i: usize) -> Case {
                     "top_logprobs",
                 ),
                 (
-                    json!({"response_format": {"type": "json_schema"}}),
+                    json!({"response_format": {"type": "xml"}}),
                     "response_format",
                 ),
                 (json!({"tools": [{"type": "function"}]}), "tools"),

@@ -160,8 +160,9 @@ fn server_request_seeds_get_the_answers_they_were_written_for() {
         ("embedding-texts-base64", 2, ok.clone()),
         ("embedding-tokens", 2, ok.clone()),
         ("chat-parts-image", 0, bad("messages[0].content[1].type")),
-        ("chat-tools", 0, bad("tools")),
-        ("chat-json-format", 0, bad("response_format")),
+        // Issue 30: tools and JSON response formats are served (constrained decoding).
+        ("chat-tools", 0, ok.clone()),
+        ("chat-json-format", 0, ok.clone()),
         ("chat-top-logprobs-alone", 0, bad("top_logprobs")),
         ("chat-top-logprobs-21", 0, bad("top_logprobs")),
         ("chat-max-tokens-0", 0, bad("max_tokens")),

@@ -1,7 +1,7 @@
 //! Chats: the list, one chat, its title and sampling settings, and its turns (sending,
 //! regenerating, editing, stopping; the turn itself is [`chat::reply`]).
 
-use rwkv_engine::GenerateOptions;
+use rwkv_engine::{Constraint, ConstraintCompiler, GenerateOptions, Tokenizer};
 use tauri::ipc::Channel;
 use tauri::State;
 
@@ -10,6 +10,9 @@ use crate::error::{AppError, AppResult};
 use crate::library;
 use crate::store::{Chat, ChatSummary, Message, Role, Store};
 use crate::worker::EngineHandle;
+
+/// Logits per token of the RWKV World models (65,536: the vocabulary padded).
+const WORLD_LOGITS: usize = 65536;
 
 #[tauri::command]
 pub async fn chat_list(store: State<'_, Store>) -> AppResult<Vec<ChatSummary>> {
@@ -59,6 +62,12 @@ pub async fn chat_settings(
     settings.sampler.validate()?;
     if settings.max_tokens == 0 || settings.max_tokens > 8192 {
         return Err(AppError::bad_request("max tokens must be 1..=8192"));
+    }
+    if let Some(c) = &settings.constraint {
+        // "Reply as JSON (schema)": a schema the engine cannot use is refused here, named
+        // (`constraint`), not at the next reply. Any RWKV model has the World vocabulary.
+        let comp = ConstraintCompiler::shared(&Tokenizer::world()?, WORLD_LOGITS)?;
+        Constraint::compile(&comp, &c.clone().after_space())?;
     }
     let mut chat = store.load_chat(&id)?;
     chat.settings = settings;

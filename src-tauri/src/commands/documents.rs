@@ -87,3 +87,16 @@ pub async fn fields_run(
     let (meta, data) = documents::run_fields(&engine, &store, document, fields).await?;
     Ok(Response::new(documents::pack_floats(&meta, &data)?))
 }
+
+/// "Extract fields as JSON": fills the JSON Schema `schema` from document `id`'s state
+/// (greedy, at most `max_tokens` tokens; see [`crate::extract`]).
+#[tauri::command]
+pub async fn doc_extract_json(
+    engine: State<'_, EngineHandle>,
+    store: State<'_, Store>,
+    id: String,
+    schema: serde_json::Value,
+    max_tokens: usize,
+) -> AppResult<crate::extract::Extracted> {
+    crate::extract::extract_json(&engine, &store, &id, schema, max_tokens).await
+}

@@ -95,6 +95,7 @@ pub fn default_chat_settings() -> GenerateOptions {
             stop_strings: vec!["\n\n".to_string()],
             ..d.sampler
         },
+        constraint: None,
     }
 }
 

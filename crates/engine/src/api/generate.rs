@@ -1,6 +1,7 @@
 //! Generation: token by token with a caller's sampler ([`Engine::generate`]), or text
 //! with the built-in sampler, stop tokens and stop strings ([`Engine::generate_text`]).
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,9 +9,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{Engine, Rows, SeqInput, StateId, Want};
+use crate::constraint::{Constraint, ConstraintCompiler, ConstraintSpec};
 use crate::error::{EngineError, Result};
 use crate::gpu::buffer;
 use crate::sampler::{Sampler, SamplerOptions};
+use crate::tokenizer::END_OF_TEXT;
 
 /// A cancel flag shared between the caller and a running job; checked between passes
 /// and tokens.
@@ -46,6 +49,12 @@ pub struct GenerateStats {
     /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
     /// next step is recorded while the GPU runs the current one).
     pub decode_record_ms: f64,
+    /// With a constraint: compiling it (before the prompt is fed), ms.
+    pub constraint_compile_ms: f64,
+    /// With a constraint: CPU time computing allowed-token masks, ms (all but the first
+    /// run while the GPU computes the step's logits), and how many masks.
+    pub constraint_mask_ms: f64,
+    pub constraint_masks: usize,
     /// Why generation stopped.
     pub stop: StopReason,
 }
@@ -76,6 +85,34 @@ impl Engine {
         sample: &mut dyn FnMut(&mut [f32]) -> Result<u32>,
         cancel: &CancelToken,
         on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenerateStats> {
+        self.generate_with(
+            state,
+            prompt,
+            max_tokens,
+            sample,
+            cancel,
+            on_token,
+            &mut |_| Ok(()),
+        )
+    }
+
+    /// [`Self::generate`] with `after_submit(token)`, called once the GPU pass that feeds
+    /// `token` is submitted and before its logits are read back: CPU work for the next
+    /// token (a constraint's mask) done there runs while the GPU computes. Not called for
+    /// the last sampled token (it is never fed).
+    ///
+    /// Errors: as [`Self::generate`]; what `after_submit` returns (generation stops).
+    #[allow(clippy::too_many_arguments)]
+    pub fn generate_with(
+        &mut self,
+        state: StateId,
+        prompt: &[u32],
+        max_tokens: usize,
+        sample: &mut dyn FnMut(&mut [f32]) -> Result<u32>,
+        cancel: &CancelToken,
+        on_token: &mut dyn FnMut(u32) -> bool,
+        after_submit: &mut dyn FnMut(u32) -> Result<()>,
     ) -> Result<GenerateStats> {
         let t0 = Instant::now();
         let mut stats = GenerateStats {
@@ -140,6 +177,7 @@ impl Engine {
             let tr = Instant::now();
             next_cmd = Some(self.record_decode());
             record_time += tr.elapsed();
+            after_submit(tok)?;
             logits.resize(vocab, 0.0);
             buffer::read_staged(
                 &self.gpu,
@@ -166,6 +204,8 @@ impl Engine {
 pub struct GenerateOptions {
     pub max_tokens: usize,
     pub sampler: SamplerOptions,
+    /// What the output must match (JSON Schema, regex, grammar); `None`: free text.
+    pub constraint: Option<ConstraintSpec>,
 }
 
 impl Default for GenerateOptions {
@@ -173,6 +213,7 @@ impl Default for GenerateOptions {
         GenerateOptions {
             max_tokens: 256,
             sampler: SamplerOptions::default(),
+            constraint: None,
         }
     }
 }
@@ -191,17 +232,35 @@ pub struct TextOutput {
     pub text: String,
     pub tokens: Vec<u32>,
     pub stats: GenerateStats,
+    /// With a constraint: whether `text` is a complete match of it (`false` when
+    /// `max_tokens`, a stop string or a cancel cut it). `None` without a constraint.
+    pub complete: Option<bool>,
 }
 
 impl Engine {
+    /// The constraint compiler for this model's vocabulary (built on first use, ≈ 0.1–0.3
+    /// s, then shared by every engine with this tokenizer).
+    ///
+    /// Errors: [`EngineError::Constraint`] when the vocabulary cannot be used.
+    pub fn constraint_compiler(&self) -> Result<Arc<ConstraintCompiler>> {
+        ConstraintCompiler::shared(&self.tokenizer, self.weights.config.vocab_size)
+    }
+
     /// Encodes `prompt`, feeds it into `state` and generates text with `opts`, streaming
     /// it to `on_text` (return `false` to stop). Stop tokens end generation silently;
     /// stop strings are cut from the output. The state ends holding the prompt and every
     /// emitted token but the last one sampled.
     ///
-    /// Errors: an empty prompt, invalid sampler options, anything [`Engine::forward`]
-    /// reports. Cancellation is not an error: `stats.stop` says
-    /// [`StopReason::Cancelled`].
+    /// With `opts.constraint`, the constraint is compiled first (an error then leaves the
+    /// state untouched), every token is drawn from the tokens it allows (the mask is
+    /// applied before penalties, top-p and temperature), the mask of the next token is
+    /// computed while the GPU runs the current step, and generation ends where the
+    /// constraint allows nothing but end-of-text. [`TextOutput::complete`] says whether
+    /// the text is a complete match.
+    ///
+    /// Errors: an empty prompt, invalid sampler options, [`EngineError::Constraint`] for a
+    /// schema or grammar that cannot be used, anything [`Engine::forward`] reports.
+    /// Cancellation is not an error: `stats.stop` says [`StopReason::Cancelled`].
     pub fn generate_text(
         &mut self,
         state: StateId,
@@ -215,6 +274,11 @@ impl Engine {
         if ids.is_empty() {
             return Err(EngineError::invalid("the prompt is empty"));
         }
+        let constraint = match &opts.constraint {
+            Some(spec) => Some(Constraint::compile(&*self.constraint_compiler()?, spec)?),
+            None => None,
+        };
+        let constraint = RefCell::new(constraint);
         let mut sampler = Sampler::new(opts.sampler.clone(), self.weights.config.vocab_size)?;
         let mut stop = sampler.stop_matcher();
         let mut decoder = self.tokenizer.stream_decoder();
@@ -230,12 +294,33 @@ impl Engine {
                 if let Some(t) = last {
                     sampler.accept(t);
                 }
-                let t = sampler.try_sample(logits)?;
+                let t = match constraint.borrow_mut().as_mut() {
+                    None => sampler.try_sample(logits)?,
+                    Some(c) => match c.forced()? {
+                        // The structure is closed: end-of-text, whatever the sampler says.
+                        Some(END_OF_TEXT) => END_OF_TEXT,
+                        _ => {
+                            c.apply(logits)?;
+                            sampler.try_sample(logits)?
+                        }
+                    },
+                };
                 last = Some(t);
                 Ok(t)
             };
+            let mut after_submit = |tok: u32| -> Result<()> {
+                match constraint.borrow_mut().as_mut() {
+                    // Commit, then the next mask while the GPU computes the next logits.
+                    Some(c) => {
+                        c.commit(tok)?;
+                        c.prepare()
+                    }
+                    None => Ok(()),
+                }
+            };
+            let constrained = opts.constraint.is_some();
             let mut on_token = |tok: u32| -> bool {
-                if opts.sampler.stop_tokens.contains(&tok) {
+                if opts.sampler.stop_tokens.contains(&tok) || (constrained && tok == END_OF_TEXT) {
                     reason = Some(StopReason::StopToken);
                     return false;
                 }
@@ -266,13 +351,14 @@ impl Engine {
                 }
                 true
             };
-            self.generate(
+            self.generate_with(
                 state,
                 &ids,
                 opts.max_tokens,
                 &mut sample,
                 cancel,
                 &mut on_token,
+                &mut after_submit,
             )?
         };
         if reason.is_none() || reason == Some(StopReason::Callback) {
@@ -294,10 +380,38 @@ impl Engine {
                 stats.stop = r;
             }
         }
+        let complete = constraint
+            .into_inner()
+            .map(|mut c| constraint_outcome(&mut c, &tokens, &mut stats));
         Ok(TextOutput {
             text,
             tokens,
             stats,
+            complete,
         })
     }
+}
+
+/// Whether the constrained output `tokens` is a complete match, and the constraint's
+/// timings into `stats`. The last emitted token was sampled but never fed, so it is
+/// committed here (the others were committed after their GPU submission).
+fn constraint_outcome(c: &mut Constraint, tokens: &[u32], stats: &mut GenerateStats) -> bool {
+    let (mask, masks) = c.mask_stats();
+    stats.constraint_compile_ms = c.compile_time().as_secs_f64() * 1e3;
+    stats.constraint_mask_ms = mask.as_secs_f64() * 1e3;
+    stats.constraint_masks = masks;
+    if matches!(stats.stop, StopReason::StopString | StopReason::Cancelled) {
+        return false;
+    }
+    // Fed tokens = every emitted one but the last, unless generation ended on a stop
+    // token (then every emitted token was fed, and the stop token was not emitted).
+    let fed = if stats.stop == StopReason::StopToken {
+        tokens.len()
+    } else {
+        tokens.len().saturating_sub(1)
+    };
+    if fed < tokens.len() && c.commit(tokens[tokens.len() - 1]).is_err() {
+        return false;
+    }
+    c.is_complete()
 }

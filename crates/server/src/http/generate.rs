@@ -1,6 +1,7 @@
 //! `POST /v1/chat/completions` and `POST /v1/completions`: the request checked and
 //! rendered to tokens ([`crate::request`]), queued, and answered whole or as a stream.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -8,6 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use rwkv_engine::{Constraint, ConstraintCompiler};
 use tokio::sync::mpsc;
 
 use super::stream::{sse, Kind, StreamCtx};
@@ -15,11 +17,12 @@ use super::{now_s, read_body, AppState};
 use crate::error::ApiError;
 use crate::openai::response::{
     AssistantMessage, ChatChoice, ChatCompletion, ChoiceLogprobs, Completion, CompletionChoice,
-    LegacyLogprobs, PromptDetails, TokenLogprob, Usage,
+    FunctionCall, LegacyLogprobs, PromptDetails, TokenLogprob, ToolCall, Usage,
 };
 use crate::options::GenParams;
 use crate::request::{chat_request, completion_request};
-use crate::scheduler::{Done, Event, GenJob};
+use crate::scheduler::{Done, Event, Finish, GenJob};
+use crate::structured::parse_call;
 use crate::template::fold;
 
 pub(crate) async fn chat(
@@ -84,12 +87,15 @@ async fn run(
     params: GenParams,
     echo: Option<String>,
 ) -> Result<Response, ApiError> {
+    let constraint = compile(st, &params).await?;
     let (tx, rx) = mpsc::unbounded_channel();
     let stream = params.stream;
+    let tool_calls = params.tool_calls;
     let ctx = StreamCtx::new(st, kind, &params);
     st.sched.generate(GenJob {
         prompt,
         params,
+        constraint,
         events: tx,
         arrived: Instant::now(),
     })?;
@@ -104,6 +110,14 @@ async fn run(
         Kind::Chat => {
             let content = got.text.trim_start().to_string();
             remember(st, &content, &got.done);
+            // A tool call only when the reply completed (a cut one is text, `length`).
+            let call = (tool_calls && got.done.finish == Finish::Stop)
+                .then(|| tool_call(&content, None))
+                .flatten();
+            let finish = match call {
+                Some(_) => "tool_calls",
+                None => got.done.finish.as_str(),
+            };
             Json(ChatCompletion {
                 id: ctx.id.clone(),
                 object: "chat.completion",
@@ -114,13 +128,14 @@ async fn run(
                     index: 0,
                     message: AssistantMessage {
                         role: "assistant",
-                        content,
+                        content: call.is_none().then_some(content),
                         refusal: None,
+                        tool_calls: call.map(|c| vec![c]),
                     },
                     logprobs: ctx.logprobs.then_some(ChoiceLogprobs {
                         content: got.logprobs,
                     }),
-                    finish_reason: got.done.finish.as_str(),
+                    finish_reason: finish,
                 }],
                 usage,
             })
@@ -141,6 +156,48 @@ async fn run(
             usage: Some(usage),
         })
         .into_response(),
+    })
+}
+
+/// Compiles the request's constraint (off the async threads: milliseconds, and the
+/// vocabulary's trie on the first request).
+///
+/// Errors: 400 naming `tools` or `response_format` for a schema the engine cannot use.
+async fn compile(st: &AppState, p: &GenParams) -> Result<Option<Box<Constraint>>, ApiError> {
+    let Some(spec) = p.constraint.clone() else {
+        return Ok(None);
+    };
+    let (tok, vocab) = (st.tok.clone(), st.vocab);
+    let param = if p.tool_calls {
+        "tools"
+    } else {
+        "response_format"
+    };
+    let r = tokio::task::spawn_blocking(move || {
+        let comp = ConstraintCompiler::shared(&tok, vocab)?;
+        Constraint::compile(&comp, &spec)
+    })
+    .await
+    .map_err(|e| ApiError::server(format!("constraint compile: {e}")))?;
+    match r {
+        Ok(c) => Ok(Some(Box::new(c))),
+        Err(e @ rwkv_engine::EngineError::Constraint { .. }) => {
+            Err(ApiError::invalid(Some(param), e.to_string()))
+        }
+        Err(e) => Err(ApiError::server(e.to_string())),
+    }
+}
+
+/// The reply as an OpenAI tool call, when it is one (see [`crate::structured`]).
+pub(crate) fn tool_call(reply: &str, index: Option<u32>) -> Option<ToolCall> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let (name, arguments) = parse_call(reply)?;
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Some(ToolCall {
+        index,
+        id: format!("call_{:x}{n:06x}", now_s()),
+        kind: "function",
+        function: FunctionCall { name, arguments },
     })
 }
 

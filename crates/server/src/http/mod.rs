@@ -33,6 +33,8 @@ pub(crate) struct AppState {
     pub sched: SchedulerHandle,
     pub tok: Tokenizer,
     pub dim: usize,
+    /// The model's vocabulary (logits per token): what constraints are compiled for.
+    pub vocab: usize,
     pub metrics: Metrics,
     pub memory: Arc<Mutex<ReplyMemory>>,
     pub created: u64,
@@ -49,6 +51,8 @@ pub(crate) struct Shared {
     pub tok: Tokenizer,
     /// The model's embedding width (C).
     pub dim: usize,
+    /// The model's vocabulary size.
+    pub vocab: usize,
     pub metrics: Metrics,
     /// `system_fingerprint`: the model's, so a client sees when the weights changed.
     pub fingerprint: String,
@@ -61,6 +65,7 @@ pub(crate) fn router(sh: Shared) -> Router {
         sched: sh.sched,
         tok: sh.tok,
         dim: sh.dim,
+        vocab: sh.vocab,
         metrics: sh.metrics,
         memory: Arc::new(Mutex::new(ReplyMemory::new(REPLY_MEMORY))),
         created: now_s(),

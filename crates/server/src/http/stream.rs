@@ -10,11 +10,12 @@ use futures_util::stream::{self, Stream};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use super::generate::{remember, usage};
+use super::generate::{remember, tool_call, usage};
 use super::{now_s, AppState};
 use crate::openai::response::{ChatChunk, ChoiceLogprobs, ChunkChoice, Delta, TokenLogprob};
 use crate::options::GenParams;
-use crate::scheduler::Event;
+use crate::scheduler::{Event, Finish};
+use crate::structured::CALL_OPEN;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -33,6 +34,10 @@ pub(crate) struct StreamCtx {
     /// Chat: leading whitespace of the reply is not content.
     leading: bool,
     content: String,
+    /// Chat with tools: text is held back while the reply may still be a tool call
+    /// (it is a prefix of, or starts with, `<tool_call>`); `held` is what is held.
+    holding: bool,
+    held: String,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -53,6 +58,8 @@ impl StreamCtx {
             st: st.clone(),
             leading: kind == Kind::Chat,
             content: String::new(),
+            holding: kind == Kind::Chat && p.tool_calls,
+            held: String::new(),
         }
     }
 
@@ -97,6 +104,7 @@ impl StreamCtx {
                     let d = Delta {
                         role: Some("assistant"),
                         content: Some(String::new()),
+                        tool_calls: None,
                     };
                     out.push_back(self.chat_chunk(d, None, None));
                 }
@@ -119,7 +127,27 @@ impl StreamCtx {
                 if !tail.is_empty() {
                     out.push_back(self.piece(tail, None));
                 }
-                let finish = Some(done.finish.as_str());
+                let mut finish = Some(done.finish.as_str());
+                if self.holding {
+                    // Held to the end: a tool call (when complete), else text after all.
+                    let call = (done.finish == Finish::Stop)
+                        .then(|| tool_call(&self.held, Some(0)))
+                        .flatten();
+                    match call {
+                        Some(c) => {
+                            let d = Delta {
+                                tool_calls: Some(vec![c]),
+                                ..Delta::default()
+                            };
+                            out.push_back(self.chat_chunk(d, None, None));
+                            finish = Some("tool_calls");
+                        }
+                        None => {
+                            let held = std::mem::take(&mut self.held);
+                            out.push_back(self.piece(held, None));
+                        }
+                    }
+                }
                 out.push_back(match self.kind {
                     Kind::Chat => self.chat_chunk(Delta::default(), None, finish),
                     Kind::Completion => self.text_chunk("", finish),
@@ -165,6 +193,16 @@ impl StreamCtx {
             text
         };
         self.content.push_str(&t);
+        if self.holding {
+            self.held.push_str(&t);
+            let c = self.held.as_str();
+            if CALL_OPEN.starts_with(c) || c.starts_with(CALL_OPEN) {
+                return String::new();
+            }
+            // Not a tool call: what was held goes out now, and the rest as it comes.
+            self.holding = false;
+            return std::mem::take(&mut self.held);
+        }
         t
     }
 
@@ -174,6 +212,7 @@ impl StreamCtx {
                 Delta {
                     role: None,
                     content: Some(text),
+                    tool_calls: None,
                 },
                 lp,
                 None,

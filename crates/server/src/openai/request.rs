@@ -23,6 +23,9 @@ pub struct ChatRequest {
     pub response_format: Option<ResponseFormat>,
     #[serde(default)]
     pub tools: Option<Vec<serde_json::Value>>,
+    /// `"none"`, `"auto"`, `"required"` or `{"type": "function", "function": {"name"}}`.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
 }
 
 /// Fields shared by chat and completions requests.
@@ -103,6 +106,28 @@ pub struct Message {
     pub content: Option<Content>,
     #[serde(default)]
     pub name: Option<String>,
+    /// An assistant message's tool calls (history a client sends back).
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallIn>>,
+    /// A `tool` message: the call it answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+/// A tool call in an assistant message of the history.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolCallIn {
+    #[serde(default)]
+    pub id: Option<String>,
+    pub function: FunctionCallIn,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FunctionCallIn {
+    pub name: String,
+    /// JSON text, as OpenAI sends it.
+    #[serde(default)]
+    pub arguments: String,
 }
 
 /// A message's content: a string, or parts of which the text ones are read.
@@ -126,6 +151,9 @@ pub struct Part {
 pub struct ResponseFormat {
     #[serde(rename = "type")]
     pub kind: String,
+    /// `{"name", "schema", "strict"}` with `type: json_schema`.
+    #[serde(default)]
+    pub json_schema: Option<serde_json::Value>,
 }
 
 /// `POST /v1/completions`.

@@ -41,8 +41,30 @@ pub struct ChoiceLogprobs {
 #[derive(Debug, Clone, Serialize)]
 pub struct AssistantMessage {
     pub role: &'static str,
-    pub content: String,
+    /// `None` (null) when the reply is a tool call.
+    pub content: Option<String>,
     pub refusal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// A function call of the reply (`tool_calls[i]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCall {
+    /// Stream chunks: the call's position.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionCall,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionCall {
+    pub name: String,
+    /// JSON text that validates against the function's `parameters`.
+    pub arguments: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,6 +92,8 @@ pub struct Delta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
 }
 
 #[derive(Debug, Clone, Serialize)]

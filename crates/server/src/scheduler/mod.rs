@@ -87,6 +87,9 @@ pub struct Done {
 pub struct GenJob {
     pub prompt: Vec<u32>,
     pub params: GenParams,
+    /// `params.constraint`, compiled (by the handler, so that a bad schema is a 400);
+    /// boxed: it is ~2 KB, and jobs travel by value through the channel.
+    pub constraint: Option<Box<rwkv_engine::Constraint>>,
     pub events: tmpsc::UnboundedSender<Event>,
     pub arrived: Instant,
 }
@@ -98,7 +101,8 @@ pub struct EmbedJob {
 }
 
 pub(crate) enum Job {
-    Generate(GenJob),
+    /// Boxed: a job (its parameters, its compiled constraint) is far larger than the rest.
+    Generate(Box<GenJob>),
     Embed(EmbedJob),
     /// Pause serving and send the engine out; resume when it comes back.
     Lend(mpsc::SyncSender<Engine>, mpsc::Receiver<Engine>),
@@ -122,7 +126,7 @@ impl SchedulerHandle {
     /// scheduler has stopped.
     pub fn generate(&self, job: GenJob) -> Result<(), ApiError> {
         self.reserve()?;
-        self.tx.send(Job::Generate(job)).map_err(|_| {
+        self.tx.send(Job::Generate(Box::new(job))).map_err(|_| {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
             ApiError::unavailable()
         })

@@ -163,7 +163,7 @@ impl Sched {
     /// Takes one job off the channel; `Some` to leave the serving loop.
     fn take(&mut self, eng: &mut Engine, job: Job) -> Option<Exit> {
         match job {
-            Job::Generate(g) => self.queue.push_back(g),
+            Job::Generate(g) => self.queue.push_back(*g),
             Job::Embed(e) => {
                 let r = embed_now(eng, &e.inputs, self.init.as_deref());
                 self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -337,7 +337,26 @@ impl Sched {
             logits: true,
             embeddings: false,
         };
-        let out = match eng.forward(&inputs, want, None) {
+        // Constrained sequences compute their next mask on another thread while the GPU
+        // runs this step (the mask depends only on the tokens committed so far).
+        let out = std::thread::scope(|sc| {
+            let pending: Vec<&mut rwkv_engine::Constraint> = self
+                .running
+                .iter_mut()
+                .filter(|s| s.finish.is_none())
+                .filter_map(|s| s.constraint.as_deref_mut())
+                .collect();
+            if !pending.is_empty() {
+                sc.spawn(move || {
+                    for c in pending {
+                        // An error shows again (and ends the reply) when the mask is used.
+                        let _ = c.prepare();
+                    }
+                });
+            }
+            eng.forward(&inputs, want, None)
+        });
+        let out = match out {
             Ok(o) => o,
             Err(e) => {
                 let err = ApiError::server(format!("the forward pass failed: {e}"));

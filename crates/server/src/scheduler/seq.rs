@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rwkv_engine::sampler::{Sampler, StopMatcher};
-use rwkv_engine::{StateId, StreamDecoder, Tokenizer};
+use rwkv_engine::tokenizer::END_OF_TEXT;
+use rwkv_engine::{Constraint, StateId, StreamDecoder, Tokenizer};
 
 use super::logprobs::token_logprob;
 use super::{Done, Event, Finish, GenJob};
@@ -18,6 +19,9 @@ pub(super) struct Seq {
     /// Prompt tokens that came from the conversation cache.
     pub cached: usize,
     pub sampler: Sampler,
+    /// The reply's constraint (`response_format`, `tools`): its mask is applied before
+    /// the sampler, and the next one computed while the GPU runs the next step.
+    pub constraint: Option<Box<Constraint>>,
     pub decoder: StreamDecoder,
     pub stop: StopMatcher,
     pub generated: Vec<u32>,
@@ -31,7 +35,7 @@ pub(super) struct Seq {
 
 impl Seq {
     pub fn new(
-        job: GenJob,
+        mut job: GenJob,
         state: StateId,
         cached: usize,
         sampler: Sampler,
@@ -39,6 +43,7 @@ impl Seq {
     ) -> Self {
         let stop = sampler.stop_matcher();
         Seq {
+            constraint: job.constraint.take(),
             job,
             state,
             fed: cached,
@@ -69,9 +74,10 @@ impl Seq {
     /// `finish`; otherwise `next` holds the token to feed).
     pub fn sample(&mut self, logits: &mut [f32], tok: &Tokenizer) {
         let raw = self.job.params.logprobs.map(|_| logits.to_vec());
-        let id = match self.sampler.try_sample(logits) {
+        let id = match self.draw(logits) {
             Ok(id) => id,
-            // No drawable token (all logits non-finite): end here rather than loop.
+            // No drawable token (all logits non-finite), or a constraint failure: end
+            // here rather than loop.
             Err(e) => {
                 log::warn!("sampling failed, ending the reply: {e}");
                 self.finish = Some(Finish::Stop);
@@ -87,7 +93,21 @@ impl Seq {
             (Some(raw), Some(k)) => Some(token_logprob(tok, &raw, id, k)),
             _ => None,
         };
-        if self.sampler.is_stop(id) {
+        let closed = match self.constraint.as_mut() {
+            // End-of-text under a constraint: the structure is complete (the mask allows
+            // it nowhere else), whatever the stop tokens say.
+            Some(_) if id == END_OF_TEXT => true,
+            Some(c) => {
+                if let Err(e) = c.commit(id) {
+                    log::warn!("constraint: {e}");
+                    self.finish = Some(Finish::Stop);
+                    return;
+                }
+                false
+            }
+            None => false,
+        };
+        if closed || self.sampler.is_stop(id) {
             let _ = self.job.events.send(Event::Token {
                 id,
                 text: String::new(),
@@ -107,13 +127,25 @@ impl Seq {
             text: step.emit,
             logprob,
         });
-        if step.stopped {
+        if step.stopped || self.constraint.as_ref().is_some_and(|c| c.is_stopped()) {
             self.finish = Some(Finish::Stop);
         } else if self.generated.len() >= self.job.params.max_tokens {
             self.finish = Some(Finish::Length);
         } else {
             self.next = Some(id);
         }
+    }
+
+    /// The next token: under a constraint, end-of-text where it is the only one allowed,
+    /// else a draw from the allowed tokens (masked before penalties and top-p).
+    fn draw(&mut self, logits: &mut [f32]) -> rwkv_engine::Result<u32> {
+        if let Some(c) = self.constraint.as_mut() {
+            if c.forced()? == Some(END_OF_TEXT) {
+                return Ok(END_OF_TEXT);
+            }
+            c.apply(logits)?;
+        }
+        self.sampler.try_sample(logits)
     }
 
     /// The tokens the state holds: the prompt and every generated token but the last
