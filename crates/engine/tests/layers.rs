@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["config", "files", "output", "npy"],
     &["format"],
     &["quant", "tokenizer", "sampler"],
+    &["constraint"],
     &["gpu"],
     &["ops"],
     &["adapter"],
