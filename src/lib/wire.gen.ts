@@ -69,7 +69,7 @@ export type ErrorCode =
   | 'internal';
 
 /** Every `ErrorCode`, in the backend's order. */
-export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'server', 'offline', 'download', 'checksum', 'disk_space', 'catalog', 'worker', 'internal'];
+export const ERROR_CODES: readonly ErrorCode[] = ['io', 'malformed_file', 'not_rwkv7', 'unsupported_model', 'missing_tensor', 'tensor_shape', 'unsupported_type', 'tokenizer', 'gpu', 'op', 'too_large', 'output_too_large', 'invalid_input', 'adapter', 'state', 'constraint', 'cancelled', 'no_model', 'not_found', 'bad_request', 'too_long', 'not_text', 'scope', 'corrupt_file', 'server', 'offline', 'download', 'checksum', 'disk_space', 'catalog', 'worker', 'internal'];
 
 /** Why a reply ended: `ReplyStats.stop` (`rwkv_engine::StopReason`, by its serde names). */
 export type StopReason = 'max_tokens' | 'stop_token' | 'stop_string' | 'cancelled' | 'callback';
