@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::matmul::{
-    matvec_step, mv_lanes, mv_unroll, row_sum_mode, step_file, MatmulArgs, RowSum,
+    matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, MatmulArgs, RowSum,
 };
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
@@ -32,6 +32,10 @@ pub struct MatvecGroupSpec {
     pub one_token: bool,
     pub unroll: u32,
     pub wide: bool,
+    /// As [`crate::ops::matmul::MatvecSpec::q8k`]: one-token Q4_K groups (every segment
+    /// in the first encoding, no LoRA term) whose workgroups quantize their segment's x
+    /// to 8 bits first; the deepest segment's depth, or 0.
+    pub q8k: u32,
 }
 
 impl KernelSpec for MatvecGroupSpec {
@@ -50,11 +54,15 @@ impl KernelSpec for MatvecGroupSpec {
                 .file(shader!("matvec_group/wide.wgsl"))
                 .build());
         }
-        let w = Wgsl::new()
+        let mut w = Wgsl::new()
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
-            .u32("UNR", self.unroll)
-            .file(COMMON);
+            .u32("UNR", self.unroll);
+        if self.q8k != 0 {
+            w = w.u32("Q8K", self.q8k);
+        }
+        let w = w.file(COMMON);
+        let [step, prologue] = step_files(self.dtype, self.q8k);
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),
@@ -69,7 +77,8 @@ impl KernelSpec for MatvecGroupSpec {
         Ok(with_decode(w, self.dtype, "matvec_group")?
             .file(shader!("product/out_act_vec4.wgsl"))
             .file(self.row_sum.file())
-            .file(step_file(self.dtype))
+            .file(step)
+            .file(prologue)
             .file(shader!("matvec/row.wgsl"))
             .file(second)
             .file(third)
@@ -276,6 +285,7 @@ pub fn matvec_group(
         one_token: false,
         unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
         wide: false,
+        q8k: 0,
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -320,6 +330,16 @@ pub fn matvec_group(
     };
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
     spec.one_token = true;
+    let depth = segs.iter().map(|(m, _)| m.n_in).max().unwrap_or(0);
+    if first.dtype == DType::Q4_K
+        && !dt2
+        && !spec.second_buffer
+        && !spec.lora
+        && segs.iter().all(|(m, _)| q8_depth_fits(cx, m.n_in))
+        && q8_depth_fits(cx, depth)
+    {
+        spec.q8k = depth as u32;
+    }
     node.small = Some(crate::ops::Small {
         count: Count::Tokens,
         max: 1,
@@ -456,15 +476,22 @@ mod tests {
     }
 
     /// Three Q4_K matrices in one buffer (r, k and v of a decode step: 300, 200 and 40
-    /// rows, the last workgroups part-filled) at every T of 2–8 — the 8-token kernel
+    /// rows, the last workgroups part-filled) at every T of 1–8 — the 8-token kernel
     /// (`shaders/matvec_group/wide.wgsl`) with subgroup sums and the workgroup-memory
-    /// tree, and the 4-token kernel (`RWKV_MV_WIDE=0`) — with a bias and an epilogue.
+    /// tree, and the 4-token kernel (`RWKV_MV_WIDE=0`); at T = 1 the one-token kernel
+    /// with 8-bit x (against W times x rounded to 8 bits: `q8_rounded`) and with f32 x
+    /// (`RWKV_MV_Q8=0`) — with a bias and an epilogue.
     #[test]
     fn q4k_group_every_small_t() {
         let mut gpus = Vec::new();
-        for (wide, subgroup) in [(true, true), (true, false), (false, true)] {
+        for (wide, subgroup, q8) in [
+            (true, true, true),
+            (true, false, true),
+            (false, true, false),
+        ] {
             let mut g = (*gpu()).clone();
             g.tuning.mv_wide = wide;
+            g.tuning.mv_q8 = q8;
             g.features.subgroup &= subgroup;
             gpus.push(std::sync::Arc::new(g));
         }
@@ -484,7 +511,7 @@ mod tests {
             ws.push(wd);
         }
         for g in gpus {
-            for t in 2..=8 {
+            for t in 1..=8 {
                 let h = Harness::with_gpu(
                     Dims {
                         n_tokens: t as u32,
@@ -495,6 +522,11 @@ mod tests {
                 let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
                 let x = rand_vec(80 + t as u64, t * k, 1.0);
                 let mut act = x.clone();
+                // One token with 8-bit x: W times x rounded to 8 bits.
+                let x_ref = match t == 1 && g.tuning.mv_q8 {
+                    true => q8_rounded(&x),
+                    false => x.clone(),
+                };
                 let bias = rand_vec(81, 300, 0.5);
                 let mut gm = Vec::new();
                 let mut margs = Vec::new();
@@ -534,7 +566,7 @@ mod tests {
                 for (i, &(n, a)) in shapes.iter().enumerate() {
                     let got = h.read(&act_buf, margs[i].y_off, t * n);
                     let b = (i == 1).then(|| &bias[..n]);
-                    let want = reference(&ws[i], n, k, &x, b, a);
+                    let want = reference(&ws[i], n, k, &x_ref, b, a);
                     let err = max_abs(&got, &want);
                     assert!(err < 2e-3, "segment {i} T={t}: max |Δ| {err}");
                 }

@@ -117,3 +117,18 @@ pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
         Err(e) => panic!("{}: {e}", path.display()),
     }
 }
+
+/// x as the 8-bit kernels see it (`shaders/matvec/q4_k_q8.wgsl`): per run of 32, d =
+/// max|x| / 127 and each value d · round(x / max|x| · 127), ties to even as WGSL's
+/// `pack4x8snorm`.
+pub fn q8_rounded(x: &[f32]) -> Vec<f32> {
+    x.chunks(32)
+        .flat_map(|c| {
+            let amax = c.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
+            let d = amax / 127.0;
+            c.iter()
+                .map(move |v| d * ((v * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even())
+        })
+        .collect()
+}

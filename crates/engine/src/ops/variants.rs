@@ -122,7 +122,24 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 lora: MatvecLora::None,
                 unroll,
                 wide: false,
+                q8k: 0,
             }));
+        }
+        if d == DType::Q4_K && !logits {
+            // 8-bit x, at the two depths of a 2.9B model's products.
+            for q8k in [2560, 10240] {
+                out.push(Variant::Matvec(MatvecSpec {
+                    dtype: d,
+                    logits,
+                    lanes,
+                    row_sum,
+                    one_token: true,
+                    lora: MatvecLora::None,
+                    unroll,
+                    wide: false,
+                    q8k,
+                }));
+            }
         }
         if logits {
             continue;
@@ -137,6 +154,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 lora: MatvecLora::None,
                 unroll,
                 wide: true,
+                q8k: 0,
             }));
         }
         for second in [false, true] {
@@ -154,6 +172,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     one_token,
                     unroll,
                     wide: false,
+                    q8k: 0,
                 }));
             }
         }
@@ -168,6 +187,20 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 one_token: false,
                 unroll,
                 wide: true,
+                q8k: 0,
+            }));
+            // One token, 8-bit x (r, k and v of a 2.9B model).
+            out.push(Variant::Group(MatvecGroupSpec {
+                dtype: d,
+                lanes,
+                row_sum,
+                second: false,
+                second_buffer: false,
+                lora: false,
+                one_token: true,
+                unroll,
+                wide: false,
+                q8k: 2560,
             }));
         }
     }
@@ -225,11 +258,13 @@ pub(crate) fn every_variant() -> Vec<Variant> {
                 lora: true,
                 ..c.clone()
             })),
-            Variant::Matvec(m) if !m.logits && !m.wide => Some(Variant::Matvec(MatvecSpec {
-                lora: MatvecLora::Term,
-                ..m.clone()
-            })),
-            Variant::Group(g) if !g.wide => Some(Variant::Group(MatvecGroupSpec {
+            Variant::Matvec(m) if !m.logits && !m.wide && m.q8k == 0 => {
+                Some(Variant::Matvec(MatvecSpec {
+                    lora: MatvecLora::Term,
+                    ..m.clone()
+                }))
+            }
+            Variant::Group(g) if !g.wide && g.q8k == 0 => Some(Variant::Group(MatvecGroupSpec {
                 lora: true,
                 ..g.clone()
             })),
@@ -350,6 +385,7 @@ mod tests {
             lora: MatvecLora::None,
             unroll: 2,
             wide: false,
+            q8k: 0,
         };
         cache.get(gpu, &m).unwrap();
         cache

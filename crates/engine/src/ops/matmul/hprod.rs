@@ -127,6 +127,7 @@ pub fn matvec_hprod(
         lora: MatvecLora::MakesH,
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
         wide: false,
+        q8k: 0,
     };
     let res = vec![
         (2, m.binding()),

@@ -21,6 +21,37 @@ pub(crate) fn wide_pays(n_out: usize, n_in: usize) -> bool {
     n_out >= 8192 || n_in >= 8192
 }
 
+/// Whether the one-token kernel of `m` (its spec so far: `spec`) takes 8-bit activations
+/// (`MatvecSpec::q8k`): Q4_K weights without a LoRA term, writing the activations, at a
+/// depth [`q8_depth_fits`].
+pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, spec: &MatvecSpec) -> bool {
+    m.dtype == DType::Q4_K
+        && spec.lora == MatvecLora::None
+        && !spec.logits
+        && q8_depth_fits(cx, m.n_in)
+}
+
+/// Whether a one-token Q4_K kernel of depth `k` may quantize x to 8 bits in workgroup
+/// memory (`shaders/matvec/q4_k_q8.wgsl`): a whole number of blocks whose 8-bit x (k
+/// bytes, and (d, d · Σ q) a run of 32: k / 4 bytes) fits the workgroup memory beside
+/// the row sums' tree (4 KiB); `RWKV_MV_Q8=0` (A/B runs) keeps f32 x.
+pub(crate) fn q8_depth_fits(cx: &Ctx, k: usize) -> bool {
+    let k = k as u64;
+    k % 256 == 0
+        && k + k / 4 + 4096 <= u64::from(cx.gpu.limits.max_compute_workgroup_storage_size)
+        && cx.gpu.tuning.mv_q8
+}
+
+/// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
+/// (`q8k` ≠ 0, Q4_K) the one that quantizes x first, else the encoding's own
+/// ([`step_file`]) and none.
+pub(crate) fn step_files(dtype: DType, q8k: u32) -> [&'static str; 2] {
+    match q8k {
+        0 => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
+        _ => [shader!("matvec/q4_k_q8.wgsl"), ""],
+    }
+}
+
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RowSum {
@@ -71,6 +102,10 @@ pub struct MatvecSpec {
     pub lora: MatvecLora,
     pub unroll: u32,
     pub wide: bool,
+    /// Not 0: a one-token Q4_K product of this depth (a multiple of 256) whose workgroups
+    /// first quantize x to 8 bits in workgroup memory and take 4 × int8 dot products
+    /// (`shaders/matvec/q4_k_q8.wgsl`); 0: x read as f32.
+    pub q8k: u32,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -91,12 +126,15 @@ impl KernelSpec for MatvecSpec {
                 .file(shader!("matvec/q4_k_wide.wgsl"))
                 .build());
         }
-        let w = Wgsl::new()
+        let mut w = Wgsl::new()
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
             .flag("HPROD", self.lora == MatvecLora::MakesH)
-            .u32("UNR", self.unroll)
-            .file(COMMON);
+            .u32("UNR", self.unroll);
+        if self.q8k != 0 {
+            w = w.u32("Q8K", self.q8k);
+        }
+        let w = w.file(COMMON);
         let (lora, params) = match self.lora {
             MatvecLora::None => (
                 shader!("matvec/lora_off.wgsl"),
@@ -114,7 +152,8 @@ impl KernelSpec for MatvecSpec {
                 false => shader!("product/out_act_vec4.wgsl"),
             })
             .file(self.row_sum.file())
-            .file(step_file(self.dtype))
+            .file(step_files(self.dtype, self.q8k)[0])
+            .file(step_files(self.dtype, self.q8k)[1])
             .file(shader!("matvec/row.wgsl"))
             .file(lora)
             .file(params)
@@ -200,6 +239,7 @@ pub(super) fn product(
         lora: MatvecLora::None,
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
         wide: false,
+        q8k: 0,
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
@@ -251,6 +291,9 @@ pub(super) fn product(
     // A pass of one token (a single chat's decode step): the kernel compiled for exactly
     // one, without the registers of the other three.
     spec.one_token = true;
+    if q8_pays(cx, m, &spec) {
+        spec.q8k = m.n_in as u32;
+    }
     let one = cx.node_at(op, layer, &spec, p, res, grid)?;
     node.small = Some(Small {
         count: a.rows,
