@@ -8,7 +8,7 @@
 // byte offset w_off in its buffer. Workgroups [wg0 of segment s, wg0 of s + 1) compute
 // segment s exactly as `matvec` does (LANES lanes per row and `row_sum`).
 
-// The table of segments, the bindings and `finish`: shaders/matvec_group/head.wgsl.
+// The table of segments (and `seg_of`), the bindings and `finish`: shaders/matvec_group/head.wgsl.
 
 const ROWS: u32 = 256u / LANES;
 
@@ -17,13 +17,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
-    var si = 0u;
-    for (var i = 1u; i < p.nseg; i++) {
-        if (wid.x >= p.seg[i].wg0) {
-            si = i;
-        }
-    }
-    let sg = p.seg[si];
+    let sg = p.seg[seg_of(wid.x)];
     let t_count = d.n_tokens;
     let lane = li % LANES;
     let r = (wid.x - sg.wg0) * ROWS + li / LANES;

@@ -39,6 +39,17 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>; // activations
 @group(0) @binding(5) var<storage, read> w4: array<vec4<u32>>;        // the same weights
 
+// The segment workgroup `wgx` computes: the last whose first workgroup is at or before it.
+fn seg_of(wgx: u32) -> u32 {
+    var si = 0u;
+    for (var i = 1u; i < p.nseg; i++) {
+        if (wgx >= p.seg[i].wg0) {
+            si = i;
+        }
+    }
+    return si;
+}
+
 fn finish(v: f32, r: u32, sg: Seg) -> f32 {
     var y = v * sg.scale;
     if (sg.bias_off != 0xffffffffu) {

@@ -20,13 +20,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // Both views of the weights stay in the layout whichever one the encoding reads.
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
-    var si = 0u;
-    for (var i = 1u; i < p.nseg; i++) {
-        if (wid.x >= p.seg[i].wg0) {
-            si = i;
-        }
-    }
-    let sg = p.seg[si];
+    let sg = p.seg[seg_of(wid.x)];
     let lane = li % LANES;
     let t0 = wid.y * 8u;
     let nt = min(d.n_tokens - min(t0, d.n_tokens), 8u);

@@ -1,0 +1,166 @@
+//! The Q4_K decode kernels of their own: the 8-token kernel of 2–8-token passes and the
+//! one-token kernel with 8-bit x, through the checks of the parent module.
+
+use super::*;
+
+/// The 8-token Q4_K kernel (`shaders/matvec/q4_k_wide.wgsl`, two rows a lane group) at
+/// every T of 2–8 on the shapes that take it (`wide_pays`: a side of at least 8,192), with
+/// a last workgroup holding rows past the matrix (300 rows of depth 8,192; 8,200 rows of
+/// depth 256), with and without the residual add; its row sums through subgroup shuffles (8 lanes a row,
+/// which a subgroup of lavapipe holds; 32 on a GPU of 32-wide subgroups) and through the
+/// workgroup-memory tree (32 lanes, subgroups off), and the 4-token kernel it replaces
+/// (`RWKV_MV_WIDE=0`) on the same data.
+#[test]
+fn q4k_wide_matvec_every_small_t() {
+    let (n, k) = (300, 8192);
+    let w = rand_vec(47, n * k, 0.05);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    let mut variants = Vec::new();
+    for (lanes, wide, subgroup) in [
+        (8, true, true),
+        (32, true, true),
+        (32, true, false),
+        (32, false, true),
+    ] {
+        let mut g = (*gpu()).clone();
+        g.tuning.mv_lanes = Some(lanes);
+        g.tuning.mv_wide = wide;
+        g.features.subgroup &= subgroup;
+        variants.push(std::sync::Arc::new(g));
+    }
+    for g in &variants {
+        for t in 2..=8 {
+            check_on(
+                g.clone(),
+                DType::Q4_K,
+                &q4,
+                &wd,
+                n,
+                k,
+                t,
+                Act::None,
+                t % 2 == 1,
+            );
+        }
+    }
+    // Many rows of a short depth (the channel-mix key's side).
+    let (n, k) = (8200, 256);
+    let w = rand_vec(48, n * k, 0.05);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    for g in &variants[..3] {
+        for t in [2, 5, 8] {
+            check_on(
+                g.clone(),
+                DType::Q4_K,
+                &q4,
+                &wd,
+                n,
+                k,
+                t,
+                Act::ReluSq,
+                t == 5,
+            );
+        }
+    }
+}
+
+/// One-token Q4_K products with 8-bit x (`shaders/matvec/q4_k_q8.wgsl`) at the depths of
+/// a 2.9B model (2,560 and 10,240; 300 rows: a ragged last workgroup), with the residual
+/// add and the ReLU² epilogue, a run of 32 zeros in x (d = 0), row sums through subgroup
+/// shuffles and through the workgroup-memory tree; against the f64 reference of W times x
+/// rounded to 8 bits (`q8_rounded`), and against the f32-x kernel (`RWKV_MV_Q8=0`) on the
+/// same data, which must differ (the 8-bit kernel really ran).
+#[test]
+fn q4k_matvec_8_bit_x() {
+    for k in [2560usize, 10240] {
+        let n = 300;
+        let w = rand_vec(51, n * k, 0.05);
+        let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+        let mut wd = vec![0f32; n * k];
+        crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+        let mut outs = Vec::new();
+        for (lanes, subgroup, q8) in [
+            (32, true, true),
+            (32, false, true),
+            (8, true, true),
+            (32, true, false),
+        ] {
+            let mut g = (*gpu()).clone();
+            g.tuning.mv_lanes = Some(lanes);
+            g.tuning.mv_q8 = q8;
+            g.features.subgroup &= subgroup;
+            let g = std::sync::Arc::new(g);
+            check_on(g.clone(), DType::Q4_K, &q4, &wd, n, k, 1, Act::ReluSq, true);
+            check_on(g.clone(), DType::Q4_K, &q4, &wd, n, k, 1, Act::None, false);
+            outs.push(one_token_output(g, &q4, &wd, n, k));
+        }
+        let (q8, f32x) = (&outs[0], &outs[3]);
+        assert!(
+            max_abs(q8, f32x) > 0.0,
+            "k={k}: the 8-bit kernel gave the f32 kernel's bits"
+        );
+        assert_eq!(outs[0].len(), n);
+    }
+}
+
+/// `y = W x` of one token through the node's one-token kernel, x with a run of 32 zeros,
+/// checked against the reference (`compare`).
+fn one_token_output(
+    gpu: std::sync::Arc<crate::gpu::GpuContext>,
+    q4: &[u8],
+    wd: &[f32],
+    n: usize,
+    k: usize,
+) -> Vec<f32> {
+    let h = Harness::with_gpu(
+        Dims {
+            n_tokens: 1,
+            ..Default::default()
+        },
+        gpu,
+    );
+    let mut x = rand_vec(52, k, 1.0);
+    x[64..96].fill(0.0);
+    let mut host = x.clone();
+    host.extend(vec![0f32; n]);
+    let act_buf = h.f32_buf(&host);
+    let m = test_matrix(&h, DType::Q4_K, q4, n, k);
+    let bias_buf = h.f32_buf(&vec![0f32; n]);
+    let args = test_args(n, k, 1, Act::None, false);
+    let node = matmul(
+        &h.ctx(),
+        "matmul",
+        None,
+        &m,
+        &bias_buf,
+        &act_buf,
+        None,
+        &args,
+    )
+    .unwrap();
+    h.run(&[node]);
+    let got = h.read(&act_buf, k, n);
+    let x_ref = match h.gpu.tuning.mv_q8 {
+        true => q8_rounded(&x),
+        false => x.clone(),
+    };
+    let want = reference(wd, n, k, &x_ref, None, Act::None);
+    compare(
+        &h,
+        DType::Q4_K,
+        wd,
+        &x,
+        &got,
+        &want,
+        n,
+        k,
+        1,
+        Act::None,
+        false,
+    );
+    got
+}
