@@ -336,7 +336,6 @@ pub fn matvec_group(
         && !spec.second_buffer
         && !spec.lora
         && segs.iter().all(|(m, _)| q8_depth_fits(cx, m.n_in))
-        && q8_depth_fits(cx, depth)
     {
         spec.q8k = depth as u32;
     }
