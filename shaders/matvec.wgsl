@@ -1,5 +1,5 @@
 // Matrix × vector for few tokens (decode): y[t, row0 + r] (+)= act(Σ_k W[r, k] x[t, k]
-// + bias). LANES lanes per row, 256 / LANES rows per workgroup, up to 4 tokens per
+// + bias). LANES lanes per row, MVR · 256 / LANES rows per workgroup, up to 4 tokens per
 // workgroup (grid y). The lanes of a row take consecutive steps of MV_STEP weights (a few
 // words: `mv_row` of shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet
 // in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
@@ -42,35 +42,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     // With 8-bit x (Q8K): the token's x quantized first (shaders/matvec/q4_k_q8.wgsl).
     mv_prologue(xb.x, p.k, li);
-    let r = wg * ROWS + li / LANES;
-    var acc = vec4<f32>(0.0);
-    if (r < p.n) {
-        // This lane's columns of the LoRA term (summed with the row below); the first
-        // token's first pair loaded ahead of the row.
-        let h0 = p.lora_h + t0 * p.lora_stride;
-        let pre = lora_pre(p.lora_b, h0, p.lora_rank, r, lane);
-        acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
-        acc[0] += lora_sum(pre, p.lora_b, h0, p.lora_rank, r, lane, LANES);
-        for (var j = 1u; j < nt; j++) {
-            let h = h0 + j * p.lora_stride;
-            let q = lora_pre(p.lora_b, h, p.lora_rank, r, lane);
-            acc[j] += lora_sum(q, p.lora_b, h, p.lora_rank, r, lane, LANES);
-        }
-    }
-    let sum = row_sum(acc, li, nt);
-    if (lane == 0u && r < p.n) {
-        for (var j = 0u; j < nt; j++) {
-            let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;
-            var v: f32;
-            if (p.accumulate == 2u) {
-                v = finish(sum[j] + y_load(idx), r);
-            } else {
-                v = finish(sum[j], r);
-                if (p.accumulate == 1u) {
-                    v += y_load(idx);
-                }
+    // MVR rows a lane group: workgroup wg computes rows [wg·MVR·ROWS, (wg + 1)·MVR·ROWS),
+    // which spreads a prologue over more rows.
+    for (var rr = 0u; rr < MVR; rr++) {
+        let r = (wg * MVR + rr) * ROWS + li / LANES;
+        var acc = vec4<f32>(0.0);
+        if (r < p.n) {
+            // This lane's columns of the LoRA term (summed with the row below); the first
+            // token's first pair loaded ahead of the row.
+            let h0 = p.lora_h + t0 * p.lora_stride;
+            let pre = lora_pre(p.lora_b, h0, p.lora_rank, r, lane);
+            acc = mv_row(r * p.row_bytes, p.k, lane, xb, nt);
+            acc[0] += lora_sum(pre, p.lora_b, h0, p.lora_rank, r, lane, LANES);
+            for (var j = 1u; j < nt; j++) {
+                let h = h0 + j * p.lora_stride;
+                let q = lora_pre(p.lora_b, h, p.lora_rank, r, lane);
+                acc[j] += lora_sum(q, p.lora_b, h, p.lora_rank, r, lane, LANES);
             }
-            y_store(idx, v);
+        }
+        let sum = row_sum(acc, li, nt);
+        if (lane == 0u && r < p.n) {
+            for (var j = 0u; j < nt; j++) {
+                let idx = p.y_off + (t0 + j) * p.y_stride + p.row0 + r;
+                var v: f32;
+                if (p.accumulate == 2u) {
+                    v = finish(sum[j] + y_load(idx), r);
+                } else {
+                    v = finish(sum[j], r);
+                    if (p.accumulate == 1u) {
+                        v += y_load(idx);
+                    }
+                }
+                y_store(idx, v);
+            }
+        }
+        if (MVR > 1u) {
+            workgroupBarrier(); // the row sums' workgroup memory is reused
         }
     }
 }

@@ -40,7 +40,7 @@ pub use metrics::{Metrics, ServerStats};
 
 /// The kernel knobs a server loads its model with: the environment's, except that the
 /// tensor-core products take 8 k slices unless `RWKV_KSPLIT_C` / `RWKV_KSPLIT_WIDE` say
-/// otherwise. A decode step of B sequences is a product of few tokens; with the
+/// otherwise, and one-token products keep f32 x unless `RWKV_MV_Q8=1`. A decode step of B sequences is a product of few tokens; with the
 /// default slicing (planned for a whole prefill chunk) it leaves most of the GPU idle.
 /// Measured (H100, 2.9B Q4_K_M, `rwkv batch`, benchmarks.md): B = 32 45.0 → 21.4 ms a
 /// step, B = 96 52.8 → 27.8 ms, and a 512-token pass 64.3 → 55.0 ms.
@@ -48,6 +48,10 @@ pub fn serving_tuning() -> rwkv_engine::gpu::Tuning {
     let mut t = rwkv_engine::gpu::Tuning::from_env();
     t.ksplit_c = t.ksplit_c.or(Some(8));
     t.ksplit_wide = t.ksplit_wide.or(Some(8));
+    // Decode steps of one sequence and of 2–8 take the same f32-x kernels, so that a
+    // reply does not depend on how many others share its step (one-token 8-bit x would
+    // round x where the 2–8-token kernels do not: `rwkv batch --check`).
+    t.mv_q8 = t.mv_q8.or(Some(false));
     t
 }
 

@@ -36,9 +36,14 @@ pub struct Tuning {
     /// `RWKV_MV_WIDE=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
     /// 4-token `matvec` kernel instead of the 8-token, two-rows-a-lane one (A/B runs).
     pub mv_wide: bool,
-    /// `RWKV_MV_Q8=0` makes it false: one-token Q4_K products read x as f32 instead of
-    /// quantizing it to 8 bits (`ops::matmul::q8_pays`; A/B runs).
-    pub mv_q8: bool,
+    /// `RWKV_MV_Q8=0|1`: whether one-token Q4_K products quantize x to 8 bits
+    /// (`ops::matmul::q8_pays`) or read it as f32; `None`: they do, except where the
+    /// caller decides otherwise (a server's batched steps keep f32 x so that a sequence's
+    /// logits do not depend on how many others share its step: `rwkv_server::serving_tuning`).
+    pub mv_q8: Option<bool>,
+    /// `RWKV_MV_ROWS`: rows a lane group computes in one-token Q4_K products with 8-bit x
+    /// (1, 2, 4 or 8); `None`: by the product's rows (`ops::matmul::q8_rows`).
+    pub mv_rows: Option<u32>,
     /// `RWKV_COOP_TILE=BMxBN`: the tensor-core tile (tokens × rows) of products of at
     /// least 1024 rows, where it is one of `ops::matmul::COOP_TILES` and fits.
     pub coop_tile: Option<(u32, u32)>,
@@ -84,7 +89,8 @@ impl Default for Tuning {
             mv_lanes: None,
             mv_unroll: None,
             mv_wide: true,
-            mv_q8: true,
+            mv_q8: None,
+            mv_rows: None,
             coop_tile: None,
             coop_pf2: None,
             ksplit_c: None,
@@ -168,7 +174,10 @@ impl Tuning {
             }),
             mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
             mv_wide: flag("RWKV_MV_WIDE") != Some(false),
-            mv_q8: flag("RWKV_MV_Q8") != Some(false),
+            mv_q8: flag("RWKV_MV_Q8"),
+            mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
+                n.is_power_of_two() && (1..=8).contains(&n)
+            }),
             coop_tile: text("RWKV_COOP_TILE").and_then(|v| {
                 let tile = v
                     .split_once('x')
@@ -229,6 +238,7 @@ mod tests {
             ("RWKV_MV_UNROLL", "3"),
             ("RWKV_MV_WIDE", "0"),
             ("RWKV_MV_Q8", "0"),
+            ("RWKV_MV_ROWS", "2"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),
@@ -250,7 +260,8 @@ mod tests {
             mv_lanes: Some(16),
             mv_unroll: Some(3),
             mv_wide: false,
-            mv_q8: false,
+            mv_q8: Some(false),
+            mv_rows: Some(2),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),
             ksplit_c: Some(3),

@@ -123,6 +123,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 unroll,
                 wide: false,
                 q8k: 0,
+                rows: 1,
             }));
         }
         if d == DType::Q4_K && !logits {
@@ -138,6 +139,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     unroll,
                     wide: false,
                     q8k,
+                    rows: if q8k == 2560 { 1 } else { 4 },
                 }));
             }
         }
@@ -155,6 +157,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 unroll,
                 wide: true,
                 q8k: 0,
+                rows: 1,
             }));
         }
         for second in [false, true] {
@@ -386,6 +389,7 @@ mod tests {
             unroll: 2,
             wide: false,
             q8k: 0,
+            rows: 1,
         };
         cache.get(gpu, &m).unwrap();
         cache

@@ -128,6 +128,7 @@ pub fn matvec_hprod(
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
         wide: false,
         q8k: 0,
+        rows: 1,
     };
     let res = vec![
         (2, m.binding()),

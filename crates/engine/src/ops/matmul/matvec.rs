@@ -39,7 +39,15 @@ pub(crate) fn q8_depth_fits(cx: &Ctx, k: usize) -> bool {
     let k = k as u64;
     k % 256 == 0
         && k + k / 4 + 4096 <= u64::from(cx.gpu.limits.max_compute_workgroup_storage_size)
-        && cx.gpu.tuning.mv_q8
+        && cx.gpu.tuning.mv_q8 != Some(false)
+}
+
+/// Rows a lane group of a one-token kernel with 8-bit x computes ([`MatvecSpec::rows`]):
+/// 4 for products of at least 8,192 rows (the channel-mix key: 1,280 workgroups of 8 rows
+/// would each quantize the whole x for 8 rows), else 1 (fewer workgroups than SMs);
+/// `RWKV_MV_ROWS` overrides it for tuning runs.
+pub(crate) fn q8_rows(tuning: &crate::gpu::Tuning, n_out: usize) -> u32 {
+    tuning.mv_rows.unwrap_or(if n_out >= 8192 { 4 } else { 1 })
 }
 
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
@@ -106,6 +114,9 @@ pub struct MatvecSpec {
     /// first quantize x to 8 bits in workgroup memory and take 4 × int8 dot products
     /// (`shaders/matvec/q4_k_q8.wgsl`); 0: x read as f32.
     pub q8k: u32,
+    /// Rows a lane group computes one after another (`MVR`: 1, or more with 8-bit x so
+    /// that a workgroup's prologue serves more rows; [`q8_rows`]).
+    pub rows: u32,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -130,7 +141,8 @@ impl KernelSpec for MatvecSpec {
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
             .flag("HPROD", self.lora == MatvecLora::MakesH)
-            .u32("UNR", self.unroll);
+            .u32("UNR", self.unroll)
+            .u32("MVR", self.rows);
         if self.q8k != 0 {
             w = w.u32("Q8K", self.q8k);
         }
@@ -240,6 +252,7 @@ pub(super) fn product(
         unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
         wide: false,
         q8k: 0,
+        rows: 1,
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
@@ -291,8 +304,15 @@ pub(super) fn product(
     // A pass of one token (a single chat's decode step): the kernel compiled for exactly
     // one, without the registers of the other three.
     spec.one_token = true;
+    let mut grid = grid;
     if q8_pays(cx, m, &spec) {
         spec.q8k = m.n_in as u32;
+        spec.rows = q8_rows(&cx.gpu.tuning, m.n_out);
+        grid = Grid::Tiles {
+            x: (m.n_out as u32).div_ceil(spec.rows * 256 / lanes),
+            count: a.rows,
+            per_y: 4,
+        };
     }
     let one = cx.node_at(op, layer, &spec, p, res, grid)?;
     node.small = Some(Small {

@@ -74,10 +74,11 @@ fn check_on(
     let args = test_args(n, k, t, act, accumulate);
     let bias_buf = h.f32_buf(&bias);
     // A one-token Q4_K product with 8-bit x (`q8_pays`) is W times x rounded to 8 bits.
-    let x_ref = match dtype == DType::Q4_K && t == 1 && h.gpu.tuning.mv_q8 && k % 256 == 0 {
-        true => q8_rounded(&x),
-        false => x.clone(),
-    };
+    let x_ref =
+        match dtype == DType::Q4_K && t == 1 && h.gpu.tuning.mv_q8 != Some(false) && k % 256 == 0 {
+            true => q8_rounded(&x),
+            false => x.clone(),
+        };
     let mut want = reference(w, n, k, &x_ref, Some(&bias), act);
     if accumulate {
         want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);

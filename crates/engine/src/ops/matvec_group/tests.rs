@@ -140,7 +140,7 @@ fn q4k_group_every_small_t() {
     ] {
         let mut g = (*gpu()).clone();
         g.tuning.mv_wide = wide;
-        g.tuning.mv_q8 = q8;
+        g.tuning.mv_q8 = Some(q8);
         g.features.subgroup &= subgroup;
         gpus.push(std::sync::Arc::new(g));
     }
@@ -172,7 +172,7 @@ fn q4k_group_every_small_t() {
             let x = rand_vec(80 + t as u64, t * k, 1.0);
             let mut act = x.clone();
             // One token with 8-bit x: W times x rounded to 8 bits.
-            let x_ref = match t == 1 && g.tuning.mv_q8 {
+            let x_ref = match t == 1 && g.tuning.mv_q8 != Some(false) {
                 true => q8_rounded(&x),
                 false => x.clone(),
             };

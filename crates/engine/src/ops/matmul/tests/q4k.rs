@@ -71,7 +71,8 @@ fn q4k_wide_matvec_every_small_t() {
 /// One-token Q4_K products with 8-bit x (`shaders/matvec/q4_k_q8.wgsl`) at the depths of
 /// a 2.9B model (2,560 and 10,240; 300 rows: a ragged last workgroup), with the residual
 /// add and the ReLU² epilogue, a run of 32 zeros in x (d = 0), row sums through subgroup
-/// shuffles and through the workgroup-memory tree; against the f64 reference of W times x
+/// shuffles and through the workgroup-memory tree, 1, 2, 4 and 8 rows a lane group
+/// (`RWKV_MV_ROWS`); against the f64 reference of W times x
 /// rounded to 8 bits (`q8_rounded`), and against the f32-x kernel (`RWKV_MV_Q8=0`) on the
 /// same data, which must differ (the 8-bit kernel really ran).
 #[test]
@@ -83,22 +84,24 @@ fn q4k_matvec_8_bit_x() {
         let mut wd = vec![0f32; n * k];
         crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
         let mut outs = Vec::new();
-        for (lanes, subgroup, q8) in [
-            (32, true, true),
-            (32, false, true),
-            (8, true, true),
-            (32, true, false),
+        for (lanes, subgroup, q8, rows) in [
+            (32, true, true, None),
+            (32, false, true, Some(4)),
+            (8, true, true, Some(8)),
+            (32, true, true, Some(2)),
+            (32, true, false, None),
         ] {
             let mut g = (*gpu()).clone();
             g.tuning.mv_lanes = Some(lanes);
-            g.tuning.mv_q8 = q8;
+            g.tuning.mv_q8 = Some(q8);
+            g.tuning.mv_rows = rows;
             g.features.subgroup &= subgroup;
             let g = std::sync::Arc::new(g);
             check_on(g.clone(), DType::Q4_K, &q4, &wd, n, k, 1, Act::ReluSq, true);
             check_on(g.clone(), DType::Q4_K, &q4, &wd, n, k, 1, Act::None, false);
             outs.push(one_token_output(g, &q4, &wd, n, k));
         }
-        let (q8, f32x) = (&outs[0], &outs[3]);
+        let (q8, f32x) = (&outs[0], &outs[4]);
         assert!(
             max_abs(q8, f32x) > 0.0,
             "k={k}: the 8-bit kernel gave the f32 kernel's bits"
@@ -144,7 +147,7 @@ fn one_token_output(
     .unwrap();
     h.run(&[node]);
     let got = h.read(&act_buf, k, n);
-    let x_ref = match h.gpu.tuning.mv_q8 {
+    let x_ref = match h.gpu.tuning.mv_q8 != Some(false) {
         true => q8_rounded(&x),
         false => x.clone(),
     };
