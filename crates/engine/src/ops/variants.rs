@@ -139,7 +139,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     unroll,
                     wide: false,
                     q8k,
-                    rows: if q8k == 2560 { 1 } else { 4 },
+                    rows: if q8k == 2560 { 1 } else { 2 },
                 }));
             }
         }

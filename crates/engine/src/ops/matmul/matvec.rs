@@ -43,11 +43,13 @@ pub(crate) fn q8_depth_fits(cx: &Ctx, k: usize) -> bool {
 }
 
 /// Rows a lane group of a one-token kernel with 8-bit x computes ([`MatvecSpec::rows`]):
-/// 4 for products of at least 8,192 rows (the channel-mix key: 1,280 workgroups of 8 rows
-/// would each quantize the whole x for 8 rows), else 1 (fewer workgroups than SMs);
-/// `RWKV_MV_ROWS` overrides it for tuning runs.
+/// 2 for products of at least 8,192 rows (the channel-mix key, whose 1,280 workgroups of
+/// 8 rows would each quantize the whole x for 8 rows), else 1; `RWKV_MV_ROWS` overrides
+/// it for tuning runs. H100, `rwkv kernels`, µs with 1 / 2 / 4 / 8 rows: 10240 × 2560
+/// 14.8 / 13.7 / 15.3 / 21.2; 2560 × 10240 17.6 / 20.3 / 28.4 / 52.6; 2560 × 2560
+/// 6.9 / 8.0 / 10.4 / 17.8 (fewer workgroups than the GPU has SMs; benchmarks.md).
 pub(crate) fn q8_rows(tuning: &crate::gpu::Tuning, n_out: usize) -> u32 {
-    tuning.mv_rows.unwrap_or(if n_out >= 8192 { 4 } else { 1 })
+    tuning.mv_rows.unwrap_or(if n_out >= 8192 { 2 } else { 1 })
 }
 
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
