@@ -180,7 +180,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
             }
         }
         if d == DType::Q4_K && matches!(row_sum, RowSum::Subgroup | RowSum::Tree) {
-            out.push(Variant::Group(MatvecGroupSpec {
+            let wide = MatvecGroupSpec {
                 dtype: d,
                 lanes,
                 row_sum,
@@ -191,20 +191,15 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 unroll,
                 wide: true,
                 q8k: 0,
-            }));
-            // One token, 8-bit x (r, k and v of a 2.9B model).
+            };
+            // And one token with 8-bit x (r, k and v of a 2.9B model).
             out.push(Variant::Group(MatvecGroupSpec {
-                dtype: d,
-                lanes,
-                row_sum,
-                second: false,
-                second_buffer: false,
-                lora: false,
                 one_token: true,
-                unroll,
                 wide: false,
                 q8k: 2560,
+                ..wide.clone()
             }));
+            out.push(Variant::Group(wide));
         }
     }
 }

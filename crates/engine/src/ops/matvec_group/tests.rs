@@ -1,5 +1,7 @@
 //! `matvec_group` against separate products and the CPU reference.
 
+#![cfg(test)]
+
 use super::*;
 use crate::gpu::buffer;
 use crate::ops::matmul::{reference, Act};
