@@ -8,9 +8,11 @@
 //!   plain CPU forward of the same weights, computed once per model file) and a hash of
 //!   64 greedy tokens — a speed change that alters outputs shows as FAIL;
 //! - [`report`]: `benchmarks.md` sections grouped by title, one JSON per run;
-//! - [`charts`]: SVG charts (history, per-op profile, prefill vs length).
+//! - [`charts`]: SVG charts (history, per-op profile, prefill vs length);
+//! - [`perplexity`]: perplexity and KL divergence over a text, as `llama-perplexity`.
 
 pub mod charts;
+pub mod perplexity;
 pub mod quality;
 pub mod report;
 pub mod run;

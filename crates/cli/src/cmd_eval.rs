@@ -29,21 +29,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<()> {
     let mut eng = a.model.load(true)?;
     let tokens: Vec<u32> = match (&a.text, &a.tokens) {
         (Some(t), None) => eng.tokenizer().encode(t),
-        (None, Some(p)) => {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p)?)?;
-            let arr = v.get("tokens").unwrap_or(&v);
-            arr.as_array()
-                .ok_or_else(|| {
-                    anyhow::anyhow!("{}: expected a JSON array of token ids", p.display())
-                })?
-                .iter()
-                .map(|x| {
-                    x.as_u64()
-                        .map(|x| x as u32)
-                        .ok_or_else(|| anyhow::anyhow!("{}: {x} is not a token id", p.display()))
-                })
-                .collect::<anyhow::Result<_>>()?
-        }
+        (None, Some(p)) => crate::cmd_perplexity::read_token_file(p)?,
         _ => anyhow::bail!("give --text or --tokens"),
     };
     let st = a.model.start_state(&mut eng)?;

@@ -11,6 +11,7 @@ mod cmd_fields;
 mod cmd_generate;
 mod cmd_inspect;
 mod cmd_kernels;
+mod cmd_perplexity;
 mod cmd_pull;
 mod cmd_pybench;
 mod cmd_serve;
@@ -44,6 +45,9 @@ enum Command {
     Serve(cmd_serve::ServeArgs),
     /// Write logits, embeddings and the final state of a text as .npy files.
     Eval(cmd_eval::EvalArgs),
+    /// Perplexity of a text, and with a base file the KL divergence, top-1 agreement and
+    /// Δp against another model (as llama-perplexity measures them; files interchangeable).
+    Perplexity(cmd_perplexity::PerplexityArgs),
     /// Measure load, prefill, decode, document state, fields, tokenizer, quality.
     Bench(cmd_bench::BenchArgs),
     /// Constrained decoding's cost: schema / grammar compile ms, mask µs per token, decode
@@ -136,6 +140,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Batch(a) => cmd_batch::batch(a),
         Command::Eval(a) => cmd_eval::run(a),
         Command::Bench(a) => cmd_bench::bench(a),
+        Command::Perplexity(a) => cmd_perplexity::run(a),
         Command::BenchConstraint(a) => cmd_bench_constraint::run(a),
         Command::Profile(a) => cmd_bench::profile(a),
         Command::Kernels(a) => cmd_kernels::run(a),
