@@ -290,6 +290,10 @@ pub struct ProfileArgs {
     /// Rows of the per-dispatch table (0 = none).
     #[arg(long, default_value_t = 0)]
     pub top_dispatches: usize,
+    /// Profile the first pass after the load (no warm-up pass before it): what a user's
+    /// first prompt pays, beside the steady pass of a second run.
+    #[arg(long)]
+    pub first: bool,
 }
 
 pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
@@ -299,8 +303,10 @@ pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
     let vocab = eng.config().vocab_size;
     let toks = rwkv_bench::run::tokens(3, a.tokens, vocab);
     // Warm-up pass (pipelines, caches), then the profiled one.
-    let st = eng.new_state()?;
-    eng.profile(st, &toks)?;
+    if !a.first {
+        let st = eng.new_state()?;
+        eng.profile(st, &toks)?;
+    }
     let st2 = eng.new_state()?;
     let p = eng.profile(st2, &toks)?;
     println!(

@@ -86,6 +86,18 @@ pub struct PipelineCache {
     workers: Arc<AtomicUsize>,
 }
 
+impl Drop for PipelineCache {
+    /// The queued compiles go with the cache: a model unloaded (or replaced) right after
+    /// its load does not keep the workers compiling its late variants on every core under
+    /// the next model's load and first passes.
+    fn drop(&mut self) {
+        if let Ok(mut q) = self.jobs.lock() {
+            q.0.clear();
+            q.1.clear();
+        }
+    }
+}
+
 /// Worker threads for compiling: `RWKV_COMPILE_THREADS` ([`Tuning::compile_threads`]),
 /// else the CPU count (≤ 16). H100 machine of 16 CPUs, 2.9B Q4_K, first run: pipelines
 /// 620–690 ms on 16 threads against 750–795 on 8 (ready in 843–1003 against 995–1039 ms).
@@ -346,5 +358,68 @@ fn compile(job: &Job) -> std::result::Result<wgpu::ComputePipeline, String> {
     match pollster::block_on(scope.pop()) {
         Some(err) => Err(format!("shader `{label}` failed to compile: {err}")),
         None => Ok(pipeline),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::gpu::AdapterChoice;
+
+    /// A trivial kernel whose source differs by its number (one pipeline each).
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    struct Fill(u32);
+
+    impl KernelSpec for Fill {
+        fn label(&self) -> String {
+            format!("fill[{}]", self.0)
+        }
+        fn source(&self) -> Result<String> {
+            Ok(format!(
+                "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n\
+                 @compute @workgroup_size(64)\n\
+                 fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n\
+                 if (id.x < arrayLength(&out)) {{ out[id.x] = {}u + id.x; }}\n}}\n",
+                self.0
+            ))
+        }
+    }
+
+    fn two_compile_threads() -> GpuContext {
+        let tuning = Tuning {
+            compile_threads: Some(2),
+            ..Tuning::from_env()
+        };
+        GpuContext::with_tuning(&AdapterChoice::Auto, tuning).expect("a GPU adapter (lavapipe)")
+    }
+
+    fn compiled(p: &Pipeline) -> bool {
+        p.state.lock().map(|s| s.is_some()).unwrap_or(false)
+    }
+
+    #[test]
+    fn a_dropped_cache_stops_compiling() {
+        let ctx = two_compile_threads();
+        let cache = PipelineCache::default();
+        let late: Vec<_> = (200..260)
+            .map(|i| cache.get_late(&ctx, &Fill(i)).unwrap())
+            .collect();
+        let workers = cache.workers.clone();
+        drop(cache);
+        let t0 = Instant::now();
+        while workers.load(Ordering::SeqCst) > 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "workers still running"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let done = late.iter().filter(|p| compiled(p)).count();
+        assert!(
+            done < late.len(),
+            "all {done} queued compiles ran after the drop"
+        );
     }
 }
