@@ -1,8 +1,9 @@
 // Q4_K for `matvec`: a step is two words of nibbles of a 256-value block (144 bytes: f16
-// d, dmin, 12 scale bytes, 128 bytes of nibbles): step g is block g / 16, sub-block pair
-// p = (g % 16) / 4, words i, i + 1 (i = 2 (g % 4)) of the pair's eight — low nibbles are
-// values 4i .. 4i + 8 of sub-block 2p, high nibbles the same of sub-block 2p + 1. So the
-// lanes of a row read consecutive 8-byte runs of nibbles and consecutive vec4s of x.
+// d, dmin, 12 scale bytes, 128 bytes of nibbles), read by `q4k_pair`
+// (shaders/decode/q4_k.wgsl): step g is block g / 16, sub-block pair pr = (g % 16) / 4,
+// words i, i + 1 (i = 2 (g % 4)) of the pair's eight — low nibbles are values 4i .. 4i + 8
+// of sub-block 2 pr, high nibbles the same of sub-block 2 pr + 1. So the lanes of a row
+// read consecutive 8-byte runs of nibbles and consecutive vec4s of x.
 // y = d·sc·q − dmin·m per sub-block, so a step needs Σ q·x and Σ x of each sub-block.
 const MV_STEP: u32 = 16u;
 
@@ -13,23 +14,13 @@ fn q4k_term(q: u32, xl: vec4<f32>, xh: vec4<f32>) -> vec4<f32> {
 }
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let bw = (rb + (g >> 4u) * 144u) >> 2u;
-    let u = g & 15u;
-    let pr = u >> 2u;
-    let dm = unpack2x16float(w[bw]);
-    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
-    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
-    let i = 2u * (u & 3u);
-    let qw = bw + 4u + 8u * pr + i;
-    let q0 = w[qw];
-    let q1 = w[qw + 1u];
+    let st = q4k_pair(rb, g);
     var out = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
         if (j < nt) {
-            let x = xb[j] + 64u * (g >> 4u) + 16u * pr + i;
-            let s = q4k_term(q0, act[x], act[x + 8u]) + q4k_term(q1, act[x + 1u], act[x + 9u]);
-            out[j] = dm.x * (s0.x * s.x + s1.x * s.z) - dm.y * (s0.y * s.y + s1.y * s.w);
+            let x = xb[j] + 64u * (g >> 4u) + 16u * st.pr + st.i;
+            let s = q4k_term(st.q.x, act[x], act[x + 8u]) + q4k_term(st.q.y, act[x + 1u], act[x + 9u]);
+            out[j] = st.dm.x * (st.s0.x * s.x + st.s1.x * s.z) - st.dm.y * (st.s0.y * s.y + st.s1.y * s.w);
         }
     }
     return out;

@@ -1,8 +1,8 @@
 // Q4_K for one-token `matvec` / `matvec_group` passes with 8-bit activations. The
 // workgroup first quantizes its x into workgroup memory (`mv_prologue`): per run of 32
 // values (one Q4_K sub-block) the scale d = max|x| / 127, the values q = round(x / d) as
-// packed int8 (`pack4x8snorm(x / max|x|)`) and d · Σ q. A step (as in q4_k.wgsl: two
-// words of nibbles, values 4i .. 4i + 8 of sub-blocks 2p and 2p + 1) is then four
+// packed int8 (`pack4x8snorm(x / max|x|)`) and d · Σ q. A step (`q4k_pair`, as in q4_k.wgsl:
+// two words of nibbles, values 4i .. 4i + 8 of sub-blocks 2p and 2p + 1) is then four
 // 4 × int8 dot products (`dot4I8Packed`: SPIR-V SDot where the device has it):
 //   Σ_sub w · x  ≈  d_w·sc · d · Σ (nibble · q)  −  dmin·m · d · Σ q,
 // the second term added once a sub-block (by the step with i = 0). The format and the
@@ -45,25 +45,15 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
 }
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let bw = (rb + (g >> 4u) * 144u) >> 2u;
-    let u = g & 15u;
-    let pr = u >> 2u;
-    let dm = unpack2x16float(w[bw]);
-    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
-    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
-    let i = 2u * (u & 3u);
-    let qw = bw + 4u + 8u * pr + i;
-    let q0 = w[qw];
-    let q1 = w[qw + 1u];
-    let sb = 8u * (g >> 4u) + 2u * pr; // x run of sub-block 2p
-    let xa = 8u * sb + i;
-    let lo = dot4I8Packed(q0 & 0x0f0f0f0fu, xq[xa]) + dot4I8Packed(q1 & 0x0f0f0f0fu, xq[xa + 1u]);
-    let hi = dot4I8Packed((q0 >> 4u) & 0x0f0f0f0fu, xq[xa + 8u])
-        + dot4I8Packed((q1 >> 4u) & 0x0f0f0f0fu, xq[xa + 9u]);
+    let st = q4k_pair(rb, g);
+    let sb = 8u * (g >> 4u) + 2u * st.pr; // x run of sub-block 2 pr
+    let xa = 8u * sb + st.i;
+    let lo = dot4I8Packed(st.q.x & 0x0f0f0f0fu, xq[xa]) + dot4I8Packed(st.q.y & 0x0f0f0f0fu, xq[xa + 1u]);
+    let hi = dot4I8Packed((st.q.x >> 4u) & 0x0f0f0f0fu, xq[xa + 8u])
+        + dot4I8Packed((st.q.y >> 4u) & 0x0f0f0f0fu, xq[xa + 9u]);
     let x0 = xds[sb];
     let x1 = xds[sb + 1u];
-    let mins = select(0.0, s0.y * x0.y + s1.y * x1.y, i == 0u);
-    let v = dm.x * (s0.x * x0.x * f32(lo) + s1.x * x1.x * f32(hi)) - dm.y * mins;
+    let mins = select(0.0, st.s0.y * x0.y + st.s1.y * x1.y, st.i == 0u);
+    let v = st.dm.x * (st.s0.x * x0.x * f32(lo) + st.s1.x * x1.x * f32(hi)) - st.dm.y * mins;
     return vec4<f32>(v, 0.0, 0.0, 0.0);
 }

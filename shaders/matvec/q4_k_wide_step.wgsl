@@ -2,7 +2,8 @@
 // product, `shaders/matvec_group/wide.wgsl` for a group): up to 8 tokens × two rows a lane
 // group. A lane's step g is that of shaders/matvec/q4_k.wgsl (two words of nibbles of a
 // sub-block pair: 16 values), the lanes of a row on consecutive steps; the x loads of a
-// token serve both rows. Needs LANES, `w`, `act`, `kscale_min`, `nib4` and `row_sum`.
+// token serve both rows. Needs LANES, `w`, `act`, `q4k_pair` (shaders/decode/q4_k.wgsl), `nib4`
+// and `row_sum`.
 
 // One step of one row: the 16 nibbles as floats (low: sub-block 2p, high: 2p + 1) and
 // the sub-blocks' d·scale and dmin·min.
@@ -16,17 +17,9 @@ struct Q4Step {
 }
 
 fn q4_step(rb: u32, g: u32) -> Q4Step {
-    let bw = (rb + (g >> 4u) * 144u) >> 2u;
-    let pr = (g & 15u) >> 2u;
-    let dm = unpack2x16float(w[bw]);
-    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
-    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
-    let qw = bw + 4u + 8u * pr + 2u * (g & 3u);
-    let q0 = w[qw];
-    let q1 = w[qw + 1u];
-    return Q4Step(nib4(q0), nib4(q1), nib4(q0 >> 4u), nib4(q1 >> 4u),
-                  dm.x * vec2<f32>(s0.x, s1.x), dm.y * vec2<f32>(s0.y, s1.y));
+    let st = q4k_pair(rb, g);
+    return Q4Step(nib4(st.q.x), nib4(st.q.y), nib4(st.q.x >> 4u), nib4(st.q.y >> 4u),
+                  st.dm.x * vec2<f32>(st.s0.x, st.s1.x), st.dm.y * vec2<f32>(st.s0.y, st.s1.y));
 }
 
 // Σ over the step's 16 values of W·x for one token: x's low-sub-block vec4s xl0, xl1 and
