@@ -44,6 +44,11 @@ pub struct Tuning {
     /// `RWKV_MV_ROWS`: rows a lane group computes in one-token Q4_K products with 8-bit x
     /// (1, 2, 4 or 8); `None`: by the product's rows (`ops::matmul::q8_rows`).
     pub mv_rows: Option<u32>,
+    /// `RWKV_MV_Q8_PAIR=0|1`: whether one-token Q4_K single products with 8-bit x take a
+    /// whole sub-block pair (64 values, one read of the block header) a lane step
+    /// (`shaders/matvec/q4_k_q8_pair.wgsl`, the default) or 16 values (`q4_k_q8.wgsl`;
+    /// A/B runs).
+    pub mv_q8_pair: bool,
     /// `RWKV_COOP_TILE=BMxBN`: the tensor-core tile (tokens × rows) of products of at
     /// least 1024 rows, where it is one of `ops::matmul::COOP_TILES` and fits.
     pub coop_tile: Option<(u32, u32)>,
@@ -91,6 +96,7 @@ impl Default for Tuning {
             mv_wide: true,
             mv_q8: None,
             mv_rows: None,
+            mv_q8_pair: true,
             coop_tile: None,
             coop_pf2: None,
             ksplit_c: None,
@@ -175,6 +181,7 @@ impl Tuning {
             mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
             mv_wide: flag("RWKV_MV_WIDE") != Some(false),
             mv_q8: flag("RWKV_MV_Q8"),
+            mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
             }),
@@ -239,6 +246,7 @@ mod tests {
             ("RWKV_MV_WIDE", "0"),
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
+            ("RWKV_MV_Q8_PAIR", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),
@@ -262,6 +270,7 @@ mod tests {
             mv_wide: false,
             mv_q8: Some(false),
             mv_rows: Some(2),
+            mv_q8_pair: false,
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),
             ksplit_c: Some(3),

@@ -62,7 +62,7 @@ impl KernelSpec for MatvecGroupSpec {
             w = w.u32("Q8K", self.q8k);
         }
         let w = w.file(COMMON);
-        let [step, prologue] = step_files(self.dtype, self.q8k);
+        let [step, prologue] = step_files(self.dtype, self.q8k, false);
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),

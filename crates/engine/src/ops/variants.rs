@@ -124,23 +124,28 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide: false,
                 q8k: 0,
                 rows: 1,
+                q8_pair: false,
             }));
         }
         if d == DType::Q4_K && !logits {
-            // 8-bit x, at the two depths of a 2.9B model's products.
+            // 8-bit x, at the two depths of a 2.9B model's products, with 16- and
+            // 64-value steps.
             for q8k in [2560, 10240] {
-                out.push(Variant::Matvec(MatvecSpec {
-                    dtype: d,
-                    logits,
-                    lanes,
-                    row_sum,
-                    one_token: true,
-                    lora: MatvecLora::None,
-                    unroll,
-                    wide: false,
-                    q8k,
-                    rows: if q8k == 2560 { 1 } else { 2 },
-                }));
+                for q8_pair in [false, true] {
+                    out.push(Variant::Matvec(MatvecSpec {
+                        dtype: d,
+                        logits,
+                        lanes,
+                        row_sum,
+                        one_token: true,
+                        lora: MatvecLora::None,
+                        unroll,
+                        wide: false,
+                        q8k,
+                        rows: if q8k == 2560 { 1 } else { 2 },
+                        q8_pair,
+                    }));
+                }
             }
         }
         if logits {
@@ -158,6 +163,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide: true,
                 q8k: 0,
                 rows: 1,
+                q8_pair: false,
             }));
         }
         for second in [false, true] {
@@ -385,6 +391,7 @@ mod tests {
             wide: false,
             q8k: 0,
             rows: 1,
+            q8_pair: false,
         };
         cache.get(gpu, &m).unwrap();
         cache

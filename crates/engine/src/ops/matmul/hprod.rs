@@ -129,6 +129,7 @@ pub fn matvec_hprod(
         wide: false,
         q8k: 0,
         rows: 1,
+        q8_pair: false,
     };
     let res = vec![
         (2, m.binding()),

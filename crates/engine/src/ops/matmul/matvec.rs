@@ -55,10 +55,17 @@ pub(crate) fn q8_rows(tuning: &crate::gpu::Tuning, n_out: usize) -> u32 {
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
 /// (`q8k` ≠ 0, Q4_K) the one that quantizes x first, else the encoding's own
 /// ([`step_file`]) and none.
-pub(crate) fn step_files(dtype: DType, q8k: u32) -> [&'static str; 2] {
-    match q8k {
-        0 => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
-        _ => [shader!("matvec/q4_k_q8.wgsl"), ""],
+pub(crate) fn step_files(dtype: DType, q8k: u32, q8_pair: bool) -> [&'static str; 2] {
+    match (q8k, q8_pair) {
+        (0, _) => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
+        (_, false) => [
+            shader!("matvec/q4_k_q8.wgsl"),
+            shader!("matvec/q4_k_q8_x.wgsl"),
+        ],
+        (_, true) => [
+            shader!("matvec/q4_k_q8_pair.wgsl"),
+            shader!("matvec/q4_k_q8_x.wgsl"),
+        ],
     }
 }
 
@@ -119,6 +126,10 @@ pub struct MatvecSpec {
     /// Rows a lane group computes one after another (`MVR`: 1, or more with 8-bit x so
     /// that a workgroup's prologue serves more rows; [`q8_rows`]).
     pub rows: u32,
+    /// With 8-bit x: a lane's step is a whole sub-block pair, 64 values under one read of
+    /// the block header (`shaders/matvec/q4_k_q8_pair.wgsl`), instead of 16
+    /// (`Tuning::mv_q8_pair`).
+    pub q8_pair: bool,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -166,8 +177,8 @@ impl KernelSpec for MatvecSpec {
                 false => shader!("product/out_act_vec4.wgsl"),
             })
             .file(self.row_sum.file())
-            .file(step_files(self.dtype, self.q8k)[0])
-            .file(step_files(self.dtype, self.q8k)[1])
+            .file(step_files(self.dtype, self.q8k, self.q8_pair)[0])
+            .file(step_files(self.dtype, self.q8k, self.q8_pair)[1])
             .file(shader!("matvec/row.wgsl"))
             .file(lora)
             .file(params)
@@ -255,6 +266,7 @@ pub(super) fn product(
         wide: false,
         q8k: 0,
         rows: 1,
+        q8_pair: false,
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
@@ -310,8 +322,18 @@ pub(super) fn product(
     if q8_pays(cx, m, &spec) {
         spec.q8k = m.n_in as u32;
         spec.rows = q8_rows(&cx.gpu.tuning, m.n_out);
+        if cx.gpu.tuning.mv_q8_pair {
+            // A quarter of the steps: lanes for those.
+            spec.q8_pair = true;
+            spec.lanes = cx
+                .gpu
+                .tuning
+                .mv_lanes
+                .unwrap_or_else(|| mv_lanes((m.n_in / 64) as u32, m.n_out));
+            spec.row_sum = row_sum_mode(cx, spec.lanes);
+        }
         grid = Grid::Tiles {
-            x: (m.n_out as u32).div_ceil(spec.rows * 256 / lanes),
+            x: (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes),
             count: a.rows,
             per_y: 4,
         };

@@ -72,7 +72,7 @@ fn q4k_wide_matvec_every_small_t() {
 /// a 2.9B model (2,560 and 10,240; 300 rows: a ragged last workgroup), with the residual
 /// add and the ReLU² epilogue, a run of 32 zeros in x (d = 0), row sums through subgroup
 /// shuffles and through the workgroup-memory tree, 1, 2, 4 and 8 rows a lane group
-/// (`RWKV_MV_ROWS`); against the f64 reference of W times x
+/// (`RWKV_MV_ROWS`), 16- and 64-value steps (`RWKV_MV_Q8_PAIR`); against the f64 reference of W times x
 /// rounded to 8 bits (`q8_rounded`), and against the f32-x kernel (`RWKV_MV_Q8=0`) on the
 /// same data, which must differ (the 8-bit kernel really ran).
 #[test]
@@ -84,17 +84,21 @@ fn q4k_matvec_8_bit_x() {
         let mut wd = vec![0f32; n * k];
         crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
         let mut outs = Vec::new();
-        for (lanes, subgroup, q8, rows) in [
-            (32, true, true, None),
-            (32, false, true, Some(4)),
-            (8, true, true, Some(8)),
-            (32, true, true, Some(2)),
-            (32, true, false, None),
+        for (lanes, subgroup, q8, rows, pair) in [
+            (Some(32), true, true, None, false),
+            (Some(32), false, true, Some(4), false),
+            (Some(8), true, true, Some(8), false),
+            (Some(32), true, true, Some(2), false),
+            (Some(32), true, false, None, false),
+            (None, true, true, None, true),
+            (Some(8), false, true, Some(2), true),
+            (Some(32), true, true, Some(1), true),
         ] {
             let mut g = (*gpu()).clone();
-            g.tuning.mv_lanes = Some(lanes);
+            g.tuning.mv_lanes = lanes;
             g.tuning.mv_q8 = Some(q8);
             g.tuning.mv_rows = rows;
+            g.tuning.mv_q8_pair = pair;
             g.features.subgroup &= subgroup;
             let g = std::sync::Arc::new(g);
             check_on(g.clone(), DType::Q4_K, &q4, &wd, n, k, 1, Act::ReluSq, true);

@@ -1,0 +1,29 @@
+// Q4_K with 8-bit x (q4_k_q8_x.wgsl), a step a whole sub-block pair: 64 values, the
+// eight nibble words of pair pr = g % 4 of block g / 4 — low nibbles sub-block 2 pr, high
+// nibbles 2 pr + 1 — under one read of the block's header, where q4_k_q8.wgsl reads it
+// for every 16 values. Sixteen 4 × int8 dot products a step, the mins term once.
+const MV_STEP: u32 = 64u;
+
+fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
+    let bw = (rb + (g >> 2u) * 144u) >> 2u;
+    let pr = g & 3u;
+    let dm = unpack2x16float(w[bw]);
+    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
+    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
+    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
+    let qw = bw + 4u + 8u * pr;
+    let sb = 8u * (g >> 2u) + 2u * pr; // x run of sub-block 2 pr
+    let xa = 8u * sb;
+    var lo = 0;
+    var hi = 0;
+    for (var k = 0u; k < 8u; k++) {
+        let q = w[qw + k];
+        lo += dot4I8Packed(q & 0x0f0f0f0fu, xq[xa + k]);
+        hi += dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, xq[xa + 8u + k]);
+    }
+    let x0 = xds[sb];
+    let x1 = xds[sb + 1u];
+    let v = dm.x * (s0.x * x0.x * f32(lo) + s1.x * x1.x * f32(hi))
+        - dm.y * (s0.y * x0.y + s1.y * x1.y);
+    return vec4<f32>(v, 0.0, 0.0, 0.0);
+}
