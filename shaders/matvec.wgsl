@@ -4,7 +4,7 @@
 // words: `mv_row` of shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet
 // in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
 // the lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
-// `mv_prologue`: 8-bit x in workgroup memory (q4_k_q8.wgsl) or nothing. `Params`, `p` and
+// `mv_prologue`: 8-bit x in workgroup memory (q4_k_q8_x.wgsl) or nothing. `Params`, `p` and
 // `finish`: product/; `act` is seen as vec4s, the weights also as `w4`.
 // The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where the
 // first workgroups make its h in the same dispatch.
@@ -40,7 +40,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         wg -= hp_wgs();
         hp_enter(xb.x);
     }
-    // With 8-bit x (Q8K): the token's x quantized first (shaders/matvec/q4_k_q8.wgsl).
+    // With 8-bit x (Q8K): the token's x quantized first (shaders/matvec/q4_k_q8_x.wgsl).
     mv_prologue(xb.x, p.k, li);
     // MVR rows a lane group: workgroup wg computes rows [wg·MVR·ROWS, (wg + 1)·MVR·ROWS),
     // which spreads a prologue over more rows.

@@ -118,7 +118,7 @@ pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
     }
 }
 
-/// x as the 8-bit kernels see it (`shaders/matvec/q4_k_q8.wgsl`): per run of 32, d =
+/// x as the 8-bit kernels see it (`shaders/matvec/q4_k_q8_x.wgsl`): per run of 32, d =
 /// max|x| / 127 and each value d · round(x / max|x| · 127), ties to even as WGSL's
 /// `pack4x8snorm`.
 pub fn q8_rounded(x: &[f32]) -> Vec<f32> {

@@ -32,7 +32,7 @@ pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, spec: &MatvecSpec) -> bool {
 }
 
 /// Whether a one-token Q4_K kernel of depth `k` may quantize x to 8 bits in workgroup
-/// memory (`shaders/matvec/q4_k_q8.wgsl`): a whole number of blocks whose 8-bit x (k
+/// memory (`shaders/matvec/q4_k_q8_x.wgsl`): a whole number of blocks whose 8-bit x (k
 /// bytes, and (d, d · Σ q) a run of 32: k / 4 bytes) fits the workgroup memory beside
 /// the row sums' tree (4 KiB); `RWKV_MV_Q8=0` (A/B runs) keeps f32 x.
 pub(crate) fn q8_depth_fits(cx: &Ctx, k: usize) -> bool {
@@ -53,8 +53,9 @@ pub(crate) fn q8_rows(tuning: &crate::gpu::Tuning, n_out: usize) -> u32 {
 }
 
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
-/// (`q8k` ≠ 0, Q4_K) the one that quantizes x first, else the encoding's own
-/// ([`step_file`]) and none.
+/// (`q8k` ≠ 0, Q4_K) the 16-value or, with `q8_pair`, the 64-value 8-bit step and the
+/// prologue that quantizes x (`shaders/matvec/q4_k_q8_x.wgsl`); else the encoding's own
+/// step ([`step_file`]) and no prologue.
 pub(crate) fn step_files(dtype: DType, q8k: u32, q8_pair: bool) -> [&'static str; 2] {
     match (q8k, q8_pair) {
         (0, _) => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
