@@ -43,13 +43,12 @@ pub fn row_len(n_vocab: usize) -> usize {
 /// as llama.cpp does, and returns the row's negative log-likelihood of `target` in
 /// nats (`max + ln Σ exp(l − max) − l[target]`, the sum in f64).
 pub fn encode_row(logits: &[f32], target: usize, out: &mut [u16]) -> f64 {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let (max, sum_exp) = super::stats::max_and_sum_exp(logits);
     let min = logits
         .iter()
         .copied()
         .fold(f32::INFINITY, f32::min)
         .max(max - 16.0);
-    let sum_exp: f64 = logits.iter().map(|&l| f64::from((l - max).exp())).sum();
     let log_sum_exp = sum_exp.ln() as f32;
     let min_log_prob = min - max - log_sum_exp;
     let scale = (max - min) / 65535.0;

@@ -11,11 +11,18 @@ use serde::{Deserialize, Serialize};
 
 use super::logits_file::row_scale;
 
-/// −ln p(`target`) under `logits` (`[n_vocab]` f32), nats: `max + ln Σ exp(l − max) −
-/// l[target]`, the sum in f64 (llama.cpp's `log_softmax`).
-pub fn nll_row(logits: &[f32], target: usize) -> f64 {
+/// The largest of `logits` and Σ exp(l − max), the sum in f64 of f32 terms (llama.cpp's
+/// `log_softmax`): ln Σ exp(l) = max + ln(sum).
+pub fn max_and_sum_exp(logits: &[f32]) -> (f32, f64) {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum_exp: f64 = logits.iter().map(|&l| f64::from((l - max).exp())).sum();
+    let sum_exp = logits.iter().map(|&l| f64::from((l - max).exp())).sum();
+    (max, sum_exp)
+}
+
+/// −ln p(`target`) under `logits` (`[n_vocab]` f32), nats: `max + ln Σ exp(l − max) −
+/// l[target]`.
+pub fn nll_row(logits: &[f32], target: usize) -> f64 {
+    let (max, sum_exp) = max_and_sum_exp(logits);
     f64::from(max) + sum_exp.ln() - f64::from(logits[target])
 }
 
