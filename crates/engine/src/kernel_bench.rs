@@ -4,8 +4,9 @@
 //! For every encoding (F16, Q8_0, Q4_K, Q6_K) × shape (rows × K: the 2.9B model's
 //! 2560×2560 attention products, 10240×2560 channel-mix key, 2560×10240 channel-mix value
 //! and the 65536×2560 head) it times
-//! - **decode**: the matrix × vector kernel at T = 1, as effective bandwidth (encoded weight
-//!   bytes / time, GB/s) against the device's memory bandwidth;
+//! - **decode**: the matrix × vector kernel at T = 1 and at T = 8 (a server's batched step),
+//!   as effective bandwidth (encoded weight bytes / time, GB/s) against the device's
+//!   memory bandwidth;
 //! - **prefill**: the tiled kernel (tensor cores where the adapter has them) at T = 512, as
 //!   TFLOP/s (2·rows·K·T / time);
 //!
@@ -110,7 +111,9 @@ pub fn run(
     );
     for &dtype in &opts.dtypes {
         for &(n, k) in &opts.shapes {
-            for t in [1, opts.prefill_tokens] {
+            // One token (decode), a server's step of 8 (`SMALL_T`), a prefill chunk.
+            let small = crate::ops::matmul::SMALL_T as usize;
+            for t in [1, small, opts.prefill_tokens] {
                 match time_product(gpu, &pipelines, dtype, n, k, t, opts) {
                     Ok(f) => push(f, &mut out),
                     Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
@@ -395,8 +398,12 @@ mod tests {
         for want in ["floor", "matvec/L8", "wkv", "wkv/T1R8", "wkv/T4R64"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
-        // floor, the product at T = 1 and at T = 16, lanes 8; per heads: wkv + 6 variants.
-        assert_eq!(figs.len(), 4 + 2 * 7, "{names:?}");
+        // floor, the product at T = 1, 8 and 16, lanes 8; per heads: wkv + 6 variants.
+        assert_eq!(figs.len(), 5 + 2 * 7, "{names:?}");
+        assert!(
+            figs.iter().any(|f| f.kernel == "matvec" && f.tokens == 8),
+            "{names:?}"
+        );
         assert!(figs.iter().all(|f| f.us.is_finite() && f.us >= 0.0));
     }
 }

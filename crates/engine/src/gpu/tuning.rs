@@ -36,6 +36,11 @@ pub struct Tuning {
     /// `RWKV_MV_WIDE=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
     /// 4-token `matvec` kernel instead of the 8-token, two-rows-a-lane one (A/B runs).
     pub mv_wide: bool,
+    /// `RWKV_MV_WIDE_Q8=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
+    /// 8-token kernel with f32 x (`shaders/matvec/q4_k_wide.wgsl`, the products with a
+    /// side of at least 8,192) instead of the one with 8-bit x (`q4_k_q8_wide_step.wgsl`, every
+    /// Q4_K product without a LoRA term; A/B runs).
+    pub mv_wide_q8: bool,
     /// `RWKV_MV_Q8=0|1`: whether one-token Q4_K products quantize x to 8 bits
     /// (`ops::matmul::q8_pays`) or read it as f32; `None`: they do, except where the
     /// caller decides otherwise (a server's batched steps keep f32 x so that a sequence's
@@ -94,6 +99,7 @@ impl Default for Tuning {
             mv_lanes: None,
             mv_unroll: None,
             mv_wide: true,
+            mv_wide_q8: true,
             mv_q8: None,
             mv_rows: None,
             mv_q8_pair: true,
@@ -180,6 +186,7 @@ impl Tuning {
             }),
             mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
             mv_wide: flag("RWKV_MV_WIDE") != Some(false),
+            mv_wide_q8: flag("RWKV_MV_WIDE_Q8") != Some(false),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
@@ -244,6 +251,7 @@ mod tests {
             ("RWKV_MV_LANES", "16"),
             ("RWKV_MV_UNROLL", "3"),
             ("RWKV_MV_WIDE", "0"),
+            ("RWKV_MV_WIDE_Q8", "0"),
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
             ("RWKV_MV_Q8_PAIR", "0"),
@@ -268,6 +276,7 @@ mod tests {
             mv_lanes: Some(16),
             mv_unroll: Some(3),
             mv_wide: false,
+            mv_wide_q8: false,
             mv_q8: Some(false),
             mv_rows: Some(2),
             mv_q8_pair: false,

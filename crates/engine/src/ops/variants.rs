@@ -125,6 +125,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 q8k: 0,
                 rows: 1,
                 q8_pair: false,
+                wide_q8: 0,
             }));
         }
         if d == DType::Q4_K && !logits {
@@ -144,6 +145,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                         q8k,
                         rows: if q8k == 2560 { 1 } else { 2 },
                         q8_pair,
+                        wide_q8: 0,
                     }));
                 }
             }
@@ -164,7 +166,25 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 q8k: 0,
                 rows: 1,
                 q8_pair: false,
+                wide_q8: 0,
             }));
+            // With 8-bit x, a chunk of 2,560 (both depths of a 2.9B model) and of 256.
+            for wide_q8 in [2560, 256] {
+                out.push(Variant::Matvec(MatvecSpec {
+                    dtype: d,
+                    logits,
+                    lanes,
+                    row_sum,
+                    one_token: false,
+                    lora: MatvecLora::None,
+                    unroll,
+                    wide: true,
+                    q8k: 0,
+                    rows: 1,
+                    q8_pair: false,
+                    wide_q8,
+                }));
+            }
         }
         for second in [false, true] {
             if second && !matches!(d, DType::F16 | DType::F32) {
@@ -182,6 +202,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     unroll,
                     wide: false,
                     q8k: 0,
+                    wide_q8: 0,
                 }));
             }
         }
@@ -197,7 +218,13 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 unroll,
                 wide: true,
                 q8k: 0,
+                wide_q8: 0,
             };
+            // And with 8-bit x a chunk of 2,560 (r, k and v of a 2.9B model).
+            out.push(Variant::Group(MatvecGroupSpec {
+                wide_q8: 2560,
+                ..wide.clone()
+            }));
             // And one token with 8-bit x (r, k and v of a 2.9B model).
             out.push(Variant::Group(MatvecGroupSpec {
                 one_token: true,
@@ -392,6 +419,7 @@ mod tests {
             q8k: 0,
             rows: 1,
             q8_pair: false,
+            wide_q8: 0,
         };
         cache.get(gpu, &m).unwrap();
         cache

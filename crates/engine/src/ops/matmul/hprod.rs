@@ -130,6 +130,7 @@ pub fn matvec_hprod(
         q8k: 0,
         rows: 1,
         q8_pair: false,
+        wide_q8: 0,
     };
     let res = vec![
         (2, m.binding()),

@@ -52,6 +52,52 @@ pub(crate) fn q8_rows(tuning: &crate::gpu::Tuning, n_out: usize) -> u32 {
     tuning.mv_rows.unwrap_or(if n_out >= 8192 { 2 } else { 1 })
 }
 
+/// The depth chunk (KC) of the 8-token Q4_K kernel with 8-bit x
+/// (`shaders/matvec/q4_k_q8_wide_step.wgsl`) for depth `k`: the largest divisor of `k` that is a
+/// multiple of 256 and whose 8-bit x for 8 tokens (10 bytes a value: 64 values take 80)
+/// fits the workgroup memory beside the row sums' tree (4 KiB) — 2,560 for both depths of
+/// a 2.9B model; `None` where none does or `k` is not whole Q4_K blocks.
+pub(crate) fn wide_q8_chunk(cx: &Ctx, k: usize) -> Option<u32> {
+    let limit = cx.gpu.limits.max_compute_workgroup_storage_size as usize;
+    if k == 0 || k % 256 != 0 {
+        return None;
+    }
+    (1..=k / 256)
+        .filter(|n| k % n == 0 && (k / n) % 256 == 0)
+        .map(|n| k / n)
+        .find(|kc| 10 * kc + 4096 <= limit)
+        .map(|kc| kc as u32)
+}
+
+/// Lanes a row of the 8-token kernel with 8-bit x for `n_out` rows (at depth chunk `kc`):
+/// about 80 workgroups of 2 · 256 / lanes rows — each workgroup quantizes its tokens' x
+/// for every chunk, so fewer, taller workgroups pay it fewer times — and at most a lane a
+/// sub-block pair of the chunk. H100, `rwkv kernels` at T = 8, µs with 4 / 8 / 16 / 32
+/// lanes: 2560 × 2560 24.3 / 18.3 / **16.0** / 26.3; 10240 × 2560 **25.0** / 35.1 / 43.5 /
+/// 62.1; 2560 × 10240 75.5 / 49.8 / **41.2** / 68.3; 65536 × 2560 **118.5** / 166.7 /
+/// 270.3 / 443.0 (benchmarks.md, "8-bit x for batched decode steps").
+pub(crate) fn wide_q8_lanes(kc: u32, n_out: usize) -> u32 {
+    let fill = (40_960 / n_out.max(1)).max(1) as u32;
+    fill.next_power_of_two()
+        .clamp(4, 32)
+        .min((kc / 64).next_power_of_two().max(4))
+}
+
+/// Whether passes of 2–8 tokens of the product of `m` take the 8-token Q4_K kernel with
+/// 8-bit x, and its depth chunk: Q4_K, no LoRA term, writing the activations, 8-bit x not
+/// turned off (`RWKV_MV_Q8=0`), the 8-token kernels on (`RWKV_MV_WIDE`) and this one
+/// (`RWKV_MV_WIDE_Q8`), and a chunk that fits ([`wide_q8_chunk`]).
+pub(crate) fn wide_q8_pays(cx: &Ctx, m: &GpuMatrix, lora: bool, logits: bool) -> Option<u32> {
+    let t = &cx.gpu.tuning;
+    if m.dtype != DType::Q4_K || lora || logits || t.mv_q8 == Some(false) {
+        return None;
+    }
+    if !t.mv_wide || !t.mv_wide_q8 {
+        return None;
+    }
+    wide_q8_chunk(cx, m.n_in)
+}
+
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
 /// (`q8k` ≠ 0, Q4_K) the 16-value or, with `q8_pair`, the 64-value 8-bit step and the
 /// prologue that quantizes x (`shaders/matvec/q4_k_q8_x.wgsl`); else the encoding's own
@@ -131,6 +177,9 @@ pub struct MatvecSpec {
     /// the block header (`shaders/matvec/q4_k_q8_pair.wgsl`), instead of 16
     /// (`Tuning::mv_q8_pair`).
     pub q8_pair: bool,
+    /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x, quantized a chunk of this
+    /// many values at a time into workgroup memory (`shaders/matvec/q4_k_q8_wide_step.wgsl`).
+    pub wide_q8: u32,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -140,14 +189,22 @@ impl KernelSpec for MatvecSpec {
 
     fn source(&self) -> Result<String> {
         if self.wide {
-            let w = Wgsl::new().u32("LANES", self.lanes).file(COMMON);
+            // The body: f32 x, or 8-bit x a chunk of `wide_q8` values at a time.
+            let (w, step) = match self.wide_q8 {
+                0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
+                kc => (
+                    Wgsl::new().u32("KC", kc),
+                    shader!("matvec/q4_k_q8_wide_step.wgsl"),
+                ),
+            };
+            let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec")?
                 .file(shader!("product/out_act_vec4.wgsl"))
                 .file(self.row_sum.file())
                 .file(shader!("product/params.wgsl"))
                 .file(shader!("product/one.wgsl"))
                 .file(shader!("product/finish.wgsl"))
-                .file(shader!("matvec/q4_k_wide_step.wgsl"))
+                .file(step)
                 .file(shader!("matvec/q4_k_wide.wgsl"))
                 .build());
         }
@@ -219,6 +276,16 @@ pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> RowSum {
     }
 }
 
+/// How the 8-token kernels sum a row's `lanes` lanes: [`row_sum_mode`] where that is
+/// subgroup shuffles within a subgroup or the tree, else the tree (they do not take the
+/// 32-lane shuffles of wider rows).
+pub(crate) fn wide_row_sum(cx: &Ctx, lanes: u32) -> RowSum {
+    match row_sum_mode(cx, lanes) {
+        RowSum::Subgroup32 => RowSum::Tree,
+        mode => mode,
+    }
+}
+
 /// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
 /// a power of two; [`crate::gpu::Tuning::mv_lanes`]) overrides it for tuning runs.
 pub(crate) fn matvec_lanes(tuning: &crate::gpu::Tuning, m: &GpuMatrix) -> u32 {
@@ -268,6 +335,7 @@ pub(super) fn product(
         q8k: 0,
         rows: 1,
         q8_pair: false,
+        wide_q8: 0,
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
@@ -289,18 +357,41 @@ pub(super) fn product(
         count: a.rows,
         per_y: 4,
     };
-    // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): the 8-token kernel
-    // for the products it speeds up (`wide_pays`), where its row sums apply (a whole row
-    // in a subgroup, or the workgroup-memory tree).
-    let wide = max_t == SMALL_T
+    // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): with 8-bit x the
+    // 8-token kernel for every product (`wide_q8_pays`); with f32 x for the products it
+    // speeds up (`wide_pays`), where its row sums apply (a whole row in a subgroup, or
+    // the workgroup-memory tree).
+    let few = max_t == SMALL_T && spec.lora == MatvecLora::None;
+    let wide_q8 = few
+        .then(|| wide_q8_pays(cx, m, false, o.out.is_some()))
+        .flatten();
+    let wide = few
         && m.dtype == DType::Q4_K
-        && spec.lora == MatvecLora::None
         && o.out.is_none()
         && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
         && wide_pays(m.n_out, m.n_in)
         && cx.gpu.tuning.mv_wide;
     // The variant for 2–8 tokens compiles late where only such passes take it.
-    let mut node = if wide {
+    let mut node = if let Some(kc) = wide_q8 {
+        let lanes = cx
+            .gpu
+            .tuning
+            .mv_lanes
+            .unwrap_or_else(|| wide_q8_lanes(kc, m.n_out));
+        let q8_spec = MatvecSpec {
+            wide: true,
+            wide_q8: kc,
+            lanes,
+            row_sum: wide_row_sum(cx, lanes),
+            ..spec.clone()
+        };
+        let grid = Grid::Tiles {
+            x: (m.n_out as u32).div_ceil(2 * 256 / lanes),
+            count: a.rows,
+            per_y: 8,
+        };
+        cx.node_at_late(op, layer, &q8_spec, p, res.clone(), grid)?
+    } else if wide {
         let wide_spec = MatvecSpec {
             wide: true,
             ..spec.clone()

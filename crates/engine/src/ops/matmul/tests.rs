@@ -73,12 +73,12 @@ fn check_on(
     let m = test_matrix(&h, dtype, bytes, n, k);
     let args = test_args(n, k, t, act, accumulate);
     let bias_buf = h.f32_buf(&bias);
-    // A one-token Q4_K product with 8-bit x (`q8_pays`) is W times x rounded to 8 bits.
-    let x_ref =
-        match dtype == DType::Q4_K && t == 1 && h.gpu.tuning.mv_q8 != Some(false) && k % 256 == 0 {
-            true => q8_rounded(&x),
-            false => x.clone(),
-        };
+    // A one-token Q4_K product with 8-bit x (`q8_pays`), or one of 2–8 tokens on the
+    // 8-token kernel with 8-bit x (`wide_q8_pays`), is W times x rounded to 8 bits.
+    let x_ref = match takes_8_bit_x(&h, &m, t) {
+        true => q8_rounded(&x),
+        false => x.clone(),
+    };
     let mut want = reference(w, n, k, &x_ref, Some(&bias), act);
     if accumulate {
         want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
@@ -111,6 +111,18 @@ fn check_on(
             .write_buffer(&act_buf, (t * k * 4) as u64, bytemuck::cast_slice(&y0));
         compare(&h, dtype, w, &x, &got, &want, n, k, t, act, tiled);
     }
+}
+
+/// Whether the node of a product of `m` (no LoRA term, writing the activations) rounds x
+/// to 8 bits for a pass of `t` tokens.
+fn takes_8_bit_x(h: &Harness, m: &GpuMatrix, t: usize) -> bool {
+    let (n, k) = (m.n_out, m.n_in);
+    let one = m.dtype == DType::Q4_K && t == 1 && h.gpu.tuning.mv_q8 != Some(false) && k % 256 == 0;
+    let always_matvec = n <= MATVEC_ALWAYS_ROWS && m.row_bytes * n <= MATVEC_ALWAYS_BYTES;
+    let few = (2..=SMALL_T as usize).contains(&t)
+        && !always_matvec
+        && super::matvec::wide_q8_pays(&h.ctx(), m, false, false).is_some();
+    one || few
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -340,7 +352,11 @@ fn k_split_case(n: usize, ks: u32) {
         let tiled = std::ptr::eq(node.pick(&h.dims), &node);
         h.run(&[node, reduce]);
         let got = h.read(&act_buf, t * k, t * n);
-        let mut want = reference(&wd, n, k, &x, Some(&bias), Act::ReluSq);
+        let x_ref = match takes_8_bit_x(&h, &m, t) {
+            true => q8_rounded(&x),
+            false => x.clone(),
+        };
+        let mut want = reference(&wd, n, k, &x_ref, Some(&bias), Act::ReluSq);
         want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
         compare(
             &h,

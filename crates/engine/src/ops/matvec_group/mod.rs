@@ -8,7 +8,8 @@ use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::matmul::{
-    matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, MatmulArgs, RowSum,
+    matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, wide_q8_chunk,
+    wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
 };
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
@@ -36,6 +37,9 @@ pub struct MatvecGroupSpec {
     /// in the first encoding, no LoRA term) whose workgroups quantize their segment's x
     /// to 8 bits first; the deepest segment's depth, or 0.
     pub q8k: u32,
+    /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x a chunk of this many values
+    /// at a time (`shaders/matvec/q4_k_q8_wide_step.wgsl`), as `MatvecSpec::wide_q8`.
+    pub wide_q8: u32,
 }
 
 impl KernelSpec for MatvecGroupSpec {
@@ -45,12 +49,20 @@ impl KernelSpec for MatvecGroupSpec {
 
     fn source(&self) -> Result<String> {
         if self.wide {
-            let w = Wgsl::new().u32("LANES", self.lanes).file(COMMON);
+            // The body: f32 x, or 8-bit x a chunk of `wide_q8` values at a time.
+            let (w, step) = match self.wide_q8 {
+                0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
+                kc => (
+                    Wgsl::new().u32("KC", kc),
+                    shader!("matvec/q4_k_q8_wide_step.wgsl"),
+                ),
+            };
+            let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec_group")?
                 .file(shader!("product/out_act_vec4.wgsl"))
                 .file(self.row_sum.file())
                 .file(shader!("matvec_group/head.wgsl"))
-                .file(shader!("matvec/q4_k_wide_step.wgsl"))
+                .file(step)
                 .file(shader!("matvec_group/wide.wgsl"))
                 .build());
         }
@@ -266,15 +278,20 @@ pub fn matvec_group(
         .unwrap_or(1) as u32;
     let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
     let lanes = mv_lanes(steps, rows_max);
-    // The 8-token variant's table: twice the rows a workgroup.
-    let mut p_wide = p;
-    let mut wg_wide = 0u32;
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(256 / lanes);
-        p_wide.seg[i].wg0 = wg_wide;
-        wg_wide += (m.n_out as u32).div_ceil(2 * 256 / lanes);
     }
+    // The 8-token variant's table: twice the rows a workgroup of `lanes` lanes a row.
+    let wide_table = |lanes: u32| {
+        let mut pw = p;
+        let mut n_wg = 0u32;
+        for (i, (m, _)) in segs.iter().enumerate() {
+            pw.seg[i].wg0 = n_wg;
+            n_wg += (m.n_out as u32).div_ceil(2 * 256 / lanes);
+        }
+        (pw, n_wg)
+    };
     let mut spec = MatvecGroupSpec {
         dtype: first.dtype,
         lanes,
@@ -286,6 +303,7 @@ pub fn matvec_group(
         unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
         wide: false,
         q8k: 0,
+        wide_q8: 0,
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -314,13 +332,41 @@ pub fn matvec_group(
         && !spec.lora
         && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
         && cx.gpu.tuning.mv_wide;
-    let mut node = if wide {
+    // With 8-bit x (as `wide_q8_pays`): a depth chunk that divides every segment's depth,
+    // and lanes for a chunk's sub-block pairs.
+    let t = &cx.gpu.tuning;
+    let wide_q8 = (wide && t.mv_q8 != Some(false) && t.mv_wide_q8)
+        .then(|| {
+            let depth = segs.iter().map(|(m, _)| m.n_in).max().unwrap_or(0);
+            wide_q8_chunk(cx, depth)
+        })
+        .flatten()
+        .filter(|&kc| segs.iter().all(|(m, _)| m.n_in % kc as usize == 0));
+    let mut node = if let Some(kc) = wide_q8 {
+        let rows: usize = segs.iter().map(|(m, _)| m.n_out).sum();
+        let lanes = t.mv_lanes.unwrap_or_else(|| wide_q8_lanes(kc, rows));
+        let q8_spec = MatvecGroupSpec {
+            wide: true,
+            wide_q8: kc,
+            lanes,
+            row_sum: wide_row_sum(cx, lanes),
+            ..spec.clone()
+        };
+        let (p_wide, n_wg) = wide_table(lanes);
+        let grid = Grid::Tiles {
+            x: n_wg,
+            count: Count::Tokens,
+            per_y: 8,
+        };
+        cx.node_at_late(op, layer, &q8_spec, &p_wide, res.clone(), grid)?
+    } else if wide {
         let wide_spec = MatvecGroupSpec {
             wide: true,
             ..spec.clone()
         };
+        let (p_wide, n_wg) = wide_table(lanes);
         let grid = Grid::Tiles {
-            x: wg_wide,
+            x: n_wg,
             count: Count::Tokens,
             per_y: 8,
         };

@@ -128,21 +128,24 @@ fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize, f32_at: usize) {
 
 /// Three Q4_K matrices in one buffer (r, k and v of a decode step: 300, 200 and 40
 /// rows, the last workgroups part-filled) at every T of 1–8 — the 8-token kernel
-/// (`shaders/matvec_group/wide.wgsl`) with subgroup sums and the workgroup-memory
-/// tree, and the 4-token kernel (`RWKV_MV_WIDE=0`); at T = 1 the one-token kernel
+/// (`shaders/matvec_group/wide.wgsl`) with 8-bit x (`q4_k_q8_wide_step.wgsl`, against W
+/// times x rounded to 8 bits) with subgroup sums and the workgroup-memory tree, with f32 x
+/// (`RWKV_MV_WIDE_Q8=0`), and the 4-token kernel (`RWKV_MV_WIDE=0`); at T = 1 the one-token kernel
 /// with 8-bit x (against W times x rounded to 8 bits: `q8_rounded`) and with f32 x
 /// (`RWKV_MV_Q8=0`) — with a bias and an epilogue.
 #[test]
 fn q4k_group_every_small_t() {
     let mut gpus = Vec::new();
-    for (wide, subgroup, q8) in [
-        (true, true, true),
-        (true, false, true),
-        (false, true, false),
+    for (wide, subgroup, q8, wide_q8) in [
+        (true, true, true, true),
+        (true, false, true, true),
+        (true, true, true, false),
+        (false, true, false, false),
     ] {
         let mut g = (*gpu()).clone();
         g.tuning.mv_wide = wide;
         g.tuning.mv_q8 = Some(q8);
+        g.tuning.mv_wide_q8 = wide_q8;
         g.features.subgroup &= subgroup;
         gpus.push(std::sync::Arc::new(g));
     }
@@ -173,8 +176,11 @@ fn q4k_group_every_small_t() {
             let buf = buffer::storage_init(&h.gpu, "group", &bytes).unwrap();
             let x = rand_vec(80 + t as u64, t * k, 1.0);
             let mut act = x.clone();
-            // One token with 8-bit x: W times x rounded to 8 bits.
-            let x_ref = match t == 1 && g.tuning.mv_q8 != Some(false) {
+            // One token with 8-bit x, or 2–8 on the 8-token kernel with 8-bit x: W times x
+            // rounded to 8 bits.
+            let tn = &g.tuning;
+            let q8 = tn.mv_q8 != Some(false) && (t == 1 || (tn.mv_wide && tn.mv_wide_q8));
+            let x_ref = match q8 {
                 true => q8_rounded(&x),
                 false => x.clone(),
             };

@@ -3,12 +3,14 @@
 
 use super::*;
 
-/// The 8-token Q4_K kernel (`shaders/matvec/q4_k_wide.wgsl`, two rows a lane group) at
-/// every T of 2–8 on the shapes that take it (`wide_pays`: a side of at least 8,192), with
-/// a last workgroup holding rows past the matrix (300 rows of depth 8,192; 8,200 rows of
-/// depth 256), with and without the residual add; its row sums through subgroup shuffles (8 lanes a row,
+/// The 8-token Q4_K kernels at every T of 2–8 on the shapes that take them (300 rows of
+/// depth 8,192: a last workgroup holding rows past the matrix, and for the 8-bit kernel
+/// several depth chunks on lavapipe's workgroup memory; 8,200 rows of depth 256), with and
+/// without the residual add: with f32 x (`shaders/matvec/q4_k_wide.wgsl`, `RWKV_MV_WIDE_Q8=0`;
+/// the products with a side of at least 8,192) and with 8-bit x (`q4_k_q8_wide_step.wgsl`, the
+/// default; against W times x rounded to 8 bits), their row sums through subgroup shuffles (8 lanes a row,
 /// which a subgroup of lavapipe holds; 32 on a GPU of 32-wide subgroups) and through the
-/// workgroup-memory tree (32 lanes, subgroups off), and the 4-token kernel it replaces
+/// workgroup-memory tree (32 lanes, subgroups off), and the 4-token kernel they replace
 /// (`RWKV_MV_WIDE=0`) on the same data.
 #[test]
 fn q4k_wide_matvec_every_small_t() {
@@ -18,15 +20,19 @@ fn q4k_wide_matvec_every_small_t() {
     let mut wd = vec![0f32; n * k];
     crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
     let mut variants = Vec::new();
-    for (lanes, wide, subgroup) in [
-        (8, true, true),
-        (32, true, true),
-        (32, true, false),
-        (32, false, true),
+    for (lanes, wide, wide_q8, subgroup) in [
+        (Some(8), true, false, true),
+        (Some(32), true, false, true),
+        (Some(32), true, false, false),
+        (None, true, true, true),
+        (Some(8), true, true, true),
+        (Some(32), true, true, false),
+        (Some(32), false, true, true),
     ] {
         let mut g = (*gpu()).clone();
-        g.tuning.mv_lanes = Some(lanes);
+        g.tuning.mv_lanes = lanes;
         g.tuning.mv_wide = wide;
+        g.tuning.mv_wide_q8 = wide_q8;
         g.features.subgroup &= subgroup;
         variants.push(std::sync::Arc::new(g));
     }
@@ -51,7 +57,7 @@ fn q4k_wide_matvec_every_small_t() {
     let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
     let mut wd = vec![0f32; n * k];
     crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
-    for g in &variants[..3] {
+    for g in &variants[..6] {
         for t in [2, 5, 8] {
             check_on(
                 g.clone(),
