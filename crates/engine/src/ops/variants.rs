@@ -128,11 +128,15 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide_q8: 0,
             }));
         }
-        if d == DType::Q4_K && !logits {
+        if matches!(d, DType::Q4_K | DType::Q6_K) && !logits {
             // 8-bit x, at the two depths of a 2.9B model's products, with 16- and
-            // 64-value steps.
+            // 64-value steps (Q4_K; Q6_K has one step).
+            let pairs: &[bool] = match d {
+                DType::Q4_K => &[false, true],
+                _ => &[false],
+            };
             for q8k in [2560, 10240] {
-                for q8_pair in [false, true] {
+                for &q8_pair in pairs {
                     out.push(Variant::Matvec(MatvecSpec {
                         dtype: d,
                         logits,

@@ -22,10 +22,10 @@ pub(crate) fn wide_pays(n_out: usize, n_in: usize) -> bool {
 }
 
 /// Whether the one-token kernel of `m` (its spec so far: `spec`) takes 8-bit activations
-/// (`MatvecSpec::q8k`): Q4_K weights without a LoRA term, writing the activations, at a
-/// depth [`q8_depth_fits`].
+/// (`MatvecSpec::q8k`): Q4_K or Q6_K weights without a LoRA term, writing the activations,
+/// at a depth [`q8_depth_fits`].
 pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, spec: &MatvecSpec) -> bool {
-    m.dtype == DType::Q4_K
+    matches!(m.dtype, DType::Q4_K | DType::Q6_K)
         && spec.lora == MatvecLora::None
         && !spec.logits
         && q8_depth_fits(cx, m.n_in)
@@ -99,12 +99,17 @@ pub(crate) fn wide_q8_pays(cx: &Ctx, m: &GpuMatrix, lora: bool, logits: bool) ->
 }
 
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
-/// (`q8k` ≠ 0, Q4_K) the 16-value or, with `q8_pair`, the 64-value 8-bit step and the
-/// prologue that quantizes x (`shaders/matvec/q4_k_q8_x.wgsl`); else the encoding's own
-/// step ([`step_file`]) and no prologue.
+/// (`q8k` ≠ 0) Q4_K's 16-value or, with `q8_pair`, 64-value 8-bit step, or Q6_K's
+/// (`shaders/matvec/q6_k_q8.wgsl`), and the prologue that quantizes x
+/// (`shaders/matvec/q4_k_q8_x.wgsl`); else the encoding's own step ([`step_file`]) and no
+/// prologue.
 pub(crate) fn step_files(dtype: DType, q8k: u32, q8_pair: bool) -> [&'static str; 2] {
     match (q8k, q8_pair) {
         (0, _) => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
+        (_, _) if dtype == DType::Q6_K => [
+            shader!("matvec/q6_k_q8.wgsl"),
+            shader!("matvec/q4_k_q8_x.wgsl"),
+        ],
         (_, false) => [
             shader!("matvec/q4_k_q8.wgsl"),
             shader!("matvec/q4_k_q8_x.wgsl"),
@@ -414,7 +419,7 @@ pub(super) fn product(
     if q8_pays(cx, m, &spec) {
         spec.q8k = m.n_in as u32;
         spec.rows = q8_rows(&cx.gpu.tuning, m.n_out);
-        if cx.gpu.tuning.mv_q8_pair {
+        if cx.gpu.tuning.mv_q8_pair && m.dtype == DType::Q4_K {
             // A quarter of the steps: lanes for those.
             spec.q8_pair = true;
             spec.lanes = cx

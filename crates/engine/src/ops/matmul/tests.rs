@@ -117,7 +117,8 @@ fn check_on(
 /// to 8 bits for a pass of `t` tokens.
 fn takes_8_bit_x(h: &Harness, m: &GpuMatrix, t: usize) -> bool {
     let (n, k) = (m.n_out, m.n_in);
-    let one = m.dtype == DType::Q4_K && t == 1 && h.gpu.tuning.mv_q8 != Some(false) && k % 256 == 0;
+    let q8_dtype = matches!(m.dtype, DType::Q4_K | DType::Q6_K);
+    let one = q8_dtype && t == 1 && h.gpu.tuning.mv_q8 != Some(false) && k % 256 == 0;
     let always_matvec = n <= MATVEC_ALWAYS_ROWS && m.row_bytes * n <= MATVEC_ALWAYS_BYTES;
     let few = (2..=SMALL_T as usize).contains(&t)
         && !always_matvec

@@ -1,4 +1,4 @@
-//! The Q4_K decode kernels of their own: the 8-token kernel of 2–8-token passes and the
+//! The Q4_K / Q6_K decode kernels of their own: the 8-token kernel of 2–8-token passes and the
 //! one-token kernel with 8-bit x, through the checks of the parent module.
 
 use super::*;
@@ -129,6 +129,18 @@ fn one_token_output(
     n: usize,
     k: usize,
 ) -> Vec<f32> {
+    one_token_output_of(gpu, DType::Q4_K, q4, wd, n, k)
+}
+
+/// [`one_token_output`] for weights `bytes` of `dtype`.
+fn one_token_output_of(
+    gpu: std::sync::Arc<crate::gpu::GpuContext>,
+    dtype: DType,
+    bytes: &[u8],
+    wd: &[f32],
+    n: usize,
+    k: usize,
+) -> Vec<f32> {
     let h = Harness::with_gpu(
         Dims {
             n_tokens: 1,
@@ -141,7 +153,7 @@ fn one_token_output(
     let mut host = x.clone();
     host.extend(vec![0f32; n]);
     let act_buf = h.f32_buf(&host);
-    let m = test_matrix(&h, DType::Q4_K, q4, n, k);
+    let m = test_matrix(&h, dtype, bytes, n, k);
     let bias_buf = h.f32_buf(&vec![0f32; n]);
     let args = test_args(n, k, 1, Act::None, false);
     let node = matmul(
@@ -162,18 +174,43 @@ fn one_token_output(
         false => x.clone(),
     };
     let want = reference(wd, n, k, &x_ref, None, Act::None);
-    compare(
-        &h,
-        DType::Q4_K,
-        wd,
-        &x,
-        &got,
-        &want,
-        n,
-        k,
-        1,
-        Act::None,
-        false,
-    );
+    compare(&h, dtype, wd, &x, &got, &want, n, k, 1, Act::None, false);
     got
+}
+
+/// One-token Q6_K products with 8-bit x (`shaders/matvec/q6_k_q8.wgsl`) at the depths of a
+/// 2.9B model (300 rows: a ragged last workgroup), with the residual add and the ReLU²
+/// epilogue, row sums through subgroup shuffles and the workgroup-memory tree, 1 and 2 rows
+/// a lane group; against the f64 reference of W times x rounded to 8 bits, and against the
+/// f32-x kernel (`RWKV_MV_Q8=0`), which must differ (the 8-bit kernel really ran).
+#[test]
+fn q6k_matvec_8_bit_x() {
+    for k in [2560usize, 10240] {
+        let n = 300;
+        let w = rand_vec(53, n * k, 0.05);
+        let q6: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q6_k_rtn(&w)).to_vec();
+        let mut wd = vec![0f32; n * k];
+        crate::quant::dequantize(DType::Q6_K, &q6, &mut wd).unwrap();
+        let mut outs = Vec::new();
+        for (lanes, subgroup, q8, rows) in [
+            (None, true, true, None),
+            (Some(32), false, true, Some(2)),
+            (Some(8), true, true, Some(1)),
+            (None, true, false, None),
+        ] {
+            let mut g = (*gpu()).clone();
+            g.tuning.mv_lanes = lanes;
+            g.tuning.mv_q8 = Some(q8);
+            g.tuning.mv_rows = rows;
+            g.features.subgroup &= subgroup;
+            let g = std::sync::Arc::new(g);
+            check_on(g.clone(), DType::Q6_K, &q6, &wd, n, k, 1, Act::ReluSq, true);
+            check_on(g.clone(), DType::Q6_K, &q6, &wd, n, k, 1, Act::None, false);
+            outs.push(one_token_output_of(g, DType::Q6_K, &q6, &wd, n, k));
+        }
+        assert!(
+            max_abs(&outs[0], &outs[3]) > 0.0,
+            "k={k}: the 8-bit kernel gave the f32 kernel's bits"
+        );
+    }
 }
