@@ -5,8 +5,9 @@
 //   state  ← xn[last token of the sequence]
 // One workgroup per token, or for passes of few tokens (decode) one per (token, slice of
 // WG channels): each computes the row statistics it needs over all C channels (cheap,
-// from cache) and writes its slice, so a decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed here
-// (cheaper than a dispatch). The first token's workgroups are the only readers of the
+// from cache; one pass and one workgroup sum for both rows) and writes its slice, so a
+// decode step spreads over C / WG workgroups. The previous token's LayerNorm is recomputed
+// here (cheaper than a dispatch). The first token's workgroups are the only readers of the
 // old shift state, so they also write the new one, each its own slice after reading it.
 // The entry point and the workgroup sum `wg_sum` come with the variant: subgroup sums
 // (ln_shift/subgroups.wgsl) or a tree in workgroup memory (ln_shift/tree.wgsl).
@@ -51,33 +52,33 @@ fn ln_shift(wid: vec3<u32>, nwg: vec3<u32>, li: u32, sgid: u32, sgs: u32) {
     let len = tmeta[d.off_seqs + 4u * b + 1u];
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
     let first = pos == 0u;
-    // Rows whose statistics we need: this token, the previous one (or this one again),
-    // and the sequence's last (only when this is its first token).
+    // The other row whose LayerNorm we need: the previous token's, or for a sequence's
+    // first token its last one (the new shift state; the token itself when it is alone).
     let rt = p.x_off + t * p.c;
-    let rp = select(rt - p.c, rt, first);
-    let rl = select(rt, p.x_off + (start + len - 1u) * p.c, first);
-    var s = vec3<f32>(0.0);
+    let ro = select(rt - p.c, p.x_off + (start + len - 1u) * p.c, first);
+    // Both rows' statistics in one pass and one workgroup sum: Σ e and Σ e² of e = x − x[0]
+    // (a value of the row itself, so that the variance E[e²] − E[e]² does not cancel).
+    let k0 = vec2<f32>(act[rt], act[ro]);
+    var a = vec4<f32>(0.0);
     for (var i = li; i < p.c; i += WG) {
-        s += vec3<f32>(act[rt + i], act[rp + i], act[rl + i]);
+        let e = vec2<f32>(act[rt + i], act[ro + i]) - k0;
+        a += vec4<f32>(e, e * e);
     }
-    let mean = wg_sum(vec4<f32>(s, 0.0), li, sgid, sgs).xyz / f32(p.c);
-    var v = vec3<f32>(0.0);
-    for (var i = li; i < p.c; i += WG) {
-        let e = vec3<f32>(act[rt + i], act[rp + i], act[rl + i]) - mean;
-        v += e * e;
-    }
-    let rstd = inverseSqrt(wg_sum(vec4<f32>(v, 0.0), li, sgid, sgs).xyz / f32(p.c) + p.eps);
+    let st = wg_sum(a, li, sgid, sgs) / f32(p.c);
+    let mean = k0 + st.xy;
+    let rstd = inverseSqrt(max(st.zw - st.xy * st.xy, vec2<f32>(0.0)) + p.eps);
     let sb = slot * p.slot_len + p.state_off;
     for (var i = c0 + li; i < c1; i += WG) {
         let wt = vecs[p.ln_off + i];
         let bs = vecs[p.ln_off + p.c + i];
         let xn = (act[rt + i] - mean.x) * rstd.x * wt + bs;
+        let xo = (act[ro + i] - mean.y) * rstd.y * wt + bs;
         var prev: f32;
         if (first) {
             prev = state[sb + i];
-            state[sb + i] = (act[rl + i] - mean.z) * rstd.z * wt + bs;
+            state[sb + i] = xo;
         } else {
-            prev = (act[rp + i] - mean.y) * rstd.y * wt + bs;
+            prev = xo;
         }
         let dx = prev - xn;
         for (var m = 0u; m < p.n_mix; m++) {
