@@ -36,10 +36,13 @@ pub struct Tuning {
     /// `RWKV_MV_WIDE=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
     /// 4-token `matvec` kernel instead of the 8-token, two-rows-a-lane one (A/B runs).
     pub mv_wide: bool,
-    /// `RWKV_MV_WIDE_Q8=0` makes it false: passes of 2–8 tokens on Q4_K weights take the
-    /// 8-token kernel with f32 x (`shaders/matvec/q4_k_wide.wgsl`, the products with a
-    /// side of at least 8,192) instead of the one with 8-bit x (`q4_k_q8_wide_step.wgsl`, every
-    /// Q4_K product without a LoRA term; A/B runs).
+    /// `RWKV_MV_WIDE_Q8=1` makes it true: passes of 2–8 tokens on Q4_K weights with 8-bit x
+    /// (`RWKV_MV_Q8` not `0`) take the 8-token kernel with 8-bit x for every Q4_K product
+    /// without a LoRA term (`shaders/matvec/q4_k_q8_wide_step.wgsl`: a batched decode step of
+    /// 8 on a 2.9B model 11.3 → 8.3–8.8 ms on an H100) instead of f32 x. Off by default: a
+    /// prompt's piece of 2–8 tokens must get the numbers the tiles give a longer one (f16 x:
+    /// a chat resumed with a short message, python/tests/test_generate.py), and a server the
+    /// numbers a sequence gets alone (f32 x); 8-bit x moves a value a whole level on an ulp.
     pub mv_wide_q8: bool,
     /// `RWKV_MV_Q8=0|1`: whether one-token Q4_K products quantize x to 8 bits
     /// (`ops::matmul::q8_pays`) or read it as f32; `None`: they do, except where the
@@ -54,6 +57,9 @@ pub struct Tuning {
     /// (`shaders/matvec/q4_k_q8_pair.wgsl`, the default) or 16 values (`q4_k_q8.wgsl`;
     /// A/B runs).
     pub mv_q8_pair: bool,
+    /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
+    /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
+    pub state_parts: Option<usize>,
     /// `RWKV_COOP_TILE=BMxBN`: the tensor-core tile (tokens × rows) of products of at
     /// least 1024 rows, where it is one of `ops::matmul::COOP_TILES` and fits.
     pub coop_tile: Option<(u32, u32)>,
@@ -99,10 +105,11 @@ impl Default for Tuning {
             mv_lanes: None,
             mv_unroll: None,
             mv_wide: true,
-            mv_wide_q8: true,
+            mv_wide_q8: false,
             mv_q8: None,
             mv_rows: None,
             mv_q8_pair: true,
+            state_parts: None,
             coop_tile: None,
             coop_pf2: None,
             ksplit_c: None,
@@ -186,9 +193,10 @@ impl Tuning {
             }),
             mv_unroll: u32_in("RWKV_MV_UNROLL", "1 to 8", &one_to_8),
             mv_wide: flag("RWKV_MV_WIDE") != Some(false),
-            mv_wide_q8: flag("RWKV_MV_WIDE_Q8") != Some(false),
+            mv_wide_q8: flag("RWKV_MV_WIDE_Q8") == Some(true),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
+            state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
             }),
@@ -251,7 +259,8 @@ mod tests {
             ("RWKV_MV_LANES", "16"),
             ("RWKV_MV_UNROLL", "3"),
             ("RWKV_MV_WIDE", "0"),
-            ("RWKV_MV_WIDE_Q8", "0"),
+            ("RWKV_MV_WIDE_Q8", "1"),
+            ("RWKV_STATE_PARTS", "3"),
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
             ("RWKV_MV_Q8_PAIR", "0"),
@@ -276,10 +285,11 @@ mod tests {
             mv_lanes: Some(16),
             mv_unroll: Some(3),
             mv_wide: false,
-            mv_wide_q8: false,
+            mv_wide_q8: true,
             mv_q8: Some(false),
             mv_rows: Some(2),
             mv_q8_pair: false,
+            state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),
             ksplit_c: Some(3),
