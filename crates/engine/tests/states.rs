@@ -160,6 +160,59 @@ fn forks_do_not_affect_each_other_or_the_parent() {
     assert!(eng.read_state_vec(x).is_err());
 }
 
+/// States whose layers are split over several buffers (`RWKV_STATE_PARTS`, what 128 states
+/// of a 2.9B model need under a 2 GiB binding) give the same bits as one buffer: the
+/// demo model's 6 layers in 3 parts against 1, prefill and decode logits, whole states read
+/// back, a fork fed further, a state written across engines, and states kept through the
+/// rebuilds that grow the slots.
+#[test]
+fn states_in_several_buffers_are_the_same_states() {
+    let file = "rwkv7-demo-6x256-Q4_K_M.gguf";
+    let mut split = (*gpu()).clone();
+    split.tuning.state_parts = Some(3);
+    let path = models().join(file);
+    let mut parts =
+        rwkv_engine::Engine::load_on(std::sync::Arc::new(split), &path, &Default::default())
+            .unwrap();
+    let mut whole = engine(file);
+    let toks: Vec<u32> = (0..40).map(|i| (i * 37 % 5000 + 11) as u32).collect();
+    let (a, b) = toks.split_at(30);
+    let (sa, sb) = (whole.prefill(a).unwrap(), parts.prefill(a).unwrap());
+    let state = whole.read_state_vec(sa).unwrap();
+    assert_eq!(parts.read_state_vec(sb).unwrap(), state, "prefill state");
+    // A fork fed one token at a time (decode) in the split engine, the parent in the other.
+    let fork = parts.fork_state(sb).unwrap();
+    for (i, t) in b.iter().enumerate() {
+        let w = last_logits(&mut whole, sa, &[*t]);
+        let p = last_logits(&mut parts, fork, &[*t]);
+        assert_eq!(w, p, "decode step {i}");
+    }
+    assert_eq!(
+        parts.read_state_vec(sb).unwrap(),
+        state,
+        "the parent is untouched"
+    );
+    // A state written into the split engine continues as in the other.
+    let moved = parts.new_state().unwrap();
+    parts
+        .write_state(moved, &whole.read_state_vec(sa).unwrap())
+        .unwrap();
+    assert_eq!(
+        last_logits(&mut parts, moved, &[5]),
+        last_logits(&mut whole, sa, &[5])
+    );
+    // Enough states to grow the slots (graph rebuilds): the first ones are kept.
+    let kept = parts.read_state_vec(fork).unwrap();
+    let more: Vec<StateId> = (0..40).map(|_| parts.new_state().unwrap()).collect();
+    assert_eq!(parts.read_state_vec(fork).unwrap(), kept);
+    assert_eq!(parts.read_state_vec(sb).unwrap(), state);
+    assert!(parts
+        .read_state_vec(more[39])
+        .unwrap()
+        .iter()
+        .all(|&v| v == 0.0));
+}
+
 /// Issue 33, item 4: an id kept after `free_state` is refused everywhere, even once its
 /// slot (the free list hands the last freed slot out first) holds another state, and the
 /// other state is neither read nor changed through it.

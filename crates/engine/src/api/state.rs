@@ -25,19 +25,19 @@ impl std::fmt::Display for StateId {
 }
 
 impl Engine {
-    /// Doubles the state slots, or grows them to what one binding holds when doubling
-    /// would not fit.
+    /// Doubles the state slots, or grows them to [`Engine::max_states`] when doubling would
+    /// pass it.
     fn grow_slots(&mut self) -> Result<()> {
         let old = self.graph.n_slots;
         self.grow_slots_to(old * 2).map(|_| ())
     }
 
-    /// Grows the state slots to `n` (or as many as one binding holds, if fewer) in one
-    /// graph rebuild; returns the slot count. Servers call it once at start, so that no
+    /// Grows the state slots to `n` (or [`Engine::max_states`], if fewer) in one graph
+    /// rebuild; returns the slot count. Servers call it once at start, so that no
     /// rebuild happens while they serve.
     ///
-    /// Errors: [`EngineError::TooLarge`] when not one more slot fits (in the binding or
-    /// in GPU memory); the slots are then unchanged.
+    /// Errors: [`EngineError::TooLarge`] when not one more slot fits (a layer's states in
+    /// one binding, or in GPU memory); the slots are then unchanged.
     pub fn reserve_slots(&mut self, n: usize) -> Result<usize> {
         if n <= self.graph.n_slots {
             return Ok(self.graph.n_slots);
@@ -47,13 +47,14 @@ impl Engine {
 
     fn grow_slots_to(&mut self, want: usize) -> Result<usize> {
         let old = self.graph.n_slots;
-        let max = self.gpu.max_binding() as usize;
-        let new = want.min(max / (self.graph.slot_len * 4).max(1));
+        let new = want.min(self.max_states());
         if new <= old {
             return Err(EngineError::TooLarge {
                 what: format!(
-                    "{want} states of {} bytes exceed one binding ({max} bytes)",
-                    self.graph.slot_len * 4
+                    "{want} states: one layer of each ({} bytes) must fit one binding ({} bytes) \
+                     for all of them",
+                    self.weights.config.state_len_per_layer() * 4,
+                    self.gpu.max_binding()
                 ),
             });
         }
@@ -95,13 +96,8 @@ impl Engine {
         let mut graph = graph?;
         graph.invariant = self.graph.invariant;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(
-            &self.graph.state,
-            0,
-            &graph.state,
-            0,
-            (self.graph.n_slots.min(n_slots) * self.graph.slot_len * 4) as u64,
-        );
+        let keep = self.graph.n_slots.min(n_slots);
+        self.graph.state.copy_into(&mut enc, &graph.state, keep);
         self.gpu.queue.submit([enc.finish()]);
         let (old, new) = (self.graph.bytes(), graph.bytes());
         self.info.gpu_total_bytes = (self.info.gpu_total_bytes + new).saturating_sub(old);
@@ -134,9 +130,8 @@ impl Engine {
             what: "no free state slot".into(),
         })?;
         self.used[slot as usize] = true;
-        let len = self.graph.slot_len as u64 * 4;
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        enc.clear_buffer(&self.graph.state, slot as u64 * len, Some(len));
+        self.graph.state.clear(&mut enc, slot as usize);
         self.gpu.queue.submit([enc.finish()]);
         let generation = self.generation.get(slot as usize).copied().unwrap_or(0);
         Ok(StateId(slot, generation))
@@ -199,21 +194,24 @@ impl Engine {
     pub fn fork_state(&mut self, id: StateId) -> Result<StateId> {
         self.check(id)?;
         let new = self.new_state()?;
-        let len = self.graph.slot_len as u64 * 4;
         // WebGPU forbids a copy within one buffer: go through a scratch buffer.
-        let tmp = buffer::storage(&self.gpu, "fork", len);
+        let tmp = buffer::storage(&self.gpu, "fork", self.graph.state.largest_slice_bytes());
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&self.graph.state, id.0 as u64 * len, &tmp, 0, len);
-        enc.copy_buffer_to_buffer(&tmp, 0, &self.graph.state, new.0 as u64 * len, len);
+        self.graph
+            .state
+            .copy_slot(&mut enc, id.0 as usize, new.0 as usize, &tmp);
         self.gpu.queue.submit([enc.finish()]);
         self.gpu.check_lost()?;
         Ok(new)
     }
 
-    /// Most states this engine can hold at once: every slot lives in one storage binding,
-    /// so `max_binding / (4 · state_len)` (99 for a 2.9B model on an H100's 2 GiB).
+    /// Most states this engine can hold at once as far as bindings go: the states' layers
+    /// split over several buffers (`model::graph::StateParts`), so one layer of every state
+    /// must fit one binding — `max_binding / (4 · state_len_per_layer)` (3,170 for a 2.9B
+    /// model on an H100's 2 GiB; GPU memory ends it sooner).
     pub fn max_states(&self) -> usize {
-        (self.gpu.max_binding() as usize / (self.graph.slot_len * 4).max(1)).max(1)
+        let per_layer = self.weights.config.state_len_per_layer() * 4;
+        (self.gpu.max_binding() as usize / per_layer.max(1)).max(1)
     }
 
     /// f32 elements of one state: `n_layer × [att_shift C | wkv H×N×N | ffn_shift C]`.
@@ -230,13 +228,7 @@ impl Engine {
                 what: format!("buffer holds {} values, a state has {len}", out.len()),
             });
         }
-        buffer::read_bytes(
-            &self.gpu,
-            &self.graph.state,
-            (id.0 as usize * len * 4) as u64,
-            (len * 4) as u64,
-            bytemuck::cast_slice_mut(out),
-        )
+        self.graph.state.read(&self.gpu, id.0 as usize, out)
     }
 
     /// Overwrites a state with `data` (`state_len()` f32).
@@ -253,11 +245,7 @@ impl Engine {
                 what: format!("value {bad} of the state is not finite"),
             });
         }
-        self.gpu.queue.write_buffer(
-            &self.graph.state,
-            (id.0 as usize * len * 4) as u64,
-            bytemuck::cast_slice(data),
-        );
+        self.graph.state.write(&self.gpu, id.0 as usize, data);
         Ok(())
     }
 

@@ -45,15 +45,15 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
     // The running batch, and room for the cache's GPU share.
     let per_state = (4 * eng.state_len()).max(1) as u64;
     let cached = (cfg.ctx_cache_gpu_bytes / per_state) as usize;
-    reserve_slots(&mut eng, cfg.parallel + 1 + cached);
+    let slots = reserve_slots(&mut eng, cfg.parallel + 1 + cached);
     let cache = PrefixCache::with_gpu_budget(
         cfg.ctx_cache_bytes,
         cfg.ctx_cache_gpu_bytes,
         CACHE_MAX_ENTRIES,
     );
-    // Every state lives in one binding: the batch is capped by how many fit (one slot
-    // kept for the cache's copy of a finished prompt).
-    let fit = eng.max_states().saturating_sub(1).max(1);
+    // The batch is capped by the slots the device gave (one kept for the cache's copy of a
+    // finished prompt).
+    let fit = slots.min(eng.max_states()).saturating_sub(1).max(1);
     if cfg.parallel > fit {
         log::warn!(
             "--parallel {} is above the {fit} states this device holds for this model: \
@@ -108,11 +108,19 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
 /// Grows the engine's state slots to `n` up front (growing rebuilds the graph: better
 /// at start than in the middle of serving). Where the device has less room, serving goes
 /// on with what fits (cached states then spill to host memory sooner).
-fn reserve_slots(eng: &mut Engine, n: usize) {
+/// Returns the slots the engine has.
+fn reserve_slots(eng: &mut Engine, n: usize) -> usize {
     match eng.reserve_slots(n) {
-        Ok(got) if got < n => log::warn!("state slots: {got} of {n} fit in one binding"),
-        Ok(_) => {}
-        Err(e) => log::warn!("state slots: {e}"),
+        Ok(got) => {
+            if got < n {
+                log::warn!("state slots: {got} of {n} fit (a layer of each in one binding)");
+            }
+            got
+        }
+        Err(e) => {
+            log::warn!("state slots: {e}");
+            eng.reserve_slots(0).unwrap_or(1)
+        }
     }
 }
 

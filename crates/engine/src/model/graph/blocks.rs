@@ -4,6 +4,7 @@
 
 use super::hplan::HPlan;
 use super::regions::Regions;
+use super::state_parts::StateParts;
 use crate::config::{Rwkv7Config, LN_EPS};
 use crate::error::Result;
 use crate::model::lora::ActiveLoras;
@@ -43,9 +44,9 @@ pub(super) struct Blocks<'a> {
     pub cfg: Rwkv7Config,
     pub rg: Regions,
     pub t_cap: usize,
-    pub slot_len: usize,
     pub meta: &'a wgpu::Buffer,
-    pub state: &'a wgpu::Buffer,
+    /// The state buffers: each node binds the part of its layer.
+    pub state: &'a StateParts,
     pub act: &'a wgpu::Buffer,
     /// The k-split scratch, and whether the tensor-core kernel may split.
     pub split: &'a wgpu::Buffer,
@@ -85,9 +86,16 @@ impl<'a> Blocks<'a> {
         matmul_split(self.cx, name, Some(l), m, v, self.act, args, self.split, ks)
     }
 
+    /// The state part of block `l`, the f32 offset of `off` (an offset in the layer's
+    /// state) in a slot's slice of it, and that slice's length.
+    pub(super) fn layer_state(&self, l: usize, off: usize) -> (&'a wgpu::Buffer, usize, usize) {
+        let (part, at) = self.state.of_layer(l);
+        (&part.buffer, at + off, part.slot_len)
+    }
+
     /// LayerNorm + token shift of the residual of block `l` into the mix region (one
     /// dispatch): `n_mix` lerps with the vectors at `mix_off`, the LayerNorm's at
-    /// `ln_off`, the shift state at `state_off` of each slot (steps 1–3 and 13–15).
+    /// `ln_off`, the shift state at `state_off` of the layer's state (steps 1–3 and 13–15).
     pub(super) fn ln_shift(
         &self,
         l: usize,
@@ -98,6 +106,7 @@ impl<'a> Blocks<'a> {
         state_off: usize,
     ) -> Result<Node> {
         let c = self.cfg.n_embd;
+        let (state, state_off, slot_len) = self.layer_state(l, state_off);
         let args = LnShiftArgs {
             c,
             n_mix,
@@ -107,10 +116,10 @@ impl<'a> Blocks<'a> {
             out_off: self.rg.mix,
             out_stride: self.t_cap * c,
             state_off,
-            slot_len: self.slot_len,
+            slot_len,
             eps: LN_EPS,
         };
-        ops::ln_shift::ln_shift(self.cx, Some(l), &args, v, self.meta, self.state, self.act)
+        ops::ln_shift::ln_shift(self.cx, Some(l), &args, v, self.meta, state, self.act)
     }
 
     /// A wide product of block `l` that is not k-split and whose tiles end in a mostly

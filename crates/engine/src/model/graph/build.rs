@@ -3,6 +3,7 @@
 use super::blocks::Blocks;
 use super::hplan::HPlan;
 use super::regions::Regions;
+use super::state_parts::StateParts;
 use crate::config::{Rwkv7Config, LN_EPS};
 use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;
@@ -26,7 +27,8 @@ pub struct Graph {
     pub dims: wgpu::Buffer,
     pub meta: wgpu::Buffer,
     pub act: wgpu::Buffer,
-    pub state: wgpu::Buffer,
+    /// The states, their layers split over as few buffers as the binding limit allows.
+    pub state: StateParts,
     pub logits: wgpu::Buffer,
     /// Host-readable copy of the logits (first `r_cap × vocab` f32) and the embeddings
     /// (`r_cap × C` f32 after them), filled by the pass that computes them.
@@ -48,7 +50,7 @@ impl Graph {
     /// (and the LoRA h sets).
     pub fn bytes(&self) -> u64 {
         let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
-        self.act.size() + self.state.size() + self.logits.size() + h_sets
+        self.act.size() + self.state.bytes() + self.logits.size() + h_sets
     }
 
     /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
@@ -70,7 +72,7 @@ impl Graph {
         let cfg = wts.config;
         let regions = Regions::new(&cfg, t_cap, r_cap, loras.map_or(0, |l| l.max_rank));
         let slot_len = cfg.state_len();
-        check_bindings(gpu, &cfg, &regions, r_cap, slot_len * n_slots)?;
+        check_bindings(gpu, &cfg, &regions, r_cap)?;
         let dims_host = Dims {
             t_cap: t_cap as u32,
             off_tok_seq: t_cap as u32,
@@ -82,7 +84,7 @@ impl Graph {
         let dims = buffer::uniform(gpu, "dims", &dims_host);
         let meta = buffer::storage(gpu, "meta", (3 * t_cap + 4 * b_cap + r_cap) as u64 * 4);
         let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
-        let state = buffer::storage(gpu, "states", (slot_len * n_slots) as u64 * 4);
+        let state = StateParts::new(gpu, &cfg, n_slots, gpu.tuning.state_parts.unwrap_or(1))?;
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
         let (split, split_ok) = split_scratch(gpu, &cfg, t_cap);
         let readback = buffer::readback(
@@ -105,7 +107,6 @@ impl Graph {
             cfg,
             rg: regions,
             t_cap,
-            slot_len,
             meta: &meta,
             state: &state,
             act: &act,
@@ -141,19 +142,18 @@ impl Graph {
     }
 }
 
-/// Checks that the activations, `states` f32 of states and `r_cap` rows of logits each fit
-/// one binding ([`EngineError::TooLarge`] naming the one that does not).
+/// Checks that the activations and `r_cap` rows of logits each fit one binding
+/// ([`EngineError::TooLarge`] naming the one that does not; the states split by layer:
+/// [`StateParts`]).
 fn check_bindings(
     gpu: &GpuContext,
     cfg: &Rwkv7Config,
     regions: &Regions,
     r_cap: usize,
-    states: usize,
 ) -> Result<()> {
     let max = gpu.max_binding();
     let need = [
         ("activations", regions.len as u64 * 4),
-        ("states", states as u64 * 4),
         ("logits", (r_cap * cfg.vocab_size) as u64 * 4),
     ];
     for (what, bytes) in need {

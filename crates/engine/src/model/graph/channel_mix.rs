@@ -14,9 +14,9 @@ impl<'a> Blocks<'a> {
     pub(super) fn channel_mix(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
         let (c, v) = (self.cfg.n_embd, &ly.vecs);
         // 13–15: ln2, the lerp with the previous token, the shift state (after the time
-        // mix's shift state and WKV state in the layer's part of a slot).
+        // mix's shift state and WKV state in the layer's state).
         let cfg = &self.cfg;
-        let state = l * cfg.state_len_per_layer() + c + cfg.n_head * cfg.head_size * cfg.head_size;
+        let state = c + cfg.n_head * cfg.head_size * cfg.head_size;
         body.push(self.ln_shift(l, v, 1, LayerVecs::FFN_X_K * c, LayerVecs::LN2 * c, state)?);
         // 16: h = relu(Wk xk)²
         self.ffn_key(l, ly, body)?;

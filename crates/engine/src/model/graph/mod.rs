@@ -29,7 +29,7 @@
 //! `build` (the [`Graph`]: its buffers, and its nodes block by block) · `time_mix` (steps
 //! 1–12) · `channel_mix` (13–17) · `lora` (the adapters' products) · `blocks` (what a
 //! block's builders share) · `group` (decode grouping) · `hplan` (the one-token LoRA h
-//! sets) · `regions` (activation offsets).
+//! sets) · `regions` (activation offsets) · `state_parts` (the state buffers, by layer).
 
 mod blocks;
 mod build;
@@ -39,7 +39,9 @@ mod hplan;
 mod lora;
 mod pass;
 mod regions;
+mod state_parts;
 mod time_mix;
 
 pub use build::{DispatchLabel, Graph};
 pub use regions::Regions;
+pub use state_parts::{StatePart, StateParts};

@@ -40,7 +40,7 @@ impl<'a> Blocks<'a> {
         let c = self.cfg.n_embd;
         let v = &ly.vecs;
         // 1–3: ln1, the six lerps with the previous token, the shift state.
-        let state = l * self.cfg.state_len_per_layer();
+        let state = 0; // the time mix's shift state opens the layer's state
         body.push(self.ln_shift(l, v, 6, LayerVecs::MIX * c, LayerVecs::LN1 * c, state)?);
         // 5–8, first products: they run before r, k, v together with the adapters' first
         // products of r, k, v (a decode step: one `matvec_group` dispatch).
@@ -237,8 +237,8 @@ impl<'a> Blocks<'a> {
         let (c, h) = (self.cfg.n_embd, self.cfg.n_head);
         let layer0 = u32::from(l == 0);
         // The WKV state follows the time mix's shift state in the layer's part of a slot.
-        let state_off = (l * self.cfg.state_len_per_layer() + c) as u32;
-        let slot_len = self.slot_len as u32;
+        let (state, state_off, slot_len) = self.layer_state(l, c);
+        let (state_off, slot_len) = (state_off as u32, slot_len as u32);
         let prep = WkvPrepArgs {
             c: c as u32,
             n_head: h as u32,
@@ -290,9 +290,9 @@ impl<'a> Blocks<'a> {
             eps: GN_EPS,
             _p: [0; 2],
         };
-        let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, self.state, act)?;
+        let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, state, act)?;
         wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx, lid, &fused, self.meta, self.state, act, v,
+            cx, lid, &fused, self.meta, state, act, v,
         )?));
         body.push(wkv_node);
         let out = WkvOutArgs {
