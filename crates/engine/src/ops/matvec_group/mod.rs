@@ -333,7 +333,7 @@ pub fn matvec_group(
         && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
         && cx.gpu.tuning.mv_wide;
     // With 8-bit x (as `wide_q8_pays`): a depth chunk that divides every segment's depth,
-    // and lanes for a chunk's sub-block pairs.
+    // and lanes by the group's rows (`wide_q8_lanes`).
     let t = &cx.gpu.tuning;
     let wide_q8 = (wide && t.mv_q8 != Some(false) && t.mv_wide_q8)
         .then(|| {
