@@ -207,7 +207,7 @@ impl Engine {
 
     /// Most states this engine can hold at once as far as bindings go: the states' layers
     /// split over several buffers (`model::graph::StateParts`), so one layer of every state
-    /// must fit one binding — `max_binding / (4 · state_len_per_layer)` (3,170 for a 2.9B
+    /// must fit one binding — `max_binding / (4 · state_len_per_layer)` (3,177 for a 2.9B
     /// model on an H100's 2 GiB; GPU memory ends it sooner).
     pub fn max_states(&self) -> usize {
         let per_layer = self.weights.config.state_len_per_layer() * 4;
