@@ -40,6 +40,10 @@ pub struct Metrics {
     pub batch_size: Histogram,
     pub ttft_seconds: Histogram,
     pub step_seconds: Histogram,
+    /// The forward pass of a step alone (the engine's call: encode, GPU, logits read back).
+    pub forward_seconds: Histogram,
+    /// The sampling of a step's next tokens (and their events to the clients).
+    pub sample_seconds: Histogram,
     rate: Arc<Mutex<Rate>>,
     started: Instant,
 }
@@ -153,6 +157,18 @@ impl Metrics {
             "Duration of one batched step",
             step_seconds.clone(),
         );
+        let forward_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        r.register(
+            "forward_seconds",
+            "Duration of the forward pass of one batched step (the rest of the step: sampling, bookkeeping)",
+            forward_seconds.clone(),
+        );
+        let sample_seconds = Histogram::new(exponential_buckets(0.00005, 2.0, 16));
+        r.register(
+            "sample_seconds",
+            "Duration of the sampling of one batched step's next tokens",
+            sample_seconds.clone(),
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
@@ -172,6 +188,8 @@ impl Metrics {
             batch_size,
             ttft_seconds,
             step_seconds,
+            forward_seconds,
+            sample_seconds,
             rate: Arc::new(Mutex::new(Rate {
                 window: Default::default(),
             })),

@@ -347,6 +347,7 @@ impl Sched {
         };
         // Constrained sequences compute their next mask on another thread while the GPU
         // runs this step (the mask depends only on the tokens committed so far).
+        let self_forward = self.metrics.forward_seconds.clone();
         let out = std::thread::scope(|sc| {
             let pending: Vec<&mut rwkv_engine::Constraint> = self
                 .running
@@ -362,7 +363,10 @@ impl Sched {
                     }
                 });
             }
-            eng.forward(&inputs, want, None)
+            let t = Instant::now();
+            let out = eng.forward(&inputs, want, None);
+            self_forward.observe(t.elapsed().as_secs_f64());
+            out
         });
         let out = match out {
             Ok(o) => o,
@@ -400,7 +404,11 @@ impl Sched {
                 to_sample.push((i, logits));
             }
         }
+        let t = Instant::now();
         self.sample_all(to_sample);
+        self.metrics
+            .sample_seconds
+            .observe(t.elapsed().as_secs_f64());
     }
 
     /// Samples each listed sequence's next token, on several CPU threads when many.
