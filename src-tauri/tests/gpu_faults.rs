@@ -4,7 +4,7 @@
 //!   "Reload the model"), promptly, without a panic; the chat keeps every earlier message;
 //!   reloading opens a new device (the process's lost one is replaced) and the chat goes
 //!   on from its stored snapshot;
-//! - a pass that cannot fit (more states than one binding holds): a `too_large` error, and
+//! - a pass that cannot fit (more states than a binding holds a layer of): a `too_large` error, and
 //!   the engine keeps working.
 
 mod support;
@@ -98,8 +98,9 @@ fn a_lost_device_is_an_error_the_history_stays_and_a_reload_recovers() {
 fn a_pass_that_cannot_fit_is_too_large_and_the_engine_goes_on() {
     let t = test_app("oom");
     t.load_default();
-    // Ask for states until they no longer fit one binding (lavapipe: 128 MiB); a real GPU
-    // with a larger binding gives up at the 4096th instead (the test's own bound).
+    // Ask for states until one layer of all of them no longer fits one binding (lavapipe:
+    // 128 MiB, 1,985 states of the demo model); a real GPU with a larger binding gives up at
+    // the 4096th instead (the test's own bound).
     let (made, err) = engine_job(&t, |w| {
         let eng = w.engine()?;
         let mut ids = Vec::new();
