@@ -194,14 +194,7 @@ impl KernelSpec for MatvecSpec {
 
     fn source(&self) -> Result<String> {
         if self.wide {
-            // The body: f32 x, or 8-bit x a chunk of `wide_q8` values at a time.
-            let (w, step) = match self.wide_q8 {
-                0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
-                kc => (
-                    Wgsl::new().u32("KC", kc),
-                    shader!("matvec/q4_k_q8_wide_step.wgsl"),
-                ),
-            };
+            let (w, step) = wide_body(self.wide_q8);
             let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec")?
                 .file(shader!("product/out_act_vec4.wgsl"))
@@ -278,6 +271,19 @@ pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> RowSum {
         RowSum::Subgroup32
     } else {
         RowSum::Tree
+    }
+}
+
+/// The body of an 8-token Q4_K kernel (single product or group) and its constant: with
+/// f32 x (`wide_q8` = 0) `shaders/matvec/q4_k_wide_step.wgsl`, with 8-bit x a chunk of
+/// `wide_q8` values at a time `q4_k_q8_wide_step.wgsl` (KC).
+pub(crate) fn wide_body(wide_q8: u32) -> (Wgsl, &'static str) {
+    match wide_q8 {
+        0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
+        kc => (
+            Wgsl::new().u32("KC", kc),
+            shader!("matvec/q4_k_q8_wide_step.wgsl"),
+        ),
     }
 }
 
@@ -377,36 +383,35 @@ pub(super) fn product(
         && wide_pays(m.n_out, m.n_in)
         && cx.gpu.tuning.mv_wide;
     // The variant for 2–8 tokens compiles late where only such passes take it.
-    let mut node = if let Some(kc) = wide_q8 {
-        let lanes = cx
-            .gpu
-            .tuning
-            .mv_lanes
-            .unwrap_or_else(|| wide_q8_lanes(kc, m.n_out));
-        let q8_spec = MatvecSpec {
+    // Both 8-token kernels: two rows a lane group, 8 tokens a workgroup; with 8-bit x the
+    // lanes follow the rows (`wide_q8_lanes`).
+    let wide_spec = match wide_q8 {
+        Some(kc) => {
+            let lanes = cx
+                .gpu
+                .tuning
+                .mv_lanes
+                .unwrap_or_else(|| wide_q8_lanes(kc, m.n_out));
+            Some(MatvecSpec {
+                wide: true,
+                wide_q8: kc,
+                lanes,
+                row_sum: wide_row_sum(cx, lanes),
+                ..spec.clone()
+            })
+        }
+        None => wide.then(|| MatvecSpec {
             wide: true,
-            wide_q8: kc,
-            lanes,
-            row_sum: wide_row_sum(cx, lanes),
             ..spec.clone()
-        };
+        }),
+    };
+    let mut node = if let Some(ws) = wide_spec {
         let grid = Grid::Tiles {
-            x: (m.n_out as u32).div_ceil(2 * 256 / lanes),
+            x: (m.n_out as u32).div_ceil(2 * 256 / ws.lanes),
             count: a.rows,
             per_y: 8,
         };
-        cx.node_at_late(op, layer, &q8_spec, p, res.clone(), grid)?
-    } else if wide {
-        let wide_spec = MatvecSpec {
-            wide: true,
-            ..spec.clone()
-        };
-        let grid = Grid::Tiles {
-            x: (m.n_out as u32).div_ceil(2 * 256 / lanes),
-            count: a.rows,
-            per_y: 8,
-        };
-        cx.node_at_late(op, layer, &wide_spec, p, res.clone(), grid)?
+        cx.node_at_late(op, layer, &ws, p, res.clone(), grid)?
     } else if max_t == SMALL_T {
         cx.node_at_late(op, layer, &spec, p, res.clone(), grid)?
     } else {

@@ -8,8 +8,8 @@ use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::matmul::{
-    matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, wide_q8_chunk,
-    wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
+    matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, wide_body,
+    wide_q8_chunk, wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
 };
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
@@ -49,14 +49,7 @@ impl KernelSpec for MatvecGroupSpec {
 
     fn source(&self) -> Result<String> {
         if self.wide {
-            // The body: f32 x, or 8-bit x a chunk of `wide_q8` values at a time.
-            let (w, step) = match self.wide_q8 {
-                0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
-                kc => (
-                    Wgsl::new().u32("KC", kc),
-                    shader!("matvec/q4_k_q8_wide_step.wgsl"),
-                ),
-            };
+            let (w, step) = wide_body(self.wide_q8);
             let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec_group")?
                 .file(shader!("product/out_act_vec4.wgsl"))
@@ -342,35 +335,31 @@ pub fn matvec_group(
         })
         .flatten()
         .filter(|&kc| segs.iter().all(|(m, _)| m.n_in % kc as usize == 0));
-    let mut node = if let Some(kc) = wide_q8 {
-        let rows: usize = segs.iter().map(|(m, _)| m.n_out).sum();
-        let lanes = t.mv_lanes.unwrap_or_else(|| wide_q8_lanes(kc, rows));
-        let q8_spec = MatvecGroupSpec {
+    let wide_spec = match wide_q8 {
+        Some(kc) => {
+            let rows: usize = segs.iter().map(|(m, _)| m.n_out).sum();
+            let lanes = t.mv_lanes.unwrap_or_else(|| wide_q8_lanes(kc, rows));
+            Some(MatvecGroupSpec {
+                wide: true,
+                wide_q8: kc,
+                lanes,
+                row_sum: wide_row_sum(cx, lanes),
+                ..spec.clone()
+            })
+        }
+        None => wide.then(|| MatvecGroupSpec {
             wide: true,
-            wide_q8: kc,
-            lanes,
-            row_sum: wide_row_sum(cx, lanes),
             ..spec.clone()
-        };
-        let (p_wide, n_wg) = wide_table(lanes);
+        }),
+    };
+    let mut node = if let Some(ws) = wide_spec {
+        let (p_wide, n_wg) = wide_table(ws.lanes);
         let grid = Grid::Tiles {
             x: n_wg,
             count: Count::Tokens,
             per_y: 8,
         };
-        cx.node_at_late(op, layer, &q8_spec, &p_wide, res.clone(), grid)?
-    } else if wide {
-        let wide_spec = MatvecGroupSpec {
-            wide: true,
-            ..spec.clone()
-        };
-        let (p_wide, n_wg) = wide_table(lanes);
-        let grid = Grid::Tiles {
-            x: n_wg,
-            count: Count::Tokens,
-            per_y: 8,
-        };
-        cx.node_at_late(op, layer, &wide_spec, &p_wide, res.clone(), grid)?
+        cx.node_at_late(op, layer, &ws, &p_wide, res.clone(), grid)?
     } else {
         cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?
     };
