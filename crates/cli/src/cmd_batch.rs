@@ -28,6 +28,10 @@ pub struct BatchArgs {
     /// when a top token differs or |Δ| exceeds 1e-2.
     #[arg(long)]
     pub check: bool,
+    /// Also profile one step of each batch size (GPU time a dispatch, as `rwkv profile`;
+    /// the per-op table without the per-layer one).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
@@ -89,6 +93,21 @@ pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
                 "B = {b:4}: {ms:8.2} ms a step, {:9.1} tok/s ({label})",
                 b as f64 / (ms / 1e3)
             );
+        }
+        if a.profile {
+            let toks: Vec<[u32; 1]> = (0..b)
+                .map(|i| [(i as u32 * 31) % (vocab - 1) + 1])
+                .collect();
+            let seqs: Vec<_> = states
+                .iter()
+                .zip(&toks)
+                .map(|(&s, t)| (s, &t[..]))
+                .collect();
+            eng.profile_seqs(&seqs)?;
+            let mut p = eng.profile_seqs(&seqs)?;
+            p.by_layer.clear();
+            println!("profile of a step of B = {b}:");
+            crate::cmd_bench::print_profile(&p);
         }
         for s in states {
             eng.free_state(s)?;

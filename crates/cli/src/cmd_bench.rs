@@ -309,6 +309,27 @@ pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
     }
     let st2 = eng.new_state()?;
     let p = eng.profile(st2, &toks)?;
+    print_profile(&p);
+    if a.top_dispatches > 0 {
+        let mut d = p.dispatches.clone();
+        d.sort_by(|x, y| y.ns.total_cmp(&x.ns));
+        println!();
+        for x in d.iter().take(a.top_dispatches) {
+            println!("{:<28} {:>10.1} µs", x.label, x.ns / 1e3);
+        }
+    }
+    if let Some(j) = &a.json {
+        std::fs::write(j, serde_json::to_string_pretty(&p)?)?;
+    }
+    if let Some(s) = &a.svg {
+        std::fs::write(s, charts::profile_svg(&p))?;
+    }
+    Ok(())
+}
+
+/// The header, per-op and per-layer tables of a GPU profile (`rwkv profile`, `rwkv batch
+/// --profile`).
+pub fn print_profile(p: &rwkv_engine::profile::ProfileReport) {
     println!(
         "GPU profile: {} token(s), {} dispatches, {:.1} µs GPU ({})",
         p.tokens,
@@ -330,24 +351,12 @@ pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
             t.dispatches
         );
     }
+    if p.by_layer.is_empty() {
+        return;
+    }
     println!();
     println!("{:<20} {:>10} {:>7}", "layer", "µs", "%");
     for t in &p.by_layer {
         println!("{:<20} {:>10.1} {:>6.1}%", t.name, t.ns / 1e3, t.percent);
     }
-    if a.top_dispatches > 0 {
-        let mut d = p.dispatches.clone();
-        d.sort_by(|x, y| y.ns.total_cmp(&x.ns));
-        println!();
-        for x in d.iter().take(a.top_dispatches) {
-            println!("{:<28} {:>10.1} µs", x.label, x.ns / 1e3);
-        }
-    }
-    if let Some(j) = &a.json {
-        std::fs::write(j, serde_json::to_string_pretty(&p)?)?;
-    }
-    if let Some(s) = &a.svg {
-        std::fs::write(s, charts::profile_svg(&p))?;
-    }
-    Ok(())
 }

@@ -75,36 +75,55 @@ impl Engine {
     /// Errors: [`EngineError::Gpu`] when the adapter has no timestamp queries; input
     /// errors as [`Engine::forward`].
     pub fn profile(&mut self, state: StateId, tokens: &[u32]) -> Result<ProfileReport> {
+        self.profile_seqs(&[(state, tokens)])
+    }
+
+    /// [`Self::profile`] of one pass over several sequences, each `(state, tokens)`, the
+    /// head on each one's last token: a server's decode step of B sequences is `B` entries
+    /// of one token. The tokens together must fit one pass and the sequences the slots.
+    ///
+    /// Errors: as [`Self::profile`]; a state given twice.
+    pub fn profile_seqs(&mut self, seqs: &[(StateId, &[u32])]) -> Result<ProfileReport> {
         if !self.gpu().features.timestamp {
             return Err(EngineError::gpu(format!(
                 "{} has no timestamp queries: no GPU profile",
                 self.gpu().summary.name
             )));
         }
-        if tokens.is_empty() {
+        if seqs.is_empty() || seqs.iter().any(|s| s.1.is_empty()) {
             return Err(EngineError::invalid("profile: no tokens"));
         }
-        if let Some(&bad) = tokens
+        for (i, s) in seqs.iter().enumerate() {
+            if seqs[..i].iter().any(|o| o.0 == s.0) {
+                return Err(EngineError::invalid("profile: a state given twice"));
+            }
+        }
+        let vocab = self.config().vocab_size;
+        if let Some(&bad) = seqs
             .iter()
-            .find(|&&t| t as usize >= self.config().vocab_size)
+            .flat_map(|s| s.1)
+            .find(|&&t| t as usize >= vocab)
         {
             return Err(EngineError::invalid(format!(
                 "token id {bad} is not below the vocabulary size"
             )));
         }
-        let (graph, gpu) = self.graph_and_gpu(state)?;
-        if tokens.len() > graph.t_cap {
+        for s in seqs {
+            self.graph_and_gpu(s.0)?;
+        }
+        let (graph, gpu) = self.graph_and_gpu(seqs[0].0)?;
+        let total: usize = seqs.iter().map(|s| s.1.len()).sum();
+        if total > graph.t_cap {
             return Err(EngineError::invalid(format!(
-                "profile: {} tokens exceed one pass ({})",
-                tokens.len(),
+                "profile: {total} tokens exceed one pass ({})",
                 graph.t_cap
             )));
         }
         let t0 = Instant::now();
         let mut enc = gpu.device.create_command_encoder(&Default::default());
-        let rows = [tokens.len() as u32 - 1];
-        let (labels, qs) =
-            graph.encode_profiled(gpu, &mut enc, &[(state.0, tokens)], &rows, true)?;
+        let rows: Vec<u32> = seqs.iter().map(|s| s.1.len() as u32 - 1).collect();
+        let ids: Vec<(u32, &[u32])> = seqs.iter().map(|s| (s.0 .0, s.1)).collect();
+        let (labels, qs) = graph.encode_profiled(gpu, &mut enc, &ids, &rows, true)?;
         let n = 2 * labels.len() as u64;
         let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("profile.resolve"),
@@ -148,7 +167,7 @@ impl Engine {
             gpu_ns,
         );
         Ok(ProfileReport {
-            tokens: tokens.len(),
+            tokens: total,
             method: "one compute pass per dispatch, GPU timestamps at pass boundaries".into(),
             dispatches,
             by_op,

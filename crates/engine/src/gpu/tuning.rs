@@ -66,13 +66,16 @@ pub struct Tuning {
     /// `RWKV_COOP_PF2=0|1`: tensor-core tiles load two steps ahead; `None`: for F16
     /// weights in 128-token tiles.
     pub coop_pf2: Option<bool>,
-    /// `RWKV_KSPLIT_C`: k slices (1–8) of the C-row tensor-core products.
+    /// `RWKV_KSPLIT_C`: k slices (1–32) of the C-row tensor-core products.
     pub ksplit_c: Option<u32>,
-    /// `RWKV_KSPLIT_WIDE`: k slices (1–8) of the tensor-core products of more than 4096 rows.
+    /// `RWKV_KSPLIT_WIDE`: k slices (1–32) of the tensor-core products of more than 4096 rows.
     pub ksplit_wide: Option<u32>,
     /// `RWKV_WAVES=0` makes it false: wide products are not split into whole-depth head
     /// tiles and a k-split tail (`ops::matmul::coop_waves`).
     pub waves: bool,
+    /// `RWKV_MEDIUM=0` makes it false: passes of 9–64 tokens run the large passes'
+    /// tensor-core products instead of their medium variants (`ops::matmul::medium_plan`).
+    pub medium: bool,
     /// `RWKV_WKV_ROWS`: rows of S per workgroup of the WKV scan (8, 16, 32 or 64).
     pub wkv_rows: Option<u32>,
     /// `RWKV_WKV_TPR`: threads per row of S (1, 2, 4, 8 or 16) of the WKV scan and the
@@ -115,6 +118,7 @@ impl Default for Tuning {
             ksplit_c: None,
             ksplit_wide: None,
             waves: true,
+            medium: true,
             wkv_rows: None,
             wkv_tpr: None,
             lora_hprod: true,
@@ -178,6 +182,7 @@ impl Tuning {
             num(name, what, ok).map(|n| n as u32)
         };
         let one_to_8 = |n: u64| (1..=8).contains(&n);
+        let one_to_32 = |n: u64| (1..=32).contains(&n);
         let subgroups = if var("RWKV_NO_SUBGROUPS").is_some() {
             Some(false)
         } else {
@@ -210,9 +215,10 @@ impl Tuning {
                 tile
             }),
             coop_pf2: flag("RWKV_COOP_PF2"),
-            ksplit_c: u32_in("RWKV_KSPLIT_C", "1 to 8", &one_to_8),
-            ksplit_wide: u32_in("RWKV_KSPLIT_WIDE", "1 to 8", &one_to_8),
+            ksplit_c: u32_in("RWKV_KSPLIT_C", "1 to 32", &one_to_32),
+            ksplit_wide: u32_in("RWKV_KSPLIT_WIDE", "1 to 32", &one_to_32),
             waves: flag("RWKV_WAVES") != Some(false),
+            medium: flag("RWKV_MEDIUM") != Some(false),
             wkv_rows: u32_in("RWKV_WKV_ROWS", "8, 16, 32 or 64", &|n| {
                 [8, 16, 32, 64].contains(&n)
             }),
@@ -269,6 +275,7 @@ mod tests {
             ("RWKV_KSPLIT_C", "3"),
             ("RWKV_KSPLIT_WIDE", "2"),
             ("RWKV_WAVES", "0"),
+            ("RWKV_MEDIUM", "0"),
             ("RWKV_WKV_ROWS", "32"),
             ("RWKV_WKV_TPR", "4"),
             ("RWKV_LORA_HPROD", "0"),
@@ -295,6 +302,7 @@ mod tests {
             ksplit_c: Some(3),
             ksplit_wide: Some(2),
             waves: false,
+            medium: false,
             wkv_rows: Some(32),
             wkv_tpr: Some(4),
             lora_hprod: false,

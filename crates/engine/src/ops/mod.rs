@@ -331,6 +331,16 @@ impl Node {
         self
     }
 
+    /// The entry of this node's chain of small variants for passes of at most `max` rows
+    /// (`Small::max == max`), if it has one.
+    pub fn variant_mut(&mut self, max: u32) -> Option<&mut Small> {
+        let s = self.small.as_mut()?;
+        if s.max == max {
+            return Some(s);
+        }
+        s.node.variant_mut(max)
+    }
+
     /// This node dispatching nothing: the small variant of an op whose work a fused
     /// node does for small passes.
     pub fn skip(&self) -> Node {

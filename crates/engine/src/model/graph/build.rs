@@ -10,7 +10,9 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
 use crate::model::lora::ActiveLoras;
-use crate::ops::matmul::{coop_ksplit, matmul, waves_plan, Act, MatmulArgs};
+use crate::ops::matmul::{
+    coop_ksplit, matmul, medium_plan, waves_plan, Act, MatmulArgs, MEDIUM_T, SMALL_T,
+};
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
 /// A profiled dispatch: (label `op@layer`, op, layer).
@@ -168,8 +170,8 @@ fn check_bindings(
 
 /// The scratch of the k-split tensor-core products, and whether they may split: `[KSPLIT][T][N]`
 /// f32 for the largest split one of the C-row products, the channel-mix key (N = ffn_dim;
-/// not split unless `RWKV_KSPLIT_WIDE` asks) and the key's k-split tail rows
-/// (`matmul_waves`). A group of low-rank products whose slices do not fit in it runs its
+/// not split unless `RWKV_KSPLIT_WIDE` asks), their medium variants (`medium_plan`, at
+/// `MEDIUM_T` tokens) and the key's k-split tail rows (`matmul_waves`). A group of low-rank products whose slices do not fit in it runs its
 /// products one by one (`push_grouped`).
 fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Buffer, bool) {
     let tail = waves_plan(gpu, cfg.ffn_dim, cfg.n_embd, t_cap).map_or(0, |w| w.2 as u64 * 4);
@@ -179,9 +181,18 @@ fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Bu
         (cfg.ffn_dim, cfg.n_embd),
     ]
     .iter()
-    .map(|&(n, k)| match coop_ksplit(&gpu.tuning, n, k, t_cap) {
-        1 => 0,
-        ks => ks as u64 * (t_cap * n) as u64 * 4,
+    .map(|&(n, k)| {
+        let large = match coop_ksplit(&gpu.tuning, n, k, t_cap) {
+            1 => 0,
+            ks => ks as u64 * (t_cap * n) as u64 * 4,
+        };
+        let wg_bytes = gpu.limits.max_compute_workgroup_storage_size;
+        let medium = medium_plan(&gpu.tuning, n as u32, k as u32, wg_bytes)
+            .filter(|_| t_cap > SMALL_T as usize)
+            .map_or(0, |(_, ks)| {
+                ks as u64 * MEDIUM_T.min(t_cap as u32) as u64 * n as u64 * 4
+            });
+        large.max(medium)
     })
     .max()
     .unwrap_or(0)

@@ -3,7 +3,9 @@
 //! grouped dispatch takes their place.
 
 use crate::error::{EngineError, Result};
-use crate::ops::matmul::{matmul_group, tile_groupable, GroupItem, MatmulArgs, MAX_GROUP, SMALL_T};
+use crate::ops::matmul::{
+    matmul_group, tile_groupable, GroupItem, MatmulArgs, MAX_GROUP, MEDIUM_T, SMALL_T,
+};
 use crate::ops::matvec_group::{groupable, MAX_SEGS};
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
 
@@ -60,8 +62,15 @@ pub(super) fn group_decode(
         order.sort_unstable();
         for &i in &order {
             let node = &mut nodes[i];
-            // The decode variant hangs below the node's matrix × vector variant.
-            let Some(mv) = node.small.as_mut() else {
+            // The decode variant hangs below the node's matrix × vector variant (itself
+            // below the medium variant, where the product has one).
+            let mv = match node.variant_mut(MEDIUM_T).is_some() {
+                true => node
+                    .variant_mut(MEDIUM_T)
+                    .and_then(|m| m.node.small.as_mut()),
+                false => node.small.as_mut(),
+            };
+            let Some(mv) = mv else {
                 return Err(EngineError::Op {
                     op: "graph",
                     what: format!("{}: no matrix × vector variant", node.op),

@@ -103,10 +103,12 @@ fn with_products(w: Wgsl, group: bool) -> Wgsl {
     w.file(shader!("product/finish.wgsl"))
 }
 
-/// The tensor-core node of the product `o` with arguments `a` (params `p`), and with
-/// `split` (the scratch, k slices > 1) the reduce node that runs right after it.
+/// The tensor-core node of the product `o` with arguments `a` (params `p`) in `tile`
+/// (`None`: [`coop_tile`]'s), and with `split` (the scratch, k slices > 1) the reduce node
+/// that runs right after it.
 ///
 /// Errors: a LoRA term not aligned for the tiles; as [`Ctx::node_at`].
+#[allow(clippy::too_many_arguments)]
 pub(super) fn product<'a>(
     cx: &Ctx<'a>,
     op: &'static str,
@@ -115,11 +117,12 @@ pub(super) fn product<'a>(
     a: &MatmulArgs,
     p: &Params,
     split: Option<(&'a wgpu::Buffer, u32)>,
+    tile: Option<(u32, u32, u32)>,
 ) -> Result<(Node, Option<Node>)> {
     let (m, n_out) = (o.m, o.m.n_out as u32);
     let tuning = &cx.gpu.tuning;
     let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
-    let (bm, bn, wm) = coop_tile(tuning, n_out, wg_bytes);
+    let (bm, bn, wm) = tile.unwrap_or_else(|| coop_tile(tuning, n_out, wg_bytes));
     let ks = split.map_or(1, |s| s.1);
     let mut spec = CoopSpec {
         dtype: m.dtype,

@@ -28,7 +28,7 @@ pub use waves::{matmul_waves, waves_plan};
 pub(crate) use {group::Group, hprod::HParams};
 
 use tiles::coop_tile;
-pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, COOP_TILES};
+pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, medium_plan, COOP_TILES, MEDIUM_T};
 pub(crate) use tiles::{coop_pf2, matvec_step, mv_unroll};
 
 use crate::error::Result;
@@ -298,9 +298,10 @@ fn build<'a>(
         out,
         lora,
     };
+    let scratch = split.map(|s| s.0);
     let split = split.filter(|&(_, ks)| ks > 1 && cx.gpu.features.coopmat && out.is_none());
     let (mut node, mut reduce) = if cx.gpu.features.coopmat {
-        coop::product(cx, op, layer, &o, a, &p, split)?
+        coop::product(cx, op, layer, &o, a, &p, split, None)?
     } else {
         (tiled::product(cx, op, layer, &o, a, &p)?, None)
     };
@@ -316,18 +317,67 @@ fn build<'a>(
         SMALL_T
     };
     let small = matvec::product(cx, op, layer, &o, a, &p, max_t)?;
-    node.small = Some(Small {
-        count: a.rows,
+    let count = a.rows;
+    let mut below = Small {
+        count,
         max: max_t,
         node: Box::new(small),
-    });
+    };
     // The reduce step has nothing to do whenever the matrix × vector variant runs.
-    if let Some(r) = reduce.as_mut() {
-        r.small = Some(Small {
-            count: a.rows,
-            max: max_t,
-            node: Box::new(r.skip()),
-        });
+    let mut reduce_below = reduce.as_ref().map(|r| Small {
+        count,
+        max: max_t,
+        node: Box::new(r.skip()),
+    });
+    let wg_bytes = cx.gpu.limits.max_compute_workgroup_storage_size;
+    let plan = medium_plan(&cx.gpu.tuning, m.n_out as u32, m.n_in as u32, wg_bytes);
+    if let Some((tile, ks)) = plan.filter(|_| cx.gpu.features.coopmat && max_t == SMALL_T) {
+        // Passes of SMALL_T < T ≤ MEDIUM_T: the medium tile, in as many of its k slices as
+        // the scratch holds (none for the logits).
+        let fits = scratch.map_or(0, |b| b.size() / (4 * (MEDIUM_T as u64) * m.n_out as u64));
+        let ks = if out.is_some() {
+            1
+        } else {
+            ks.min(fits as u32)
+        };
+        let msplit = scratch.filter(|_| ks > 1).map(|b| (b, ks));
+        let pm = Params {
+            ksplit: ks.max(1),
+            ..p
+        };
+        let (mut mnode, mreduce) = coop::product(cx, op, layer, &o, a, &pm, msplit, Some(tile))?;
+        mnode.small = Some(below);
+        below = Small {
+            count,
+            max: MEDIUM_T,
+            node: Box::new(mnode),
+        };
+        reduce_below = match mreduce {
+            Some(mut mr) => {
+                mr.small = Some(Small {
+                    count,
+                    max: max_t,
+                    node: Box::new(mr.skip()),
+                });
+                // A large variant without slices still needs a node to carry the medium
+                // one's reduce step: its own, dispatching nothing.
+                reduce.get_or_insert_with(|| node.skip());
+                Some(Small {
+                    count,
+                    max: MEDIUM_T,
+                    node: Box::new(mr),
+                })
+            }
+            None => reduce.as_ref().map(|r| Small {
+                count,
+                max: MEDIUM_T,
+                node: Box::new(r.skip()),
+            }),
+        };
+    }
+    node.small = Some(below);
+    if let (Some(r), Some(b)) = (reduce.as_mut(), reduce_below) {
+        r.small = Some(b);
     }
     Ok((node, reduce))
 }

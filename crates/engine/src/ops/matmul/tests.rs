@@ -375,6 +375,77 @@ fn k_split_case(n: usize, ks: u32) {
     }
 }
 
+/// Passes of 9–64 tokens on a product of ≥ 1024 rows and depth: on tensor cores its
+/// medium variant (64-token tiles in their own k slices, with their own reduce step, also
+/// where the large variant has no slices and so no reduce step of its own), against the
+/// reference, with bias, ReLU² and a residual add; 40 and 64 tokens (medium) and 65 (large),
+/// the large variant in 1 and in 4 slices. Elsewhere the same products through the
+/// portable tiles.
+#[test]
+fn medium_passes_match_reference() {
+    let (n, k) = (1100usize, 1024usize);
+    let w = rand_vec(61, n * k, 0.3);
+    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
+    let mut wd = vec![0f32; n * k];
+    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
+    for ks in [1u32, 4] {
+        for t in [40usize, 64, 65] {
+            let h = Harness::new(Dims {
+                n_tokens: t as u32,
+                ..Default::default()
+            });
+            let x = rand_vec(62, t * k, 1.0);
+            let y0 = rand_vec(63, t * n, 1.0);
+            let bias = rand_vec(64, n, 0.5);
+            let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
+            let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
+            let args = test_args(n, k, t, Act::ReluSq, true);
+            let scratch = buffer::storage(&h.gpu, "scratch", (16 * 65 * n * 4) as u64);
+            let (node, reduce) = matmul_split(
+                &h.ctx(),
+                "medium",
+                None,
+                &m,
+                &h.f32_buf(&bias),
+                &act_buf,
+                &args,
+                &scratch,
+                ks,
+            )
+            .unwrap();
+            let picked = node.pick(&h.dims);
+            let medium = !std::ptr::eq(picked, &node);
+            if h.gpu.features.coopmat {
+                // The medium variant is the one above the matrix × vector variant.
+                let below = picked.small.as_ref().map(|s| s.max);
+                assert_eq!(medium, t as u32 <= MEDIUM_T, "T={t}");
+                assert!(!medium || below == Some(SMALL_T), "T={t}: {below:?}");
+                let r = reduce.pick(&h.dims).grid.size(&h.dims);
+                assert!(!medium || r.is_some(), "T={t}: the medium reduce step runs");
+            } else {
+                assert!(!medium, "no tensor cores: the portable tiles for T={t}");
+            }
+            h.run(&[node, reduce]);
+            let got = h.read(&act_buf, t * k, t * n);
+            let mut want = reference(&wd, n, k, &x, Some(&bias), Act::ReluSq);
+            want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+            compare(
+                &h,
+                DType::Q4_K,
+                &wd,
+                &x,
+                &got,
+                &want,
+                n,
+                k,
+                t,
+                Act::ReluSq,
+                true,
+            );
+        }
+    }
+}
+
 /// The LoRA term `Σ_j B[n, j] h[t, j]` (f16 `B`) of the matrix × vector kernel (T = 1, 3,
 /// 8) and — on tensor cores — of the tiles as extra k-steps (T = 70, with and without k
 /// slices), the scale of the raw sum, and the add-before-activation mode

@@ -4,7 +4,8 @@
 use crate::gpu::Tuning;
 
 /// Tile shapes of `matmul_coop`: (BM tokens, BN rows, WM tokens per subgroup).
-pub const COOP_TILES: [(u32, u32, u32); 3] = [(128, 128, 64), (64, 128, 32), (32, 64, 32)];
+pub const COOP_TILES: [(u32, u32, u32); 4] =
+    [(128, 128, 64), (64, 128, 32), (32, 64, 32), (32, 128, 32)];
 
 /// Workgroup memory of a `matmul_coop` tile in bytes: two f16 x and W tiles of stride 40
 /// halves, and one 16 × 16 f32 tile per subgroup.
@@ -34,6 +35,39 @@ pub(super) fn coop_tile(tuning: &Tuning, n: u32, wg_bytes: u32) -> (u32, u32, u3
         _ if n >= 1024 => COOP_TILES[..2].iter().find(fits).copied().unwrap_or(small),
         _ => small,
     }
+}
+
+/// Passes of more than `SMALL_T` and at most this many tokens (a server's decode step of
+/// 9–64 sequences, a short prompt) run a tensor-core product's medium variant
+/// ([`medium_plan`]).
+pub const MEDIUM_T: u32 = 64;
+
+/// The medium variant of a tensor-core product of `n` rows and depth `k`: its tile and
+/// its k slices at most (1: none), or `None` where the product keeps its large variant
+/// for every pass of more than `SMALL_T` tokens — fewer than 1024 rows (the low-rank
+/// products already take 32-token tiles), a depth below 1024, a tile that does not fit
+/// `wg_bytes`, or `RWKV_MEDIUM=0` ([`Tuning::medium`]).
+///
+/// A pass of 32 tokens in the 128-token tile did the tensor-core work of 128 and, with 8
+/// k slices, ran 160 workgroups of 40 steps for the 2,560-row channel-mix value: a
+/// quarter of an H100 busy. Swept on an H100 (2.9B Q4_K, `rwkv batch`, ms a step, serving
+/// tuning): 64 × 128 tiles with 16 slices of the C-row products and 8 of the wider ones
+/// took B = 16 / 32 / 64 from 17.8–18.0 / 19.8–20.3 / 25.0–25.7 to 14.5–15.2 /
+/// 17.3–17.5 / 23.1–23.3; 32 × 128 with 16 / 16 was as fast at 16 and 32 and slower at 64
+/// (28.6), 32 slices slower than 16, and at B = 128 the large variant stays best.
+pub fn medium_plan(
+    tuning: &Tuning,
+    n: u32,
+    k: u32,
+    wg_bytes: u32,
+) -> Option<((u32, u32, u32), u32)> {
+    let tile = COOP_TILES[1];
+    if !tuning.medium || n < 1024 || k < 1024 || coop_tile_bytes(tile) > wg_bytes {
+        return None;
+    }
+    let ks: u32 = if n > 4096 { 8 } else { 16 };
+    // Each slice at least 4 steps of 32.
+    Some((tile, ks.min(k / 128).max(1)))
 }
 
 /// Workgroups a split product of C rows aims at: two 128 × 128 tiles fit on each SM at

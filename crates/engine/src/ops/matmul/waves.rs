@@ -62,9 +62,9 @@ pub fn waves_plan(
 
 /// `y (+)= act(W x + bias)` (with its LoRA term) on tensor cores as [`coop_waves`] splits
 /// it: `[head, tail, reduce]` — rows `0..head` as whole-depth tiles (for passes of at most
-/// `SMALL_T` tokens this node runs the whole product's matrix × vector variants), rows
-/// `head..n` in k slices into `scratch` and the reduce step that sums them (both nothing
-/// for such passes). `None` where the product is not split that way: no tensor cores,
+/// `MEDIUM_T` tokens — `SMALL_T` where the product has no medium variant — this node runs
+/// the whole product's medium and matrix × vector variants), rows `head..n` in k slices
+/// into `scratch` and the reduce step that sums them (both nothing for such passes). `None` where the product is not split that way: no tensor cores,
 /// tiles that fill their waves, or a tail beyond `scratch` (`ks × t_cap × (n − head)` f32).
 ///
 /// Errors: as [`matmul`].
@@ -91,13 +91,17 @@ pub fn matmul_waves(
     let whole = matmul(cx, op, layer, m, vecs, act, None, a)?;
     let mut first = matmul(cx, op, layer, &hm, vecs, act, None, &ha)?;
     first.small = whole.small;
-    let (mut tail, reduce) = matmul_split(cx, op, layer, &tm, vecs, act, &ta, scratch, ks)?;
+    let (mut tail, mut reduce) = matmul_split(cx, op, layer, &tm, vecs, act, &ta, scratch, ks)?;
+    // Passes that the head node runs whole (its medium and decode variants): the tail
+    // and its reduce step do nothing.
     let max = first.small.as_ref().map_or(0, |s| s.max);
-    tail.small = Some(Small {
-        count: a.rows,
-        max,
-        node: Box::new(tail.skip()),
-    });
+    for n in [&mut tail, &mut reduce] {
+        n.small = Some(Small {
+            count: a.rows,
+            max,
+            node: Box::new(n.skip()),
+        });
+    }
     Ok(Some([first, tail, reduce]))
 }
 
@@ -105,7 +109,7 @@ pub fn matmul_waves(
 mod tests {
     use super::*;
     use crate::gpu::buffer;
-    use crate::ops::matmul::{reference, Act, SMALL_T};
+    use crate::ops::matmul::{reference, Act, MEDIUM_T};
     use crate::ops::testing::*;
     use crate::ops::{Count, Dims};
     use crate::DType;
@@ -147,8 +151,9 @@ mod tests {
 
     /// A wide F16 product with relu² (and with a LoRA term, as the channel-mix key takes
     /// it) through [`matmul_waves`] at 130 and 200 tokens with a 512-token capacity: the
-    /// head's and the tail's rows equal the reference. At 5 tokens (a decode pass) the head
-    /// node runs the whole product's matrix × vector variant, the tail nothing.
+    /// head's and the tail's rows equal the reference. At 5 tokens (a decode pass) and 40
+    /// (a medium pass) the head node runs the whole product's matrix × vector or medium
+    /// variant, the tail and its reduce step nothing.
     #[test]
     fn waves_match_reference() {
         let (n, k, r) = (10240usize, 1024usize, 32usize);
@@ -160,7 +165,7 @@ mod tests {
             .map(|&v| half::f16::from_f32(v))
             .collect();
         let bf: Vec<f32> = b16.iter().map(|v| v.to_f32()).collect();
-        for (t, lora) in [(5usize, true), (130, false), (200, true)] {
+        for (t, lora) in [(5usize, true), (40, true), (130, false), (200, true)] {
             let h = Harness::new(Dims {
                 n_tokens: t as u32,
                 ..Default::default()
@@ -207,7 +212,7 @@ mod tests {
                 assert!(!h.gpu.features.coopmat);
                 return;
             };
-            if t as u32 <= SMALL_T {
+            if t as u32 <= MEDIUM_T {
                 assert!(nodes[1].pick(&h.dims).grid.size(&h.dims).is_none());
                 assert!(nodes[2].pick(&h.dims).grid.size(&h.dims).is_none());
             }
