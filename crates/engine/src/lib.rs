@@ -30,8 +30,9 @@ pub use analysis::{
     Pooling, PrefixCache, Resumed,
 };
 pub use api::{
-    CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, LoadOptions, LoadProgress,
-    LoraId, ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput, Want,
+    CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, GreedyOutput, LoadOptions,
+    LoadProgress, LoraId, ModelInfo, Rows, SeqInput, StateId, StopReason, TextEvent, TextOutput,
+    Want,
 };
 pub use config::{LoraRanks, Rwkv7Config, GN_EPS, HEAD_SIZE, LN_EPS};
 pub use constraint::{Constraint, ConstraintCompiler, ConstraintSpec};

@@ -215,3 +215,109 @@ fn prefix_cache_spills_to_host_memory_and_resumes_exactly() {
     cache.release(&mut eng).unwrap();
     assert_eq!(eng.live_states(), 0);
 }
+
+/// `forward_greedy` against `forward` on forks of the same states: a step of six sequences
+/// (four decoding one token, a 5-token prompt piece with its last row, one piece without
+/// rows), three of them asking for their logits, two greedy ones with a ban / penalties
+/// that move their draw. The argmax of each row is the CPU argmax of `forward`'s logits
+/// after the adjustments (with its value), the full logits are the same bits, the states
+/// advance alike, and a token past the vocabulary is refused.
+#[test]
+fn greedy_steps_read_back_the_argmax_and_the_asked_logits() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let texts = [
+        "The sea",
+        "Once upon",
+        "In the",
+        "She said",
+        "We",
+        "A long time",
+    ];
+    let bases: Vec<StateId> = texts
+        .iter()
+        .map(|t| eng.prefill(&tok.encode(t)).unwrap())
+        .collect();
+    let pieces: Vec<Vec<u32>> = vec![
+        vec![11],
+        vec![300],
+        tok.encode(" and then there was"),
+        vec![4000],
+        tok.encode(" of it"),
+        vec![42],
+    ];
+    let rows = [
+        Rows::Last,
+        Rows::Last,
+        Rows::Last,
+        Rows::Last,
+        Rows::None,
+        Rows::Last,
+    ];
+    let full = [false, true, true, false, true, false];
+    let fork = |eng: &mut Engine| -> Vec<StateId> {
+        bases.iter().map(|&b| eng.fork_state(b).unwrap()).collect()
+    };
+    let (a, b) = (fork(&mut eng), fork(&mut eng));
+    let inputs = |states: &[StateId]| -> Vec<SeqInput> {
+        (0..6)
+            .map(|i| SeqInput {
+                state: states[i],
+                tokens: &pieces[i],
+                rows: rows[i],
+            })
+            .collect()
+    };
+    let plain = eng.forward(&inputs(&a), WANT, None).unwrap();
+    // Sequence 5 bans its own argmax; sequence 3 penalises it away.
+    let t5 = argmax(&plain.logits[5]);
+    let t3 = argmax(&plain.logits[3]);
+    let adj5 = [(t5, f32::INFINITY)];
+    let adj3 = [(t3, 1e4f32), (17, 0.5)];
+    let choice: Vec<Option<&[(u32, f32)]>> = (0..6)
+        .map(|i| match (full[i], i) {
+            (true, _) => None,
+            (false, 5) => Some(&adj5[..]),
+            (false, 3) => Some(&adj3[..]),
+            (false, _) => Some(&[][..]),
+        })
+        .collect();
+    let greedy = eng.forward_greedy(&inputs(&b), &choice, None).unwrap();
+    for i in 0..6 {
+        let l = &plain.logits[i];
+        match rows[i] {
+            Rows::None => assert!(greedy.argmax[i].is_empty(), "sequence {i}"),
+            _ => {
+                let mut adjusted = l.clone();
+                for &(t, d) in choice[i].unwrap_or(&[]) {
+                    adjusted[t as usize] -= d;
+                }
+                let t = argmax(&adjusted);
+                assert_eq!(
+                    greedy.argmax[i],
+                    vec![(t, adjusted[t as usize])],
+                    "sequence {i}"
+                );
+            }
+        }
+        match full[i] {
+            true => assert!(&greedy.logits[i] == l, "sequence {i}: logits differ"),
+            false => assert!(greedy.logits[i].is_empty(), "sequence {i}"),
+        }
+        assert_eq!(
+            eng.read_state_vec(a[i]).unwrap(),
+            eng.read_state_vec(b[i]).unwrap(),
+            "sequence {i}: states"
+        );
+    }
+    assert_ne!(greedy.argmax[5][0].0, t5, "the ban moved the draw");
+    assert_ne!(greedy.argmax[3][0].0, t3, "the penalty moved the draw");
+    assert!(eng.forward_greedy(&inputs(&b), &choice[..2], None).is_err());
+    let bad = [(70_000u32, 1.0f32)];
+    let mut with_bad = choice.clone();
+    with_bad[0] = Some(&bad[..]);
+    assert!(eng.forward_greedy(&inputs(&b), &with_bad, None).is_err());
+    for s in a.into_iter().chain(b).chain(bases) {
+        eng.free_state(s).unwrap();
+    }
+}

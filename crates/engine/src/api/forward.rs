@@ -106,7 +106,7 @@ impl Engine {
 
     /// Every sequence's state is live and appears once, its tokens are below the
     /// vocabulary size and it has at least one ([`EngineError::InvalidInput`] otherwise).
-    fn check_inputs(&self, seqs: &[SeqInput]) -> Result<()> {
+    pub(super) fn check_inputs(&self, seqs: &[SeqInput]) -> Result<()> {
         let vocab = self.weights.config.vocab_size;
         for (i, s) in seqs.iter().enumerate() {
             self.check(s.state)?;
@@ -176,7 +176,7 @@ impl Engine {
     /// One pass's sequences — (index, slot, tokens), in order, as many tokens as the
     /// graph's capacity allows from each one's `cursor` (advanced) — and the token
     /// positions of its output rows.
-    fn fill_pass<'s>(
+    pub(super) fn fill_pass<'s>(
         &self,
         seqs: &'s [SeqInput],
         cursor: &mut [usize],
@@ -233,7 +233,7 @@ impl Engine {
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
         let seq_list: Vec<(u32, &[u32])> = pass.iter().map(|p| (p.1, p.2)).collect();
         self.graph
-            .encode(&self.gpu, &mut enc, &seq_list, rows, run_head)?;
+            .encode(&self.gpu, &mut enc, &seq_list, rows, run_head, false)?;
         // Results go to the graph's readback buffer in the same submission: logits
         // first, embeddings after them.
         let n_logits = if run_head { rows.len() * vocab } else { 0 };
@@ -282,12 +282,7 @@ impl Engine {
         let emb: &[f32] = &host[host.len() - n_emb..];
         // Hand rows back to their sequences, in order.
         let mut at = 0usize;
-        let mut tok_at = 0usize;
-        for &(i, _, toks) in pass {
-            let n_rows = rows
-                .iter()
-                .filter(|&&x| (x as usize) >= tok_at && (x as usize) < tok_at + toks.len())
-                .count();
+        for (&(i, _, _), &n_rows) in pass.iter().zip(&rows_per_seq(pass, rows)) {
             if run_head {
                 out.logits[i].extend_from_slice(&logits[at * vocab..(at + n_rows) * vocab]);
             }
@@ -295,7 +290,6 @@ impl Engine {
                 out.embeddings[i].extend_from_slice(&emb[at * c..(at + n_rows) * c]);
             }
             at += n_rows;
-            tok_at += toks.len();
         }
         Ok(())
     }
@@ -305,16 +299,29 @@ impl Engine {
     pub(super) fn record_decode(&self) -> wgpu::CommandBuffer {
         let dims = self.graph.decode_dims();
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        self.graph.record(&mut enc, &dims, true);
+        self.graph.record(&mut enc, &dims, true, false);
         let bytes = self.weights.config.vocab_size as u64 * 4;
         enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
         enc.finish()
     }
 }
 
+/// How many of a pass's output `rows` (token indices into the pass) fall in each of its
+/// sequences, in order.
+pub(super) fn rows_per_seq(pass: &[PassSeq], rows: &[u32]) -> Vec<usize> {
+    let mut tok_at = 0usize;
+    pass.iter()
+        .map(|&(_, _, toks)| {
+            let r = tok_at..tok_at + toks.len();
+            tok_at += toks.len();
+            rows.iter().filter(|&&x| r.contains(&(x as usize))).count()
+        })
+        .collect()
+}
+
 /// Output rows a pass would take for `s`: every token of a `Rows::All` sequence, one for
 /// `Rows::Last`, none for `Rows::None`.
-fn rows_of(s: &SeqInput) -> usize {
+pub(super) fn rows_of(s: &SeqInput) -> usize {
     match s.rows {
         Rows::All => s.tokens.len(),
         Rows::Last => 1,
@@ -323,4 +330,4 @@ fn rows_of(s: &SeqInput) -> usize {
 }
 
 /// One sequence's part of a pass: (its index in the call, its state's slot, its tokens).
-type PassSeq<'s> = (usize, u32, &'s [u32]);
+pub(super) type PassSeq<'s> = (usize, u32, &'s [u32]);

@@ -4,10 +4,11 @@
 //! in GPU slots addressed by [`StateId`]; forking copies a slot on the GPU.
 //!
 //! The façade in pieces: `load` (files onto a GPU), `state` (slots), `forward` (the
-//! batched pass), `generate` (tokens and text). Every public type is re-exported here.
+//! batched pass), `greedy` (decode steps that read back argmax rows), `generate` (tokens and text). Every public type is re-exported here.
 
 mod forward;
 mod generate;
+mod greedy;
 mod load;
 mod lora;
 mod merge;
@@ -18,6 +19,7 @@ pub use forward::{ForwardOutput, Rows, SeqInput, Want};
 pub use generate::{
     CancelToken, GenerateOptions, GenerateStats, StopReason, TextEvent, TextOutput,
 };
+pub use greedy::GreedyOutput;
 pub use load::{LoadOptions, LoadProgress, ModelInfo};
 pub use lora::LoraId;
 pub use merge::{merge_to_safetensors, MergeSummary};

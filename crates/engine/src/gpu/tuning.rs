@@ -76,6 +76,9 @@ pub struct Tuning {
     /// `RWKV_MEDIUM=0` makes it false: passes of 9–64 tokens run the large passes'
     /// tensor-core products instead of their medium variants (`ops::matmul::medium_plan`).
     pub medium: bool,
+    /// `RWKV_GPU_ARGMAX=0` makes it false: `Engine::forward_greedy` reads back the logits
+    /// of every sequence, as `Engine::forward` does (A/B runs of a server's greedy steps).
+    pub gpu_argmax: bool,
     /// `RWKV_WKV_ROWS`: rows of S per workgroup of the WKV scan (8, 16, 32 or 64).
     pub wkv_rows: Option<u32>,
     /// `RWKV_WKV_TPR`: threads per row of S (1, 2, 4, 8 or 16) of the WKV scan and the
@@ -119,6 +122,7 @@ impl Default for Tuning {
             ksplit_wide: None,
             waves: true,
             medium: true,
+            gpu_argmax: true,
             wkv_rows: None,
             wkv_tpr: None,
             lora_hprod: true,
@@ -219,6 +223,7 @@ impl Tuning {
             ksplit_wide: u32_in("RWKV_KSPLIT_WIDE", "1 to 32", &one_to_32),
             waves: flag("RWKV_WAVES") != Some(false),
             medium: flag("RWKV_MEDIUM") != Some(false),
+            gpu_argmax: flag("RWKV_GPU_ARGMAX") != Some(false),
             wkv_rows: u32_in("RWKV_WKV_ROWS", "8, 16, 32 or 64", &|n| {
                 [8, 16, 32, 64].contains(&n)
             }),
@@ -276,6 +281,7 @@ mod tests {
             ("RWKV_KSPLIT_WIDE", "2"),
             ("RWKV_WAVES", "0"),
             ("RWKV_MEDIUM", "0"),
+            ("RWKV_GPU_ARGMAX", "0"),
             ("RWKV_WKV_ROWS", "32"),
             ("RWKV_WKV_TPR", "4"),
             ("RWKV_LORA_HPROD", "0"),
@@ -303,6 +309,7 @@ mod tests {
             ksplit_wide: Some(2),
             waves: false,
             medium: false,
+            gpu_argmax: false,
             wkv_rows: Some(32),
             wkv_tpr: Some(4),
             lora_hprod: false,

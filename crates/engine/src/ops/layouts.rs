@@ -134,6 +134,9 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
                 dst_off
             }),
         )),
+        Variant::Argmax(_) | Variant::Adjust(_) => {
+            m.push(("Params", layout!(o::argmax::Params { vocab })))
+        }
         Variant::LnShift(_) => m.push((
             "Params",
             layout!(o::ln_shift::Params {

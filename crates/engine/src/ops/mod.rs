@@ -21,6 +21,7 @@ macro_rules! shader {
     };
 }
 
+pub mod argmax;
 pub mod decode;
 pub mod embed;
 pub mod gather_rows;

@@ -5,6 +5,7 @@
 
 use crate::format::DType;
 use crate::gpu::pipeline::{KernelSpec, SpecKey};
+use crate::ops::argmax::{AdjustSpec, ArgmaxSpec};
 use crate::ops::embed::EmbedSpec;
 use crate::ops::gather_rows::GatherRowsSpec;
 use crate::ops::layer_norm::LayerNormSpec;
@@ -33,6 +34,8 @@ pub(crate) enum Variant {
     WkvPrep(WkvPrepSpec),
     WkvOut(WkvOutSpec),
     GatherRows(GatherRowsSpec),
+    Argmax(ArgmaxSpec),
+    Adjust(AdjustSpec),
     LnShift(LnShiftSpec),
 }
 
@@ -52,6 +55,8 @@ macro_rules! with_spec {
             Variant::WkvPrep($s) => $e,
             Variant::WkvOut($s) => $e,
             Variant::GatherRows($s) => $e,
+            Variant::Argmax($s) => $e,
+            Variant::Adjust($s) => $e,
             Variant::LnShift($s) => $e,
         }
     };
@@ -262,6 +267,8 @@ pub(crate) fn every_variant() -> Vec<Variant> {
     all.push(Variant::WkvPrep(WkvPrepSpec));
     all.push(Variant::WkvOut(WkvOutSpec));
     all.push(Variant::GatherRows(GatherRowsSpec));
+    all.push(Variant::Argmax(ArgmaxSpec));
+    all.push(Variant::Adjust(AdjustSpec));
     all.push(Variant::Reduce(ReduceSpec {
         ksplit: 4,
         group: false,

@@ -183,6 +183,37 @@ impl Sampler {
         self.seen.clear();
     }
 
+    /// For a greedy sampler (temperature 0 or top-k 1) without a repetition penalty: the
+    /// (token, delta) pairs such that its next draw is the argmax of the logits after
+    /// `logit[token] −= delta` — +inf for each banned token, `presence + occurrence ·
+    /// frequency` (the same f32 expression [`Self::sample`] subtracts) for each token
+    /// seen and not banned, zero deltas left out; one pair a token. A NaN is never the
+    /// argmax, the lowest index wins ties. `None` for any other sampler (a repetition
+    /// penalty divides). Such a draw may come from the GPU (`Engine::forward_greedy`).
+    pub fn greedy_adjustments(&self) -> Option<Vec<(u32, f32)>> {
+        let o = &self.opts;
+        if !(o.temperature == 0.0 || o.top_k == 1) || o.repetition_penalty != 1.0 {
+            return None;
+        }
+        let mut adj: Vec<(u32, f32)> = Vec::new();
+        for &t in &o.banned_tokens {
+            if (t as usize) < self.vocab && !adj.iter().any(|a| a.0 == t) {
+                adj.push((t, f32::INFINITY));
+            }
+        }
+        let (pres, freq) = (o.presence_penalty, o.frequency_penalty);
+        for &t in &self.seen {
+            if o.banned_tokens.contains(&t) {
+                continue;
+            }
+            let delta = pres + self.occurrence[t as usize] * freq;
+            if delta != 0.0 {
+                adj.push((t, delta));
+            }
+        }
+        Some(adj)
+    }
+
     /// Whether `token` is one of the stop tokens.
     pub fn is_stop(&self, token: u32) -> bool {
         self.opts.stop_tokens.contains(&token)

@@ -33,6 +33,67 @@ fn greedy_picks_argmax() -> Result<()> {
     Ok(())
 }
 
+/// A greedy sampler with bans and presence / frequency penalties draws what the argmax
+/// of the logits after its adjustments picks (`ops::argmax::reference`, NaN and ties
+/// included); a temperature or a repetition penalty gives no adjustments.
+#[test]
+fn greedy_draws_are_the_argmax_after_the_adjustments() -> Result<()> {
+    let pen = SamplerOptions {
+        presence_penalty: 0.5,
+        frequency_penalty: 0.5,
+        penalty_decay: 0.996,
+        banned_tokens: vec![5, 5, 70_000],
+        ..SamplerOptions::greedy()
+    };
+    for opts in [SamplerOptions::greedy(), pen] {
+        let mut s = Sampler::new(opts, 65536)?;
+        for seed in 0..12u64 {
+            let mut logits = random_logits(65536, 40 + seed);
+            logits[3] = f32::NAN;
+            logits[5] = 50.0;
+            logits[900 + (seed % 3) as usize] = 30.0;
+            logits[60_000] = 30.0;
+            let adj = s.greedy_adjustments().expect("a greedy sampler");
+            let mut adjusted = logits.clone();
+            for &(t, d) in &adj {
+                adjusted[t as usize] -= d;
+            }
+            let want = crate::ops::argmax::reference(&adjusted).0;
+            let got = s.sample(&mut logits);
+            assert_eq!(got, want, "draw {seed}");
+            s.accept(got);
+        }
+    }
+    let not = [
+        SamplerOptions {
+            temperature: 1.0,
+            ..SamplerOptions::greedy()
+        },
+        SamplerOptions {
+            repetition_penalty: 1.1,
+            ..SamplerOptions::greedy()
+        },
+    ];
+    for o in not {
+        assert!(
+            Sampler::new(o.clone(), 65536)?
+                .greedy_adjustments()
+                .is_none(),
+            "{o:?}"
+        );
+    }
+    let top1 = SamplerOptions {
+        temperature: 1.0,
+        top_k: 1,
+        ..SamplerOptions::greedy()
+    };
+    assert_eq!(
+        Sampler::new(top1, 65536)?.greedy_adjustments(),
+        Some(vec![])
+    );
+    Ok(())
+}
+
 #[test]
 fn same_seed_same_sequence_other_seed_differs() -> Result<()> {
     let run = |seed| -> Result<Vec<u32>> {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use rwkv_engine::sampler::Sampler;
 use rwkv_engine::{
-    Engine, EngineError, InitState, PrefixCache, Resumed, Rows, SeqInput, Tokenizer, Want,
+    Engine, EngineError, InitState, PrefixCache, Resumed, Rows, SeqInput, Tokenizer,
 };
 
 use super::seq::Seq;
@@ -341,10 +341,17 @@ impl Sched {
             })
             .collect();
         self.metrics.batch_size.observe(inputs.len() as f64);
-        let want = Want {
-            logits: true,
-            embeddings: false,
-        };
+        // Logits come back for prompt pieces (a finished prompt's are cached) and for the
+        // sequences the CPU samples; a greedy decode step needs only its row's argmax after
+        // its bans and penalties, both done on the GPU.
+        let adjust: Vec<Option<Vec<(u32, f32)>>> = plan
+            .iter()
+            .map(|(i, _, _)| {
+                let s = &self.running[*i];
+                s.next.and_then(|_| s.greedy_adjustments())
+            })
+            .collect();
+        let greedy: Vec<Option<&[(u32, f32)]>> = adjust.iter().map(|a| a.as_deref()).collect();
         // Constrained sequences compute their next mask on another thread while the GPU
         // runs this step (the mask depends only on the tokens committed so far).
         let self_forward = self.metrics.forward_seconds.clone();
@@ -364,7 +371,7 @@ impl Sched {
                 });
             }
             let t = Instant::now();
-            let out = eng.forward(&inputs, want, None);
+            let out = eng.forward_greedy(&inputs, &greedy, None);
             self_forward.observe(t.elapsed().as_secs_f64());
             out
         });
@@ -382,7 +389,9 @@ impl Sched {
             }
         };
         let mut to_sample: Vec<(usize, Vec<f32>)> = Vec::new();
-        for ((i, toks, _), logits) in plan.into_iter().zip(out.logits) {
+        let mut picked: Vec<(usize, (u32, f32))> = Vec::new();
+        let rows = out.logits.into_iter().zip(out.argmax);
+        for ((i, toks, _), (logits, argmax)) in plan.into_iter().zip(rows) {
             let s = &mut self.running[i];
             if s.next.take().is_some() {
                 // A decode token: fed.
@@ -402,9 +411,15 @@ impl Sched {
             }
             if !logits.is_empty() {
                 to_sample.push((i, logits));
+            } else if let Some(&best) = argmax.last() {
+                picked.push((i, best));
             }
         }
         let t = Instant::now();
+        self.metrics.generated(picked.len() as u64);
+        for (i, best) in picked {
+            self.running[i].take_argmax(best);
+        }
         self.sample_all(to_sample);
         self.metrics
             .sample_seconds
@@ -451,11 +466,14 @@ impl Sched {
             }
             let mut s = self.running.swap_remove(i);
             if !s.generated.is_empty() {
+                // The client hears first: keeping the state (a GPU copy, perhaps a spill
+                // of older entries to host memory) is the server's business, and no
+                // request can look it up before this loop is through.
+                s.done();
                 let key = s.state_tokens();
                 if let Err(e) = self.cache.store(eng, &key, s.state, None) {
                     log::warn!("conversation cache: {e}");
                 }
-                s.done();
             }
             let _ = eng.free_state(s.state);
         }

@@ -10,6 +10,7 @@ use rwkv_engine::{Constraint, StateId, StreamDecoder, Tokenizer};
 
 use super::logprobs::token_logprob;
 use super::{Done, Event, Finish, GenJob};
+use crate::openai::response::TokenLogprob;
 
 pub(super) struct Seq {
     pub job: GenJob,
@@ -84,15 +85,43 @@ impl Seq {
                 return;
             }
         };
+        let logprob = match (raw, self.job.params.logprobs) {
+            (Some(raw), Some(k)) => Some(token_logprob(tok, &raw, id, k)),
+            _ => None,
+        };
+        self.take(id, logprob);
+    }
+
+    /// When this sequence's next draw may be the GPU's argmax of its logits
+    /// ([`Self::take_argmax`]): the adjustments (bans, penalties) of its greedy sampler,
+    /// without a constraint or log-probabilities; `None` otherwise.
+    pub fn greedy_adjustments(&self) -> Option<Vec<(u32, f32)>> {
+        if self.constraint.is_some() || self.job.params.logprobs.is_some() {
+            return None;
+        }
+        self.sampler.greedy_adjustments()
+    }
+
+    /// [`Self::sample`] for a sequence with [`Self::greedy_adjustments`], from the (token,
+    /// logit) the GPU found largest after them: the token the CPU draw would take from the
+    /// same logits.
+    pub fn take_argmax(&mut self, (id, max): (u32, f32)) {
+        if max == f32::NEG_INFINITY {
+            log::warn!("sampling failed, ending the reply: no finite logit (all NaN or -inf)");
+            self.finish = Some(Finish::Stop);
+            return;
+        }
+        self.take(id, None);
+    }
+
+    /// The drawn token `id`: recorded, sent with its text (and `logprob`), and the
+    /// sequence's end decided.
+    fn take(&mut self, id: u32, logprob: Option<TokenLogprob>) {
         self.sampler.accept(id);
         self.generated.push(id);
         if self.first_at.is_none() {
             self.first_at = Some(Instant::now());
         }
-        let logprob = match (raw, self.job.params.logprobs) {
-            (Some(raw), Some(k)) => Some(token_logprob(tok, &raw, id, k)),
-            _ => None,
-        };
         let closed = match self.constraint.as_mut() {
             // End-of-text under a constraint: the structure is complete (the mask allows
             // it nowhere else), whatever the stop tokens say.

@@ -35,6 +35,14 @@ pub struct Graph {
     /// Host-readable copy of the logits (first `r_cap × vocab` f32) and the embeddings
     /// (`r_cap × C` f32 after them), filled by the pass that computes them.
     pub readback: wgpu::Buffer,
+    /// Greedy passes ([`Graph::record`]'s `greedy`): the bans and penalties of the rows'
+    /// draws (`adjust_buf`: a count, then (logit index, delta) entries, written before the
+    /// pass) applied by `adjust`, then each output row's argmax (`[r_cap]` × (u32 index,
+    /// f32 bits)) by `argmax` into `argmax_out`.
+    pub adjust_buf: wgpu::Buffer,
+    pub adjust: Node,
+    pub argmax_out: wgpu::Buffer,
+    pub argmax: Node,
     /// Embedding … ln_out (everything but the head).
     pub body: Vec<Node>,
     pub head: Vec<Node>,
@@ -119,6 +127,10 @@ impl Graph {
         };
         let body = body_nodes(&blocks, wts)?;
         let head = head_nodes(&cx, wts, &regions, &act, &logits)?;
+        let adjust_buf = ops::argmax::adjust_buffer(gpu, r_cap);
+        let adjust = ops::argmax::adjust(&cx, cfg.vocab_size, &adjust_buf, &logits)?;
+        let argmax_out = buffer::storage(gpu, "argmax", r_cap as u64 * 8);
+        let argmax = ops::argmax::argmax(&cx, cfg.vocab_size, &logits, &argmax_out)?;
         // The pipelines compile on worker threads while the graph is built (and the
         // weights upload): the graph is ready once every compile is done.
         pipelines.finish()?;
@@ -135,6 +147,10 @@ impl Graph {
             state,
             logits,
             readback,
+            adjust_buf,
+            adjust,
+            argmax_out,
+            argmax,
             body,
             head,
             dims_host,

@@ -58,7 +58,9 @@ impl Graph {
     /// Writes the metadata of one pass and records its dispatches.
     ///
     /// `seqs`: (state slot, tokens) per sequence; `rows`: token rows (indices into the
-    /// concatenation) to gather for the head / embeddings; `run_head`: compute logits.
+    /// concatenation) to gather for the head / embeddings; `run_head`: compute logits;
+    /// `greedy`: and each row's argmax of them after its adjustments (`adjust_buf`, written
+    /// by the caller: [`crate::ops::argmax::adjust`]) into `argmax_out`.
     pub fn encode(
         &self,
         gpu: &GpuContext,
@@ -66,6 +68,7 @@ impl Graph {
         seqs: &[(u32, &[u32])],
         rows: &[u32],
         run_head: bool,
+        greedy: bool,
     ) -> Result<Dims> {
         let dims = self.write_meta(gpu, seqs, rows)?;
         // The late-compiled variants this pass takes (2–8 tokens): an error, not a pass
@@ -79,13 +82,21 @@ impl Graph {
                 })?;
             }
         }
-        self.record(enc, &dims, run_head);
+        self.record(enc, &dims, run_head, greedy);
         Ok(dims)
     }
 
     /// Records the dispatches of a pass of `dims` (its metadata written separately by
-    /// [`Graph::write_meta`] before the submission).
-    pub fn record(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, run_head: bool) {
+    /// [`Graph::write_meta`] before the submission); with `greedy` (and `run_head`) the
+    /// adjustments of `adjust_buf` and each output row's argmax into `argmax_out` after the
+    /// head.
+    pub fn record(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        dims: &Dims,
+        run_head: bool,
+        greedy: bool,
+    ) {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("forward"),
             timestamp_writes: None,
@@ -93,6 +104,11 @@ impl Graph {
         ops::encode_as(&mut pass, &self.body, dims, self.invariant);
         if run_head {
             ops::encode_as(&mut pass, &self.head, dims, self.invariant);
+            if greedy {
+                for n in [&self.adjust, &self.argmax] {
+                    ops::encode_as(&mut pass, std::slice::from_ref(n), dims, false);
+                }
+            }
         }
     }
 
