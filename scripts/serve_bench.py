@@ -8,7 +8,8 @@
 `streams`: N clients at once, each one streamed /v1/completions request (greedy,
 `ignore_eos`, MAX_TOKENS tokens after a PROMPT_WORDS-word prompt): aggregate decode tok/s
 (Σ tokens after each stream's first / the time from the first first-token to the last
-end) and TTFT p50 / p99 (ms, from the request to the first streamed text).
+end) and TTFT p50 / p99 (ms, from the request to the first streamed text); the clients run
+on PROCS processes (threads of one process share Python's lock and fell behind the stream).
 `turns`: a 10-turn chat (~115 new tokens a turn) through /v1/chat/completions: TTFT of
 turn 1 and turn 10 alone, turn 10 with CONVERSATIONS chats interleaved, and turn 10
 after the client edits its last message. Prints one JSON object per figure.
@@ -17,6 +18,7 @@ after the client edits its last message. Prints one JSON object per figure.
 import argparse
 import http.client
 import json
+import multiprocessing
 import statistics
 import sys
 import threading
@@ -76,27 +78,47 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+def _stream_group(a, ids, barrier, out):
+    """Runs streams `ids` on threads of this process (after `barrier`), putting (i, result or
+    error) on `out`. perf_counter is CLOCK_MONOTONIC: comparable across processes."""
+    def one(i):
+        body = {"model": a.model, "prompt": text(a.prompt_words, i), "max_tokens": a.max_tokens,
+                "temperature": 0, "ignore_eos": True}
+        barrier.wait()
+        t = time.perf_counter()
+        try:
+            ttft, end, k, _, _ = stream(a.url, "/v1/completions", body, a.key)
+            out.put((i, (t + ttft, t + end, k, ttft)))
+        except Exception as e:  # noqa: BLE001
+            out.put((i, repr(e)))
+
+    th = [threading.Thread(target=one, args=(i,)) for i in ids]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+
+
 def streams(a):
+    # The clients spread over processes (threads of one Python process share its lock, and at
+    # thousands of streamed tokens a second that lock, not the server, set the pace).
+    ctx = multiprocessing.get_context("fork")
     for n in [int(x) for x in a.streams.split(",")]:
+        procs = max(1, min(a.procs, n))
+        barrier, out = ctx.Barrier(n), ctx.Queue()
+        groups = [list(range(p, n, procs)) for p in range(procs)]
+        ps = [ctx.Process(target=_stream_group, args=(a, g, barrier, out)) for g in groups]
+        for p in ps:
+            p.start()
         res, errs = [None] * n, []
-        barrier = threading.Barrier(n)
-
-        def one(i):
-            body = {"model": a.model, "prompt": text(a.prompt_words, i), "max_tokens": a.max_tokens,
-                    "temperature": 0, "ignore_eos": True}
-            barrier.wait()
-            t = time.perf_counter()
-            try:
-                ttft, end, k, _, _ = stream(a.url, "/v1/completions", body, a.key)
-                res[i] = (t + ttft, t + end, k, ttft)
-            except Exception as e:  # noqa: BLE001
-                errs.append(repr(e))
-
-        th = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
+        for _ in range(n):
+            i, r = out.get()
+            if isinstance(r, str):
+                errs.append(r)
+            else:
+                res[i] = r
+        for p in ps:
+            p.join()
         if errs:
             print(json.dumps({"streams": n, "errors": errs[:3]}), flush=True)
             continue
@@ -105,7 +127,7 @@ def streams(a):
         toks = sum(r[2] - 1 for r in res)
         ttfts = [r[3] * 1e3 for r in res]
         print(json.dumps({
-            "figure": "streams", "streams": n, "max_tokens": a.max_tokens,
+            "figure": "streams", "streams": n, "max_tokens": a.max_tokens, "client_procs": procs,
             "agg_decode_tok_s": round(toks / max(last - first, 1e-9), 1),
             "agg_total_tok_s": round(sum(r[2] for r in res) / (last - min(r[0] - r[3] for r in res)), 1),
             "ttft_p50_ms": round(pct(ttfts, 50), 1), "ttft_p99_ms": round(pct(ttfts, 99), 1),
@@ -172,6 +194,8 @@ def main():
     p.add_argument("--model", default="")
     p.add_argument("--key", default=None)
     p.add_argument("--streams", default="1,8,32,128")
+    p.add_argument("--procs", type=int, default=16,
+                   help="client processes the streams spread over (each runs its share on threads)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--prompt-words", type=int, default=32)
     p.add_argument("--conversations", type=int, default=32)
