@@ -88,8 +88,25 @@ impl Engine {
         self.check_inputs(seqs)?;
         let rows: usize = seqs.iter().map(rows_of).sum();
         let mut out = self.reserve_outputs(seqs, want, rows)?;
-        let mut cursor = vec![0usize; seqs.len()];
         self.want_rows(rows);
+        self.each_pass(seqs, cancel, |eng, pass, rows| {
+            eng.run_pass(pass, rows, want, &mut out)
+        })?;
+        Ok(out)
+    }
+
+    /// Feeds `seqs` in the passes [`Self::fill_pass`] makes, each through `run` (its
+    /// sequences and output rows), `cancel` checked before each; then checks that the
+    /// device is not lost.
+    ///
+    /// Errors: [`EngineError::Cancelled`]; what `run` returns; a lost device.
+    pub(super) fn each_pass(
+        &self,
+        seqs: &[SeqInput],
+        cancel: Option<&CancelToken>,
+        mut run: impl FnMut(&Self, &[PassSeq], &[u32]) -> Result<()>,
+    ) -> Result<()> {
+        let mut cursor = vec![0usize; seqs.len()];
         loop {
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Err(EngineError::Cancelled);
@@ -98,10 +115,9 @@ impl Engine {
             if pass.is_empty() {
                 break;
             }
-            self.run_pass(&pass, &rows, want, &mut out)?;
+            run(self, &pass, &rows)?;
         }
-        self.gpu.check_lost()?;
-        Ok(out)
+        self.gpu.check_lost()
     }
 
     /// Every sequence's state is live and appears once, its tokens are below the
@@ -176,7 +192,7 @@ impl Engine {
     /// One pass's sequences — (index, slot, tokens), in order, as many tokens as the
     /// graph's capacity allows from each one's `cursor` (advanced) — and the token
     /// positions of its output rows.
-    pub(super) fn fill_pass<'s>(
+    fn fill_pass<'s>(
         &self,
         seqs: &'s [SeqInput],
         cursor: &mut [usize],

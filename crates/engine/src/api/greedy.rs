@@ -70,12 +70,11 @@ impl Engine {
             &none[..]
         };
         let full: Vec<bool> = greedy.iter().map(Option::is_none).collect();
-        let vocab = self.weights.config.vocab_size;
         // Any greedy sequence may fall back to its logits: bound them all.
-        let full_rows: usize = seqs.iter().map(rows_of).sum();
+        let rows: usize = seqs.iter().map(rows_of).sum();
         output::check(
-            || format!("logits (× {vocab}) of {full_rows} rows"),
-            (full_rows as u64).saturating_mul(vocab as u64),
+            || format!("logits (× {vocab}) of {rows} rows"),
+            (rows as u64).saturating_mul(vocab as u64),
             4,
         )?;
         let mut out = GreedyOutput::default();
@@ -85,20 +84,10 @@ impl Engine {
             out.logits
                 .push(output::vec(|| format!("logits of {} rows", rows_of(s)), n)?);
         }
-        let rows: usize = seqs.iter().map(rows_of).sum();
         self.want_rows(rows);
-        let mut cursor = vec![0usize; seqs.len()];
-        loop {
-            if cancel.is_some_and(|c| c.is_cancelled()) {
-                return Err(EngineError::Cancelled);
-            }
-            let (pass, rows) = self.fill_pass(seqs, &mut cursor);
-            if pass.is_empty() {
-                break;
-            }
-            self.run_greedy_pass(&pass, &rows, greedy, &mut out)?;
-        }
-        self.gpu.check_lost()?;
+        self.each_pass(seqs, cancel, |eng, pass, rows| {
+            eng.run_greedy_pass(pass, rows, greedy, &mut out)
+        })?;
         Ok(out)
     }
 

@@ -187,8 +187,9 @@ fn check_bindings(
 /// The scratch of the k-split tensor-core products, and whether they may split: `[KSPLIT][T][N]`
 /// f32 for the largest split one of the C-row products, the channel-mix key (N = ffn_dim;
 /// not split unless `RWKV_KSPLIT_WIDE` asks), their medium variants (`medium_plan`, at
-/// `MEDIUM_T` tokens) and the key's k-split tail rows (`matmul_waves`). A group of low-rank products whose slices do not fit in it runs its
-/// products one by one (`push_grouped`).
+/// `MEDIUM_T` tokens) and the key's k-split tail rows (`matmul_waves`). A group of
+/// low-rank products whose slices do not fit in it runs its products one by one
+/// (`push_grouped`).
 fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Buffer, bool) {
     let tail = waves_plan(gpu, cfg.ffn_dim, cfg.n_embd, t_cap).map_or(0, |w| w.2 as u64 * 4);
     let split_bytes = [

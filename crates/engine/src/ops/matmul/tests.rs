@@ -321,57 +321,8 @@ fn k_split_matches_reference() {
 }
 
 fn k_split_case(n: usize, ks: u32) {
-    let k = 512;
-    let w = rand_vec(51, n * k, 0.3);
-    let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
-    let mut wd = vec![0f32; n * k];
-    crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
     for t in [3usize, 130] {
-        let h = Harness::new(Dims {
-            n_tokens: t as u32,
-            ..Default::default()
-        });
-        let x = rand_vec(52, t * k, 1.0);
-        let y0 = rand_vec(53, t * n, 1.0);
-        let bias = rand_vec(54, n, 0.5);
-        let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
-        let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
-        let args = test_args(n, k, t, Act::ReluSq, true);
-        let scratch = buffer::storage(&h.gpu, "scratch", (4 * t * n * 4) as u64);
-        let (node, reduce) = matmul_split(
-            &h.ctx(),
-            "split",
-            None,
-            &m,
-            &h.f32_buf(&bias),
-            &act_buf,
-            &args,
-            &scratch,
-            ks,
-        )
-        .unwrap();
-        let tiled = std::ptr::eq(node.pick(&h.dims), &node);
-        h.run(&[node, reduce]);
-        let got = h.read(&act_buf, t * k, t * n);
-        let x_ref = match takes_8_bit_x(&h, &m, t) {
-            true => q8_rounded(&x),
-            false => x.clone(),
-        };
-        let mut want = reference(&wd, n, k, &x_ref, Some(&bias), Act::ReluSq);
-        want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
-        compare(
-            &h,
-            DType::Q4_K,
-            &wd,
-            &x,
-            &got,
-            &want,
-            n,
-            k,
-            t,
-            Act::ReluSq,
-            tiled,
-        );
+        split_case(n, 512, t, ks, 4 * t * n, 51, |_, _, _| {});
     }
 }
 
@@ -383,67 +334,89 @@ fn k_split_case(n: usize, ks: u32) {
 /// portable tiles.
 #[test]
 fn medium_passes_match_reference() {
-    let (n, k) = (1100usize, 1024usize);
-    let w = rand_vec(61, n * k, 0.3);
+    let n = 1100;
+    for ks in [1u32, 4] {
+        for t in [40usize, 64, 65] {
+            split_case(n, 1024, t, ks, 16 * 65 * n, 61, |h, node, reduce| {
+                let picked = node.pick(&h.dims);
+                let medium = !std::ptr::eq(picked, node);
+                if h.gpu.features.coopmat {
+                    // The medium variant is the one above the matrix × vector variant.
+                    let below = picked.small.as_ref().map(|s| s.max);
+                    assert_eq!(medium, t as u32 <= MEDIUM_T, "T={t}");
+                    assert!(!medium || below == Some(SMALL_T), "T={t}: {below:?}");
+                    let r = reduce.pick(&h.dims).grid.size(&h.dims);
+                    assert!(!medium || r.is_some(), "T={t}: the medium reduce step runs");
+                } else {
+                    assert!(!medium, "no tensor cores: the portable tiles for T={t}");
+                }
+            });
+        }
+    }
+}
+
+/// A Q4_K `[n, k]` product through [`matmul_split`] in `ks` slices at `t` tokens (a scratch
+/// of `scratch_f32` values; random data from `seed`), with bias, ReLU² and a residual add,
+/// against the reference; `inspect` sees its two nodes before they run.
+fn split_case(
+    n: usize,
+    k: usize,
+    t: usize,
+    ks: u32,
+    scratch_f32: usize,
+    seed: u64,
+    inspect: impl FnOnce(&Harness, &Node, &Node),
+) {
+    let w = rand_vec(seed, n * k, 0.3);
     let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
     let mut wd = vec![0f32; n * k];
     crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
-    for ks in [1u32, 4] {
-        for t in [40usize, 64, 65] {
-            let h = Harness::new(Dims {
-                n_tokens: t as u32,
-                ..Default::default()
-            });
-            let x = rand_vec(62, t * k, 1.0);
-            let y0 = rand_vec(63, t * n, 1.0);
-            let bias = rand_vec(64, n, 0.5);
-            let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
-            let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
-            let args = test_args(n, k, t, Act::ReluSq, true);
-            let scratch = buffer::storage(&h.gpu, "scratch", (16 * 65 * n * 4) as u64);
-            let (node, reduce) = matmul_split(
-                &h.ctx(),
-                "medium",
-                None,
-                &m,
-                &h.f32_buf(&bias),
-                &act_buf,
-                &args,
-                &scratch,
-                ks,
-            )
-            .unwrap();
-            let picked = node.pick(&h.dims);
-            let medium = !std::ptr::eq(picked, &node);
-            if h.gpu.features.coopmat {
-                // The medium variant is the one above the matrix × vector variant.
-                let below = picked.small.as_ref().map(|s| s.max);
-                assert_eq!(medium, t as u32 <= MEDIUM_T, "T={t}");
-                assert!(!medium || below == Some(SMALL_T), "T={t}: {below:?}");
-                let r = reduce.pick(&h.dims).grid.size(&h.dims);
-                assert!(!medium || r.is_some(), "T={t}: the medium reduce step runs");
-            } else {
-                assert!(!medium, "no tensor cores: the portable tiles for T={t}");
-            }
-            h.run(&[node, reduce]);
-            let got = h.read(&act_buf, t * k, t * n);
-            let mut want = reference(&wd, n, k, &x, Some(&bias), Act::ReluSq);
-            want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
-            compare(
-                &h,
-                DType::Q4_K,
-                &wd,
-                &x,
-                &got,
-                &want,
-                n,
-                k,
-                t,
-                Act::ReluSq,
-                true,
-            );
-        }
-    }
+    let h = Harness::new(Dims {
+        n_tokens: t as u32,
+        ..Default::default()
+    });
+    let x = rand_vec(seed + 1, t * k, 1.0);
+    let y0 = rand_vec(seed + 2, t * n, 1.0);
+    let bias = rand_vec(seed + 3, n, 0.5);
+    let act_buf = h.f32_buf(&[x.clone(), y0.clone()].concat());
+    let m = test_matrix(&h, DType::Q4_K, &q4, n, k);
+    let args = test_args(n, k, t, Act::ReluSq, true);
+    let scratch = buffer::storage(&h.gpu, "scratch", (scratch_f32 * 4) as u64);
+    let (node, reduce) = matmul_split(
+        &h.ctx(),
+        "split",
+        None,
+        &m,
+        &h.f32_buf(&bias),
+        &act_buf,
+        &args,
+        &scratch,
+        ks,
+    )
+    .unwrap();
+    inspect(&h, &node, &reduce);
+    h.run(&[node, reduce]);
+    let got = h.read(&act_buf, t * k, t * n);
+    let x_ref = match takes_8_bit_x(&h, &m, t) {
+        true => q8_rounded(&x),
+        false => x.clone(),
+    };
+    let mut want = reference(&wd, n, k, &x_ref, Some(&bias), Act::ReluSq);
+    want.iter_mut().zip(&y0).for_each(|(a, b)| *a += b);
+    let tiled = t as u32 > SMALL_T;
+    compare(
+        &h,
+        DType::Q4_K,
+        &wd,
+        &x,
+        &got,
+        &want,
+        n,
+        k,
+        t,
+        Act::ReluSq,
+        tiled,
+    );
 }
 
 /// The LoRA term `Σ_j B[n, j] h[t, j]` (f16 `B`) of the matrix × vector kernel (T = 1, 3,
