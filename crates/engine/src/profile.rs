@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::api::{Engine, StateId};
+use crate::api::{Engine, Rows, SeqInput, StateId};
 use crate::error::{EngineError, Result};
 use crate::gpu::buffer;
 
@@ -90,27 +90,18 @@ impl Engine {
                 self.gpu().summary.name
             )));
         }
-        if seqs.is_empty() || seqs.iter().any(|s| s.1.is_empty()) {
+        if seqs.is_empty() {
             return Err(EngineError::invalid("profile: no tokens"));
         }
-        for (i, s) in seqs.iter().enumerate() {
-            if seqs[..i].iter().any(|o| o.0 == s.0) {
-                return Err(EngineError::invalid("profile: a state given twice"));
-            }
-        }
-        let vocab = self.config().vocab_size;
-        if let Some(&bad) = seqs
+        let inputs: Vec<SeqInput> = seqs
             .iter()
-            .flat_map(|s| s.1)
-            .find(|&&t| t as usize >= vocab)
-        {
-            return Err(EngineError::invalid(format!(
-                "token id {bad} is not below the vocabulary size"
-            )));
-        }
-        for s in seqs {
-            self.graph_and_gpu(s.0)?;
-        }
+            .map(|&(state, tokens)| SeqInput {
+                state,
+                tokens,
+                rows: Rows::Last,
+            })
+            .collect();
+        self.check_inputs(&inputs)?;
         let (graph, gpu) = self.graph_and_gpu(seqs[0].0)?;
         let total: usize = seqs.iter().map(|s| s.1.len()).sum();
         if total > graph.t_cap {

@@ -321,3 +321,57 @@ fn greedy_steps_read_back_the_argmax_and_the_asked_logits() {
         eng.free_state(s).unwrap();
     }
 }
+
+/// `profile_seqs` times one step of several sequences (a server's decode step and a prompt
+/// piece) with the forward pass's checks: every dispatch timed, the tokens counted, the
+/// states fed as `forward` feeds them; a state given twice, a token past the vocabulary
+/// and a sequence without tokens are refused before anything runs.
+#[test]
+fn a_profiled_step_checks_its_inputs_and_feeds_the_states() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let prompt = tok.encode("The sea was calm");
+    let (a, b) = (eng.prefill(&prompt).unwrap(), eng.prefill(&prompt).unwrap());
+    let (pa, pb) = (eng.fork_state(a).unwrap(), eng.fork_state(b).unwrap());
+    let piece = tok.encode(" and the ship");
+    let report = eng.profile_seqs(&[(pa, &[11]), (pb, &piece)]).unwrap();
+    assert_eq!(report.tokens, 1 + piece.len());
+    assert!(!report.dispatches.is_empty());
+    assert!(report.gpu_ns > 0.0);
+    let step = [
+        SeqInput {
+            state: a,
+            tokens: &[11],
+            rows: Rows::None,
+        },
+        SeqInput {
+            state: b,
+            tokens: &piece,
+            rows: Rows::None,
+        },
+    ];
+    eng.forward(&step, WANT, None).unwrap();
+    for (x, y) in [(a, pa), (b, pb)] {
+        assert_eq!(
+            eng.read_state_vec(x).unwrap(),
+            eng.read_state_vec(y).unwrap()
+        );
+    }
+    let vocab = eng.config().vocab_size as u32;
+    for bad in [
+        vec![(pa, &[11u32][..]), (pa, &[12u32][..])],
+        vec![(pa, &[vocab][..])],
+        vec![(pa, &[][..])],
+    ] {
+        let before = eng.read_state_vec(pa).unwrap();
+        let e = eng.profile_seqs(&bad).unwrap_err().to_string();
+        assert!(
+            e.contains("twice") || e.contains("vocabulary") || e.contains("no tokens"),
+            "{e}"
+        );
+        assert_eq!(eng.read_state_vec(pa).unwrap(), before, "{e}: state moved");
+    }
+    for s in [a, b, pa, pb] {
+        eng.free_state(s).unwrap();
+    }
+}

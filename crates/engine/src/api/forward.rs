@@ -122,7 +122,7 @@ impl Engine {
 
     /// Every sequence's state is live and appears once, its tokens are below the
     /// vocabulary size and it has at least one ([`EngineError::InvalidInput`] otherwise).
-    pub(super) fn check_inputs(&self, seqs: &[SeqInput]) -> Result<()> {
+    pub(crate) fn check_inputs(&self, seqs: &[SeqInput]) -> Result<()> {
         let vocab = self.weights.config.vocab_size;
         for (i, s) in seqs.iter().enumerate() {
             self.check(s.state)?;
