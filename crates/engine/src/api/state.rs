@@ -304,10 +304,7 @@ impl Engine {
     /// Errors: unknown state; [`EngineError::OutputTooLarge`] when one state exceeds
     /// [`crate::output::MAX_OUTPUT_BYTES`]; GPU read-back errors.
     pub fn read_state_vec(&self, id: StateId) -> Result<Vec<f32>> {
-        let n = self.state_len();
-        let mut v = crate::output::vec(|| format!("a state of {n} values"), n)?;
-        v.resize(n, 0.0);
-        self.read_state(id, &mut v)?;
-        Ok(v)
+        self.check(id)?;
+        self.graph.state.read_vec(&self.gpu, id.0 as usize)
     }
 }

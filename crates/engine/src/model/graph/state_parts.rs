@@ -6,6 +6,7 @@
 //! take two parts. Each node binds the part of its layer.
 
 use std::ops::Range;
+use std::sync::Mutex;
 
 use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
@@ -25,6 +26,9 @@ pub struct StatePart {
 pub struct StateParts {
     pub parts: Vec<StatePart>,
     per_layer: usize,
+    /// Host-readable room for one whole state, made on the first read and kept (a server
+    /// spilling cached states reads many).
+    readback: Mutex<Option<wgpu::Buffer>>,
 }
 
 impl StateParts {
@@ -71,7 +75,11 @@ impl StateParts {
                 }
             })
             .collect();
-        StateParts { parts, per_layer }
+        StateParts {
+            parts,
+            per_layer,
+            readback: Mutex::new(None),
+        }
     }
 
     /// The part holding layer `l` and the f32 offset of the layer's state in a slot's
@@ -155,21 +163,90 @@ impl StateParts {
         }
     }
 
-    /// Reads slot `slot`'s whole state into `out` (the parts' slices in order).
+    /// Reads slot `slot`'s whole state into `out` (`slot_len` f32: the parts' slices in
+    /// order): one copy a part into the kept read-back buffer, one submit, one wait.
     ///
-    /// Errors: GPU read-back errors.
+    /// Errors: `out` is not one state long; GPU read-back errors.
     pub fn read(&self, gpu: &GpuContext, slot: usize, out: &mut [f32]) -> Result<()> {
+        self.read_with(gpu, slot, |view| {
+            if view.len() != out.len() {
+                return Err(EngineError::State {
+                    what: format!(
+                        "buffer holds {} values, a state has {}",
+                        out.len(),
+                        view.len()
+                    ),
+                });
+            }
+            out.copy_from_slice(view);
+            Ok(())
+        })
+    }
+
+    /// Slot `slot`'s whole state as a new vector, copied once from the mapped read-back
+    /// (no zero fill first: a 2.9B model's state is 21.6 MB, and a server spills many).
+    ///
+    /// Errors: [`EngineError::OutputTooLarge`] when the allocation is refused; GPU
+    /// read-back errors.
+    pub fn read_vec(&self, gpu: &GpuContext, slot: usize) -> Result<Vec<f32>> {
+        let n = self.slot_len();
+        let mut v = crate::output::vec(|| format!("a state of {n} values"), n)?;
+        self.read_with(gpu, slot, |view| {
+            v.extend_from_slice(view);
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    /// f32 of one slot's whole state (every part's slice).
+    pub fn slot_len(&self) -> usize {
+        self.parts.iter().map(|p| p.slot_len).sum()
+    }
+
+    /// Copies slot `slot` of every part into the read-back buffer (made on first use, one
+    /// state long, kept), waits, and hands `take` the mapped state as f32.
+    fn read_with(
+        &self,
+        gpu: &GpuContext,
+        slot: usize,
+        take: impl FnOnce(&[f32]) -> Result<()>,
+    ) -> Result<()> {
+        let bytes = self.slot_len() as u64 * 4;
+        // One read at a time: the buffer is mapped while `take` runs.
+        let mut kept = self
+            .readback
+            .lock()
+            .map_err(|_| EngineError::gpu("state read-back: a reader panicked"))?;
+        let staging = kept.get_or_insert_with(|| buffer::readback(gpu, "state.readback", bytes));
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
         for p in &self.parts {
-            let len = p.slot_len;
-            buffer::read_bytes(
-                gpu,
-                &p.buffer,
-                (slot * len * 4) as u64,
-                (len * 4) as u64,
-                bytemuck::cast_slice_mut(&mut out[p.at..p.at + len]),
-            )?;
+            let len = p.slot_len as u64 * 4;
+            enc.copy_buffer_to_buffer(&p.buffer, slot as u64 * len, staging, p.at as u64 * 4, len);
         }
-        Ok(())
+        gpu.queue.submit([enc.finish()]);
+        let slice = staging.slice(0..bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let mapped = gpu.wait().and_then(|()| {
+            rx.recv()
+                .map_err(|_| EngineError::gpu("state read-back: the callback never ran"))?
+                .map_err(|e| EngineError::gpu(format!("state read-back: mapping failed: {e}")))
+        });
+        if let Err(e) = mapped {
+            // A buffer left mid-map is not reused: the next read makes another.
+            *kept = None;
+            return Err(e);
+        }
+        let r = match slice.get_mapped_range() {
+            Ok(view) => take(bytemuck::cast_slice(&view)),
+            Err(e) => Err(EngineError::gpu(format!(
+                "state read-back: range failed: {e}"
+            ))),
+        };
+        staging.unmap();
+        r
     }
 
     /// Writes `data` (a whole state) into slot `slot`.
@@ -244,7 +321,7 @@ mod tests {
 
     /// Whole states written into one layout read back the same from it, and after a
     /// rebuild's copy into another layout (one part → three, three → two, more slots);
-    /// a cleared slot reads zeros, a copied slot its source.
+    /// a cleared slot reads zeros, a copied slot its source; a short buffer is refused.
     #[test]
     fn states_survive_every_layout() {
         let gpu = crate::ops::testing::gpu();
@@ -280,6 +357,11 @@ mod tests {
         assert!(got.iter().all(|&v| v == 0.0));
         two.read(&gpu, 6, &mut got).unwrap();
         assert_eq!(got, state(3));
+        // The vector read (the server's spills) reads the same through the kept buffer.
+        assert_eq!(two.read_vec(&gpu, 6).unwrap(), state(3));
+        assert_eq!(two.read_vec(&gpu, 0).unwrap(), state(0));
+        let e = two.read(&gpu, 0, &mut got[1..]).unwrap_err().to_string();
+        assert!(e.contains("a state has 240"), "{e}");
         assert_eq!(two.of_layer(4).1, per);
         assert_eq!(two.of_layer(4).0.layers, 3..6);
     }
