@@ -24,7 +24,7 @@ for rep in $(seq 1 "$ROUNDS"); do
     pid=$!
     for i in $(seq 1 240); do curl -sf http://127.0.0.1:18080/health >/dev/null && break; sleep 0.5; done
     timeout 200 python3 scripts/serve_bench.py streams --url http://127.0.0.1:18080 --streams "$STREAMS"
-    curl -s http://127.0.0.1:18080/metrics | grep -E '^rwkv_(step|forward|sample)_seconds_(sum|count)'
+    curl -s http://127.0.0.1:18080/metrics | grep -E '^rwkv_((step|forward|sample)_seconds_(sum|count)|(cache|busy)_seconds_total|cache_spills )'
     kill -INT $pid; wait $pid
   done
 done

@@ -218,3 +218,7 @@ def test_health_needs_no_key_and_metrics_do(served):
     m = served.metrics(KEY)
     assert m['rwkv_requests_total{endpoint="/v1/chat/completions",status="200"}'] >= 1
     assert m["rwkv_prompt_tokens_total"] == m["rwkv_prefilled_tokens_total"] + m["rwkv_cached_tokens_total"]
+    # The engine thread's time: busy ≥ its steps ≥ their forward passes; the conversation
+    # cache's share (copies, spills, uploads) is within the busy time.
+    assert m["rwkv_busy_seconds_total"] >= m["rwkv_step_seconds_sum"] >= m["rwkv_forward_seconds_sum"] > 0
+    assert 0 < m["rwkv_cache_seconds_total"] <= m["rwkv_busy_seconds_total"]

@@ -36,12 +36,14 @@ pub struct ServeArgs {
     /// Most requests waiting for a place in the batch (more get 429).
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
-    /// Conversation state cache budget, MiB (GPU and host memory together).
-    #[arg(long, default_value_t = 2048)]
-    pub ctx_cache_mib: u64,
+    /// Conversation state cache budget, MiB (GPU and host memory together). Default:
+    /// 2048, or twice the GPU share when that is larger.
+    #[arg(long)]
+    pub ctx_cache_mib: Option<u64>,
     /// Of the cache, MiB that may stay on the GPU (the rest spills to host memory).
-    #[arg(long, default_value_t = 512)]
-    pub ctx_cache_gpu_mib: u64,
+    /// Default: 512, or one state per --parallel sequence when that is more.
+    #[arg(long)]
+    pub ctx_cache_gpu_mib: Option<u64>,
     /// Prompt tokens prefilled per step beside the running streams.
     #[arg(long, default_value_t = 256)]
     pub prefill_chunk: usize,
@@ -93,8 +95,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         }),
         parallel: a.parallel,
         max_queue: a.max_queue,
-        ctx_cache_bytes: a.ctx_cache_mib << 20,
-        ctx_cache_gpu_bytes: a.ctx_cache_gpu_mib << 20,
+        ctx_cache_bytes: a.ctx_cache_mib.map(|m| m << 20),
+        ctx_cache_gpu_bytes: a.ctx_cache_gpu_mib.map(|m| m << 20),
         prefill_chunk: a.prefill_chunk,
         max_body_bytes: a.max_body_bytes,
         max_prompt_tokens: a.max_prompt_tokens,

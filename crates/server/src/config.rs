@@ -8,6 +8,12 @@ use std::sync::Arc;
 use rwkv_engine::sampler::SamplerOptions;
 use rwkv_engine::InitState;
 
+/// The conversation cache's budget (GPU and host memory together) unless set: 2 GiB.
+pub const CACHE_DEFAULT_BYTES: u64 = 2 << 30;
+/// The cache's GPU share unless set: 512 MiB (23 states of a 2.9B model), or more — see
+/// [`ServerConfig::cache_budgets`].
+pub const CACHE_GPU_DEFAULT_BYTES: u64 = 512 << 20;
+
 /// How a server listens, what it accepts and how it batches.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -27,10 +33,14 @@ pub struct ServerConfig {
     pub parallel: usize,
     /// Most requests waiting for a place in the batch; more get 429.
     pub max_queue: usize,
-    /// Budget of the conversation state cache (GPU and host memory together), bytes.
-    pub ctx_cache_bytes: u64,
-    /// Of that, how much may stay in GPU state slots (the rest spills to host memory).
-    pub ctx_cache_gpu_bytes: u64,
+    /// Budget of the conversation state cache (GPU and host memory together), bytes;
+    /// `None`: [`CACHE_DEFAULT_BYTES`], or twice the GPU share when that is larger
+    /// ([`ServerConfig::cache_budgets`]).
+    pub ctx_cache_bytes: Option<u64>,
+    /// Of that, how much may stay in GPU state slots (the rest spills to host memory);
+    /// `None`: [`CACHE_GPU_DEFAULT_BYTES`], or one state a running sequence when that is
+    /// more.
+    pub ctx_cache_gpu_bytes: Option<u64>,
     /// Tokens of prompt prefill a step may add beside the running sequences' decode
     /// tokens (a new request's prefill is chunked by it, so running streams keep flowing).
     pub prefill_chunk: usize,
@@ -63,8 +73,8 @@ impl Default for ServerConfig {
             model_id: "rwkv".into(),
             parallel: 16,
             max_queue: 256,
-            ctx_cache_bytes: 2 << 30,
-            ctx_cache_gpu_bytes: 512 << 20,
+            ctx_cache_bytes: None,
+            ctx_cache_gpu_bytes: None,
             prefill_chunk: 256,
             max_body_bytes: 8 << 20,
             max_prompt_tokens: 65_536,
@@ -78,6 +88,22 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The conversation cache's `(budget, GPU share)` in bytes for entries of
+    /// `entry_bytes` (a state and its logits). Where they are not set: the GPU share holds
+    /// at least one state per running sequence (`parallel`; a server of 128 streams
+    /// finishes 128 prompts at once, and each entry past the share is a read-back of the
+    /// whole state — 21.6 MB for a 2.9B model — before the next step), else 512 MiB; the
+    /// budget is twice that share, at least 2 GiB. The share never exceeds the budget.
+    pub fn cache_budgets(&self, entry_bytes: u64) -> (u64, u64) {
+        let gpu = self.ctx_cache_gpu_bytes.unwrap_or_else(|| {
+            CACHE_GPU_DEFAULT_BYTES.max(entry_bytes.saturating_mul(self.parallel as u64))
+        });
+        let total = self
+            .ctx_cache_bytes
+            .unwrap_or_else(|| CACHE_DEFAULT_BYTES.max(gpu.saturating_mul(2)));
+        (total, gpu.min(total))
+    }
+
     /// The address to bind.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
@@ -123,5 +149,30 @@ impl ServerConfig {
             return Err("the model id is empty".into());
         }
         self.sampling.validate().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_budgets_grow_with_the_batch_unless_set() {
+        let state = 22 << 20; // a 2.9B model's state and logits, about
+        let mut c = ServerConfig::default();
+        // 16 sequences: 352 MiB of states, under the 512 MiB share.
+        assert_eq!(c.cache_budgets(state), (2 << 30, 512 << 20));
+        c.parallel = 128;
+        assert_eq!(c.cache_budgets(state), (2 * 128 * state, 128 * state));
+        c.ctx_cache_gpu_bytes = Some(2 << 20);
+        assert_eq!(c.cache_budgets(state), (2 << 30, 2 << 20));
+        c.ctx_cache_bytes = Some(1 << 20);
+        assert_eq!(
+            c.cache_budgets(state),
+            (1 << 20, 1 << 20),
+            "the share fits the budget"
+        );
+        c.ctx_cache_gpu_bytes = None;
+        assert_eq!(c.cache_budgets(state), (1 << 20, 1 << 20));
     }
 }

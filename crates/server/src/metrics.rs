@@ -1,6 +1,7 @@
 //! Counters of a running server: Prometheus text for `GET /metrics` (prometheus-client)
 //! and the [`ServerStats`] snapshot the app's Local server panel shows.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -44,6 +45,12 @@ pub struct Metrics {
     pub forward_seconds: Histogram,
     /// The sampling of a step's next tokens (and their events to the clients).
     pub sample_seconds: Histogram,
+    /// Seconds the engine thread spent keeping and resuming conversation states (GPU
+    /// copies, spills to host memory and uploads back), in all.
+    pub cache_seconds: Counter<f64, AtomicU64>,
+    /// Seconds the engine thread was busy (everything but waiting for a request), in all:
+    /// less the steps and the cache, what its bookkeeping costs.
+    pub busy_seconds: Counter<f64, AtomicU64>,
     rate: Arc<Mutex<Rate>>,
     started: Instant,
 }
@@ -169,6 +176,21 @@ impl Metrics {
             "Duration of the sampling of one batched step's next tokens",
             sample_seconds.clone(),
         );
+        let f = |r: &mut Registry, name: &str, help: &str| {
+            let c = Counter::<f64, AtomicU64>::default();
+            r.register(name, help, c.clone());
+            c
+        };
+        let cache_seconds = f(
+            &mut r,
+            "cache_seconds",
+            "Seconds spent keeping and resuming conversation states (GPU copies, spills to host memory, uploads)",
+        );
+        let busy_seconds = f(
+            &mut r,
+            "busy_seconds",
+            "Seconds the engine thread was busy (all but waiting for requests)",
+        );
         Metrics {
             registry: Arc::new(r),
             requests,
@@ -190,6 +212,8 @@ impl Metrics {
             step_seconds,
             forward_seconds,
             sample_seconds,
+            cache_seconds,
+            busy_seconds,
             rate: Arc::new(Mutex::new(Rate {
                 window: Default::default(),
             })),

@@ -44,13 +44,11 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
     let tok = eng.tokenizer().clone();
     // The running batch, and room for the cache's GPU share.
     let per_state = (4 * eng.state_len()).max(1) as u64;
-    let cached = (cfg.ctx_cache_gpu_bytes / per_state) as usize;
-    let slots = reserve_slots(&mut eng, cfg.parallel + 1 + cached);
-    let cache = PrefixCache::with_gpu_budget(
-        cfg.ctx_cache_bytes,
-        cfg.ctx_cache_gpu_bytes,
-        CACHE_MAX_ENTRIES,
-    );
+    let entry = per_state + 4 * tok.vocab_size() as u64;
+    let (budget, gpu_share) = cfg.cache_budgets(entry);
+    let cached = (gpu_share / per_state) as usize;
+    let slots = reserve_slots(&mut eng, cfg.parallel + 1, cached);
+    let cache = PrefixCache::with_gpu_budget(budget, gpu_share, CACHE_MAX_ENTRIES);
     // The batch is capped by the slots the device gave (one kept for the cache's copy of a
     // finished prompt).
     let fit = slots.min(eng.max_states()).saturating_sub(1).max(1);
@@ -105,17 +103,24 @@ pub fn spawn(mut eng: Engine, cfg: &ServerConfig, metrics: Metrics) -> std::io::
     Ok(Spawned { handle, thread })
 }
 
-/// Grows the engine's state slots to `n` up front (growing rebuilds the graph: better
-/// at start than in the middle of serving). Where the device has less room, serving goes
-/// on with what fits (cached states then spill to host memory sooner).
+/// Grows the engine's state slots up front to `batch` (the running sequences and one
+/// for the cache's copy of a finished prompt) plus `cached` (the cache's GPU share):
+/// growing rebuilds the graph, better at start than in the middle of serving. Where the
+/// device has less room, serving goes on with what fits — the batch without the cache's
+/// share (cached states then spill to host memory at once), else what the engine holds.
 /// Returns the slots the engine has.
-fn reserve_slots(eng: &mut Engine, n: usize) -> usize {
+fn reserve_slots(eng: &mut Engine, batch: usize, cached: usize) -> usize {
+    let n = batch + cached;
     match eng.reserve_slots(n) {
         Ok(got) => {
             if got < n {
                 log::warn!("state slots: {got} of {n} fit (a layer of each in one binding)");
             }
             got
+        }
+        Err(e) if cached > 0 => {
+            log::warn!("state slots for the batch and the cache's GPU share ({n}): {e}");
+            reserve_slots(eng, batch, 0)
         }
         Err(e) => {
             log::warn!("state slots: {e}");
@@ -147,6 +152,7 @@ impl Sched {
                     Err(_) => return Exit::Shutdown,
                 }
             }
+            let busy = Instant::now();
             while let Ok(job) = self.rx.try_recv() {
                 if let Some(exit) = self.take(eng, job) {
                     return exit;
@@ -165,6 +171,9 @@ impl Sched {
             self.metrics.cache_entries.set(cs.entries as i64);
             self.metrics.cache_host_entries.set(cs.host_entries as i64);
             self.metrics.cache_spills.set(cs.spills as i64);
+            self.metrics
+                .busy_seconds
+                .inc_by(busy.elapsed().as_secs_f64());
         }
     }
 
@@ -259,6 +268,13 @@ impl Sched {
     /// A state for `prompt`: resumed from the cache, else a zero state; when the engine
     /// has no slot left, cached states move to host memory to make room.
     fn resume(&mut self, eng: &mut Engine, prompt: &[u32]) -> rwkv_engine::Result<Resumed> {
+        let t = Instant::now();
+        let r = self.resume_state(eng, prompt);
+        self.metrics.cache_seconds.inc_by(t.elapsed().as_secs_f64());
+        r
+    }
+
+    fn resume_state(&mut self, eng: &mut Engine, prompt: &[u32]) -> rwkv_engine::Result<Resumed> {
         loop {
             let r = match self.cache.resume(eng, prompt) {
                 Ok(Some(r)) => Ok(r),
@@ -390,6 +406,8 @@ impl Sched {
         };
         let mut to_sample: Vec<(usize, Vec<f32>)> = Vec::new();
         let mut picked: Vec<(usize, (u32, f32))> = Vec::new();
+        // (running index, logits) of the prompts this step finished.
+        let mut prompts_done: Vec<(usize, Arc<[f32]>)> = Vec::new();
         let rows = out.logits.into_iter().zip(out.argmax);
         for ((i, toks, _), (logits, argmax)) in plan.into_iter().zip(rows) {
             let s = &mut self.running[i];
@@ -399,14 +417,7 @@ impl Sched {
                 s.fed += toks.len();
                 self.metrics.prefilled_tokens.inc_by(toks.len() as u64);
                 if s.fed == s.job.prompt.len() && !logits.is_empty() {
-                    // The state after the prompt, with its logits: a regenerate of this
-                    // prompt starts sampling at once.
-                    let prompt = s.job.prompt.clone();
-                    let state = s.state;
-                    let l: Arc<[f32]> = logits.clone().into();
-                    if let Err(e) = self.cache.store(eng, &prompt, state, Some(l)) {
-                        log::warn!("conversation cache: {e}");
-                    }
+                    prompts_done.push((i, logits.clone().into()));
                 }
             }
             if !logits.is_empty() {
@@ -424,6 +435,17 @@ impl Sched {
         self.metrics
             .sample_seconds
             .observe(t.elapsed().as_secs_f64());
+        // The state after each finished prompt, with its logits, so a regenerate of the
+        // prompt samples at once: kept after the first tokens went out (a store may spill
+        // older entries to host memory), before the next step feeds those tokens.
+        let t = Instant::now();
+        for (i, logits) in prompts_done {
+            let s = &self.running[i];
+            if let Err(e) = self.cache.store(eng, &s.job.prompt, s.state, Some(logits)) {
+                log::warn!("conversation cache: {e}");
+            }
+        }
+        self.metrics.cache_seconds.inc_by(t.elapsed().as_secs_f64());
     }
 
     /// Samples each listed sequence's next token, on several CPU threads when many.
@@ -455,9 +477,10 @@ impl Sched {
         });
     }
 
-    /// Ends the finished sequences: their state goes to the cache, the client gets
-    /// `Done`, the slot is freed.
+    /// Ends the finished sequences: every client hears `Done` first, then their states go
+    /// to the cache and their slots are freed.
     fn finish_done(&mut self, eng: &mut Engine) {
+        let mut ended = Vec::new();
         let mut i = 0;
         while i < self.running.len() {
             if self.running[i].finish.is_none() {
@@ -465,11 +488,19 @@ impl Sched {
                 continue;
             }
             let mut s = self.running.swap_remove(i);
+            // The clients hear first: keeping the states (GPU copies, perhaps spills of
+            // older entries to host memory) is the server's business, and no request can
+            // look them up before this call is through.
             if !s.generated.is_empty() {
-                // The client hears first: keeping the state (a GPU copy, perhaps a spill
-                // of older entries to host memory) is the server's business, and no
-                // request can look it up before this loop is through.
                 s.done();
+            }
+            ended.push(s);
+        }
+        let t = Instant::now();
+        for s in ended {
+            // A reply of one token fed none: its state is the one after the prompt,
+            // which the cache already holds with its logits (kept, not replaced).
+            if s.generated.len() > 1 {
                 let key = s.state_tokens();
                 if let Err(e) = self.cache.store(eng, &key, s.state, None) {
                     log::warn!("conversation cache: {e}");
@@ -477,6 +508,7 @@ impl Sched {
             }
             let _ = eng.free_state(s.state);
         }
+        self.metrics.cache_seconds.inc_by(t.elapsed().as_secs_f64());
     }
 
     /// The engine is gone (a borrower kept it): every open request gets 503.
