@@ -27,7 +27,7 @@ pub mod tokenizer;
 pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 pub use analysis::{
     CacheStats, EmbedInput, EmbeddingCache, Embeddings, Field, FieldAnalysis, FieldOptions,
-    Pooling, PrefixCache, Resumed,
+    Pooling, PrefixCache, Resumed, MAX_SPILLS_IN_FLIGHT,
 };
 pub use api::{
     CancelToken, Engine, ForwardOutput, GenerateOptions, GenerateStats, GreedyOutput, LoadOptions,
@@ -42,5 +42,6 @@ pub use format::{
     TensorView,
 };
 pub use model::gpu_weights::{UploadOptions, UploadProgress};
+pub use model::graph::StateDownload;
 pub use model::weights::Rwkv7Weights;
 pub use tokenizer::{StreamDecoder, Tokenizer};

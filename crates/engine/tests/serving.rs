@@ -6,7 +6,9 @@
 
 mod support;
 
-use rwkv_engine::{Engine, LoadOptions, PrefixCache, Rows, SeqInput, StateId, Want};
+use rwkv_engine::{
+    Engine, LoadOptions, PrefixCache, Rows, SeqInput, StateId, Want, MAX_SPILLS_IN_FLIGHT,
+};
 use support::*;
 
 const WANT: Want = Want {
@@ -212,6 +214,44 @@ fn prefix_cache_spills_to_host_memory_and_resumes_exactly() {
         .resume(&mut eng, &tok.encode("Unseen"))
         .unwrap()
         .is_none());
+    cache.release(&mut eng).unwrap();
+    assert_eq!(eng.live_states(), 0);
+}
+
+/// Spills run behind the GPU's queue: each store past the GPU share starts the copy of the
+/// least recently used entry and frees its slot, which the new entry's fork takes at once
+/// (the copy must still read the old state). Twelve stores put more spills in flight than
+/// the cache lets wait ([`MAX_SPILLS_IN_FLIGHT`]); every entry resumes to its exact state.
+#[test]
+fn spills_in_flight_keep_their_state_when_the_slot_is_reused() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let state_bytes = 4 * eng.state_len() as u64;
+    let mut cache = PrefixCache::with_gpu_budget(1 << 30, state_bytes + 4096, 64);
+    let mut want = Vec::new();
+    let n = MAX_SPILLS_IN_FLIGHT + 4;
+    for i in 0..n {
+        let ids = tok.encode(&format!("Letter number {i} came in the morning"));
+        let st = eng.prefill(&ids).unwrap();
+        assert!(cache.store(&mut eng, &ids, st, None).unwrap());
+        want.push((ids, eng.read_state_vec(st).unwrap()));
+        eng.free_state(st).unwrap();
+    }
+    let s = cache.stats();
+    assert_eq!(
+        (s.entries, s.host_entries, s.spills),
+        (n, n - 1, n as u64 - 1),
+        "{s:?}"
+    );
+    for (ids, state) in &want {
+        let mut longer = ids.clone();
+        longer.push(11);
+        let r = cache.resume(&mut eng, &longer).unwrap().unwrap();
+        assert_eq!(r.depth, ids.len());
+        assert_eq!(&eng.read_state_vec(r.state).unwrap(), state);
+        eng.free_state(r.state).unwrap();
+    }
+    assert_eq!(cache.stats().evictions, 0);
     cache.release(&mut eng).unwrap();
     assert_eq!(eng.live_states(), 0);
 }

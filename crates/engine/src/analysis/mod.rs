@@ -13,7 +13,7 @@ pub mod fields;
 
 pub use cache::{
     CacheStats, EmbedKey, EmbeddingCache, Prefilled, PrefixCache, Resumed, StateKey,
-    ENTRY_OVERHEAD_BYTES, PREFIX_NODE_BYTES,
+    ENTRY_OVERHEAD_BYTES, MAX_SPILLS_IN_FLIGHT, PREFIX_NODE_BYTES,
 };
 pub use embed::{cosine, norm, EmbedInput, Embeddings, Pooling};
 pub use fields::{

@@ -307,4 +307,16 @@ impl Engine {
         self.check(id)?;
         self.graph.state.read_vec(&self.gpu, id.0 as usize)
     }
+
+    /// Starts reading a whole state back without waiting for the GPU: the copy is queued
+    /// behind the work submitted so far, so `id` may be freed (and its slot reused) at
+    /// once. [`StateDownload::finish`] — on any thread; it polls the device itself — gives
+    /// the state (`state_len()` f32, layout 1): what a cache spilling states to host
+    /// memory needs, without stalling the thread that drives the GPU.
+    ///
+    /// Errors: unknown state.
+    pub fn begin_state_download(&self, id: StateId) -> Result<crate::StateDownload> {
+        self.check(id)?;
+        Ok(self.graph.state.begin_download(&self.gpu, id.0 as usize))
+    }
 }

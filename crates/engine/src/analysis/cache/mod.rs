@@ -13,7 +13,7 @@ mod embeddings;
 mod prefix;
 
 pub use embeddings::{EmbedKey, EmbeddingCache, ENTRY_OVERHEAD_BYTES};
-pub use prefix::{Prefilled, PrefixCache, Resumed, PREFIX_NODE_BYTES};
+pub use prefix::{Prefilled, PrefixCache, Resumed, MAX_SPILLS_IN_FLIGHT, PREFIX_NODE_BYTES};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -44,4 +44,4 @@ mod time_mix;
 
 pub use build::{DispatchLabel, Graph};
 pub use regions::Regions;
-pub use state_parts::{StatePart, StateParts};
+pub use state_parts::{StateDownload, StatePart, StateParts};

@@ -6,7 +6,8 @@
 //! take two parts. Each node binds the part of its layer.
 
 use std::ops::Range;
-use std::sync::Mutex;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 use crate::config::Rwkv7Config;
 use crate::error::{EngineError, Result};
@@ -26,10 +27,17 @@ pub struct StatePart {
 pub struct StateParts {
     pub parts: Vec<StatePart>,
     per_layer: usize,
-    /// Host-readable room for one whole state, made on the first read and kept (a server
-    /// spilling cached states reads many).
-    readback: Mutex<Option<wgpu::Buffer>>,
+    /// Host-readable buffers of one whole state each, made on first use and kept (up to
+    /// [`READBACK_KEEP`]) for the next read: a server spilling cached states reads many.
+    readback: ReadbackPool,
 }
+
+/// Read-back buffers kept for reuse (shared with the downloads in flight, which hand
+/// theirs back).
+type ReadbackPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
+
+/// Most read-back buffers a [`StateParts`] keeps between reads.
+pub const READBACK_KEEP: usize = 4;
 
 impl StateParts {
     /// Buffers for `n_slots` states of `cfg`: the fewest parts (at least `min_parts`, from
@@ -78,7 +86,7 @@ impl StateParts {
         StateParts {
             parts,
             per_layer,
-            readback: Mutex::new(None),
+            readback: Arc::default(),
         }
     }
 
@@ -203,50 +211,56 @@ impl StateParts {
         self.parts.iter().map(|p| p.slot_len).sum()
     }
 
-    /// Copies slot `slot` of every part into the read-back buffer (made on first use, one
-    /// state long, kept), waits, and hands `take` the mapped state as f32.
+    /// Copies slot `slot` of every part into a read-back buffer, waits, and hands `take`
+    /// the mapped state as f32.
     fn read_with(
         &self,
         gpu: &GpuContext,
         slot: usize,
         take: impl FnOnce(&[f32]) -> Result<()>,
     ) -> Result<()> {
-        let bytes = self.slot_len() as u64 * 4;
-        // One read at a time: the buffer is mapped while `take` runs.
-        let mut kept = self
-            .readback
-            .lock()
-            .map_err(|_| EngineError::gpu("state read-back: a reader panicked"))?;
-        let staging = kept.get_or_insert_with(|| buffer::readback(gpu, "state.readback", bytes));
+        let d = self.begin_download(gpu, slot);
+        gpu.wait()?;
+        d.finish_with(take)
+    }
+
+    /// Starts reading slot `slot`'s whole state back without waiting: its copy into a
+    /// host-readable buffer is queued behind the work submitted so far, so the slot may be
+    /// freed and reused at once (later passes run after the copy). The state is in the
+    /// returned download, taken by [`StateDownload::finish`] on any thread.
+    pub fn begin_download(&self, gpu: &GpuContext, slot: usize) -> StateDownload {
+        let len = self.slot_len();
+        let bytes = len as u64 * 4;
+        let kept = self.readback.lock().ok().and_then(|mut p| p.pop());
+        let staging = match kept {
+            Some(b) if b.size() >= bytes => b,
+            _ => buffer::readback(gpu, "state.readback", bytes),
+        };
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         for p in &self.parts {
-            let len = p.slot_len as u64 * 4;
-            enc.copy_buffer_to_buffer(&p.buffer, slot as u64 * len, staging, p.at as u64 * 4, len);
+            let part = p.slot_len as u64 * 4;
+            enc.copy_buffer_to_buffer(
+                &p.buffer,
+                slot as u64 * part,
+                &staging,
+                p.at as u64 * 4,
+                part,
+            );
         }
         gpu.queue.submit([enc.finish()]);
-        let slice = staging.slice(0..bytes);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        let mapped = gpu.wait().and_then(|()| {
-            rx.recv()
-                .map_err(|_| EngineError::gpu("state read-back: the callback never ran"))?
-                .map_err(|e| EngineError::gpu(format!("state read-back: mapping failed: {e}")))
-        });
-        if let Err(e) = mapped {
-            // A buffer left mid-map is not reused: the next read makes another.
-            *kept = None;
-            return Err(e);
+        let (tx, rx) = mpsc::channel();
+        staging
+            .slice(0..bytes)
+            .map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        StateDownload {
+            buffer: staging,
+            len,
+            mapped: rx,
+            device: gpu.device.clone(),
+            pool: self.readback.clone(),
         }
-        let r = match slice.get_mapped_range() {
-            Ok(view) => take(bytemuck::cast_slice(&view)),
-            Err(e) => Err(EngineError::gpu(format!(
-                "state read-back: range failed: {e}"
-            ))),
-        };
-        staging.unmap();
-        r
     }
 
     /// Writes `data` (a whole state) into slot `slot`.
@@ -259,6 +273,81 @@ impl StateParts {
                 bytemuck::cast_slice(&data[p.at..p.at + len]),
             );
         }
+    }
+}
+
+/// A state on its way to host memory ([`StateParts::begin_download`]): a queued copy
+/// into a host-readable buffer being mapped.
+pub struct StateDownload {
+    buffer: wgpu::Buffer,
+    /// f32 of the state.
+    len: usize,
+    mapped: mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+    device: wgpu::Device,
+    pool: ReadbackPool,
+}
+
+impl StateDownload {
+    /// f32 of the state.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a state has values.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Waits for the copy (polling the device itself, so it may run on a thread of its
+    /// own while another drives the GPU) and returns the state (`len()` f32, layout 1).
+    ///
+    /// Errors: the device was lost or the mapping failed; [`EngineError::OutputTooLarge`]
+    /// when the allocation is refused.
+    pub fn finish(self) -> Result<Vec<f32>> {
+        let n = self.len;
+        let mut v = crate::output::vec(|| format!("a state of {n} values"), n)?;
+        self.finish_with(|view| {
+            v.extend_from_slice(view);
+            Ok(())
+        })?;
+        Ok(v)
+    }
+
+    /// Waits for the mapping, hands `take` the mapped state, unmaps, and keeps the buffer
+    /// for the next read (a buffer whose mapping failed is dropped).
+    fn finish_with(self, take: impl FnOnce(&[f32]) -> Result<()>) -> Result<()> {
+        let mapped = loop {
+            match self.mapped.try_recv() {
+                Ok(r) => break r,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    return Err(EngineError::gpu("state read-back: the callback never ran"))
+                }
+                Err(mpsc::TryRecvError::Empty) => {}
+            }
+            self.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map_err(|e| EngineError::gpu(format!("state read-back: waiting: {e}")))?;
+            // Another thread's poll may be running the callback now.
+            if let Ok(r) = self.mapped.recv_timeout(Duration::from_millis(1)) {
+                break r;
+            }
+        };
+        mapped.map_err(|e| EngineError::gpu(format!("state read-back: mapping failed: {e}")))?;
+        let bytes = self.len as u64 * 4;
+        let slice = self.buffer.slice(0..bytes);
+        let r = match slice.get_mapped_range() {
+            Ok(view) => take(bytemuck::cast_slice(&view)),
+            Err(e) => Err(EngineError::gpu(format!(
+                "state read-back: range failed: {e}"
+            ))),
+        };
+        self.buffer.unmap();
+        if let Ok(mut p) = self.pool.lock() {
+            if p.len() < READBACK_KEEP {
+                p.push(self.buffer);
+            }
+        }
+        r
     }
 }
 

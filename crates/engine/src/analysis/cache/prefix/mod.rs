@@ -10,6 +10,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::CacheStats;
+use spill::Held;
+pub use spill::MAX_SPILLS_IN_FLIGHT;
+
+mod spill;
 use crate::api::{Engine, StateId};
 use crate::error::{EngineError, Result};
 
@@ -32,13 +36,6 @@ struct PrefixEntry {
     logits: Option<Arc<[f32]>>,
     tick: u64,
     bytes: u64,
-}
-
-/// Where a cached state lives.
-enum Held {
-    Gpu(StateId),
-    /// Spilled to host memory (`state_len` f32, layout 1).
-    Host(Arc<[f32]>),
 }
 
 /// What [`PrefixCache::resume`] gives back.
@@ -85,6 +82,8 @@ pub struct PrefixCache {
     reused_tokens: u64,
     gpu_budget_bytes: u64,
     gpu_bytes: u64,
+    /// Spills whose copies have not landed in host memory yet.
+    in_flight: usize,
 }
 
 impl std::fmt::Debug for PrefixCache {
@@ -126,6 +125,7 @@ impl PrefixCache {
             reused_tokens: 0,
             gpu_budget_bytes: gpu_budget_bytes.min(budget_bytes),
             gpu_bytes: 0,
+            in_flight: 0,
         }
     }
 
@@ -222,6 +222,11 @@ impl PrefixCache {
                 self.gpu_bytes -= e.bytes;
             }
             Held::Host(_) => self.stats.host_entries -= 1,
+            // The copy's thread finishes on its own; its state is dropped.
+            Held::Spilling(_) => {
+                self.stats.host_entries -= 1;
+                self.in_flight -= 1;
+            }
         }
         self.stats.entries -= 1;
         self.stats.bytes -= e.bytes;
@@ -241,55 +246,6 @@ impl PrefixCache {
         self.remove_entry(eng, node);
         self.stats.evictions += 1;
         true
-    }
-
-    /// Moves the least recently used entry still on the GPU to host memory (freeing its
-    /// slot); an entry whose read-back fails is dropped instead. `false` if none is left.
-    fn spill_one(&mut self, eng: &mut Engine) -> bool {
-        let Some(node) = self.lru.values().copied().find(|&n| {
-            matches!(
-                self.nodes[n].entry.as_ref().map(|e| &e.held),
-                Some(Held::Gpu(_))
-            )
-        }) else {
-            return false;
-        };
-        let Some(Held::Gpu(st)) = self.nodes[node].entry.as_ref().map(|e| &e.held) else {
-            return false;
-        };
-        let st = *st;
-        match (eng.read_state_vec(st), self.nodes[node].entry.as_mut()) {
-            (Ok(v), Some(e)) => {
-                e.held = Held::Host(v.into());
-                self.gpu_bytes -= e.bytes;
-                let _ = eng.free_state(st);
-                self.stats.spills += 1;
-                self.stats.host_entries += 1;
-            }
-            _ => {
-                self.remove_entry(eng, node);
-                self.stats.evictions += 1;
-            }
-        }
-        true
-    }
-
-    /// A new state (owned by the caller) holding the entry at `node`'s state.
-    fn materialize(&self, eng: &mut Engine, node: usize) -> Result<StateId> {
-        match self.nodes[node].entry.as_ref().map(|e| &e.held) {
-            Some(Held::Gpu(st)) => eng.fork_state(*st),
-            Some(Held::Host(v)) => {
-                let st = eng.new_state()?;
-                if let Err(e) = eng.write_state(st, v) {
-                    let _ = eng.free_state(st);
-                    return Err(e);
-                }
-                Ok(st)
-            }
-            None => Err(EngineError::State {
-                what: "prefix cache node lost its entry".into(),
-            }),
-        }
     }
 
     /// Stores a fork of `state` as the state after `tokens`, evicting as needed.
@@ -405,8 +361,15 @@ impl PrefixCache {
     /// Errors: the cache belongs to another engine; no state slot for the new state.
     pub fn resume(&mut self, eng: &mut Engine, tokens: &[u32]) -> Result<Option<Resumed>> {
         self.bind(eng)?;
+        self.settle(eng);
         let n = tokens.len();
-        let (node, depth) = self.longest_where(tokens, |e, d| d < n || e.logits.is_some());
+        let (node, depth) = loop {
+            let (node, depth) = self.longest_where(tokens, |e, d| d < n || e.logits.is_some());
+            // A spill in flight lands first (one that failed is gone: look again).
+            if depth == 0 || self.land(eng, node) {
+                break (node, depth);
+            }
+        };
         if depth == 0 {
             self.stats.misses += 1;
             return Ok(None);
@@ -440,13 +403,18 @@ impl PrefixCache {
         logits: Option<Arc<[f32]>>,
     ) -> Result<bool> {
         self.bind(eng)?;
+        self.settle(eng);
         self.insert(eng, tokens, state, logits)
     }
 
     /// Moves the least recently used cached state on the GPU to host memory, freeing its
     /// slot for a caller that has none left. `false` when none is on the GPU.
     pub fn spill_lru(&mut self, eng: &mut Engine) -> bool {
-        self.owner == Some(eng.instance_id()) && self.spill_one(eng)
+        if self.owner != Some(eng.instance_id()) {
+            return false;
+        }
+        self.settle(eng);
+        self.spill_one(eng)
     }
 
     /// Bytes of the entries held in GPU slots now.
@@ -463,7 +431,13 @@ impl Engine {
     /// Errors: `cache` belongs to another engine; as [`Engine::prefill`].
     pub fn prefill_cached(&mut self, cache: &mut PrefixCache, tokens: &[u32]) -> Result<Prefilled> {
         cache.bind(self)?;
-        let (node, depth) = cache.longest(tokens);
+        cache.settle(self);
+        let (node, depth) = loop {
+            let (node, depth) = cache.longest(tokens);
+            if depth == 0 || cache.land(self, node) {
+                break (node, depth);
+            }
+        };
         let state = if depth > 0 {
             cache.stats.hits += 1;
             cache.reused_tokens += depth as u64;
