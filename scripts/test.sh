@@ -42,6 +42,16 @@ RWKV_TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/rwkv-tests.XXXXXX")
 export TMPDIR=$RWKV_TEST_TMP
 trap 'rm -rf "$RWKV_TEST_TMP" ${RWKV_XDG_MADE:+"$RWKV_XDG_MADE"}' EXIT
 export RUST_BACKTRACE=1
+
+# --- Disk: a cold run writes ≈ 12 GB (the builds, the venv, the tests' models); a test
+# that then fails with "No space left on device" is the machine's, which this line tells.
+disk_free() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'; }
+tgt=${CARGO_TARGET_DIR:-$root/target}
+mkdir -p "$tgt"
+say "disk: $(disk_free "$tgt") GiB free for the builds ($tgt), $(disk_free "$RWKV_TEST_TMP") GiB for the tests' scratch"
+if [ "$(df -Pk "$tgt" | awk 'NR == 2 { print ($4 < 12 * 1048576) }')" = 1 ]; then
+  echo "warning: under 12 GiB free where the builds go; a cold run may run out of disk" >&2
+fi
 export CARGO_TERM_COLOR=never
 
 # --- Rust ------------------------------------------------------------------------------
@@ -153,4 +163,4 @@ if [ -f package.json ]; then
     say "packages: SKIPPED (RWKV_PACKAGE=0)"
   fi
 fi
-say "all tests passed in $((SECONDS / 60)) min $((SECONDS % 60)) s"
+say "all tests passed in $((SECONDS / 60)) min $((SECONDS % 60)) s ($(disk_free "$tgt") GiB free now)"
