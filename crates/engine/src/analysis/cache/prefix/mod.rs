@@ -10,12 +10,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::CacheStats;
-use spill::Held;
-pub use spill::MAX_SPILLS_IN_FLIGHT;
-
-mod spill;
 use crate::api::{Engine, StateId};
 use crate::error::{EngineError, Result};
+use spill::Held;
+
+mod spill;
+pub use spill::MAX_SPILLS_IN_FLIGHT;
 
 /// Host bytes charged per token of a prefix-cache entry (trie node: token, children map
 /// slot, parent link), an over-estimate because entries share their common prefixes.
@@ -69,7 +69,8 @@ pub struct Prefilled {
 /// budget_bytes` and `entries ≤ max_entries` hold, evicting least recently used entries;
 /// the states on the GPU take at most `gpu_budget_bytes` of it: past that (or when the
 /// engine has no slot left) the least recently used GPU entries move to host memory
-/// (a read-back) instead of being dropped. The cache binds to the first engine it is
+/// instead of being dropped, their slots freed at once and their states read back off
+/// the caller's thread (`spill`). The cache binds to the first engine it is
 /// used with; using it with another is an error. Call [`PrefixCache::release`] before
 /// dropping it, or its slots stay taken until the engine is dropped.
 pub struct PrefixCache {
