@@ -336,7 +336,11 @@ impl StateDownload {
         let bytes = self.len as u64 * 4;
         let slice = self.buffer.slice(0..bytes);
         let r = match slice.get_mapped_range() {
-            Ok(view) => take(bytemuck::cast_slice(&view)),
+            Ok(view) => match bytemuck::try_cast_slice::<u8, f32>(&view) {
+                Ok(values) => take(values),
+                // A mapping not 4-byte aligned (no driver seen gives one): through a copy.
+                Err(_) => take(&bytemuck::pod_collect_to_vec::<u8, f32>(&view)),
+            },
             Err(e) => Err(EngineError::gpu(format!(
                 "state read-back: range failed: {e}"
             ))),
