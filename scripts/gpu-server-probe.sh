@@ -11,8 +11,8 @@ M=/tmp/m; mkdir -p $M; f=$M/2.9b-Q4_K.gguf
 pid=$!
 for i in $(seq 1 240); do curl -sf http://127.0.0.1:18080/health >/dev/null && break; sleep 0.5; done
 for n in 8 32; do
-  curl -s http://127.0.0.1:18080/metrics | grep -E '(step|forward|sample)_seconds_sum|(cache|busy)_seconds_total|cache_spills |batch_size_(sum|count)' | sed "s/^/before $n: /"
+  curl -s http://127.0.0.1:18080/metrics | grep -E '(step|forward|sample)_seconds_sum|(cache|busy)_seconds_total|(queue|ttft)_seconds_(sum|count)|cache_spills |batch_size_(sum|count)' | sed "s/^/before $n: /"
   python3 scripts/serve_bench.py streams --url http://127.0.0.1:18080 --streams $n
-  curl -s http://127.0.0.1:18080/metrics | grep -E '(step|forward|sample)_seconds_sum|(cache|busy)_seconds_total|cache_spills |batch_size_(sum|count)' | sed "s/^/after $n: /"
+  curl -s http://127.0.0.1:18080/metrics | grep -E '(step|forward|sample)_seconds_sum|(cache|busy)_seconds_total|(queue|ttft)_seconds_(sum|count)|cache_spills |batch_size_(sum|count)' | sed "s/^/after $n: /"
 done
 kill -INT $pid; wait $pid

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub cache_spills: Gauge,
     pub batch_size: Histogram,
     pub ttft_seconds: Histogram,
+    /// From a request's arrival to its place in the batch (the part of TTFT spent queued).
+    pub queue_seconds: Histogram,
     pub step_seconds: Histogram,
     /// The forward pass of a step alone (the engine's call: encode, GPU, logits read back).
     pub forward_seconds: Histogram,
@@ -158,6 +160,12 @@ impl Metrics {
         );
         let ttft_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         r.register("ttft_seconds", "Time to first token", ttft_seconds.clone());
+        let queue_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 18));
+        r.register(
+            "queue_seconds",
+            "Time from a request's arrival to its place in the batch",
+            queue_seconds.clone(),
+        );
         let step_seconds = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
         r.register(
             "step_seconds",
@@ -209,6 +217,7 @@ impl Metrics {
             cache_spills,
             batch_size,
             ttft_seconds,
+            queue_seconds,
             step_seconds,
             forward_seconds,
             sample_seconds,

@@ -249,6 +249,9 @@ impl Sched {
                     continue;
                 }
             };
+            self.metrics
+                .queue_seconds
+                .observe(job.arrived.elapsed().as_secs_f64());
             self.metrics.prompt_tokens.inc_by(job.prompt.len() as u64);
             self.metrics.cached_tokens.inc_by(depth as u64);
             if depth > 0 {
