@@ -33,6 +33,11 @@ pub struct BatchArgs {
     /// the per-op table without the per-layer one).
     #[arg(long)]
     pub profile: bool,
+    /// Also time the prefill of B prompts of this many tokens in one call (a server
+    /// admitting a burst of requests; the last row's logits of each read back) beside one
+    /// prompt of B × N tokens: whether many short prompts cost more than their tokens.
+    #[arg(long, value_name = "N")]
+    pub prompt: Option<usize>,
 }
 
 pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
@@ -114,8 +119,84 @@ pub fn batch(a: BatchArgs) -> anyhow::Result<()> {
         for s in states {
             eng.free_state(s)?;
         }
+        if let Some(n) = a.prompt {
+            let (many, one) = time_prompts(&mut eng, b, n.max(1), a.steps.max(1), vocab)?;
+            let t = (b * n.max(1)) as f64;
+            println!(
+                "B = {b:4}: {b} prompts of {n} tokens {many:8.2} ms ({:9.1} tok/s), \
+                 one of {t} tokens {one:8.2} ms ({:9.1} tok/s)",
+                t / (many / 1e3),
+                t / (one / 1e3),
+            );
+        }
     }
     Ok(())
+}
+
+/// Median ms of prefilling `b` fresh states with `n`-token prompts in one call (each
+/// one's last row of logits read back, as the server does) and of one fresh state with
+/// their `b × n` tokens, over `reps` repeats after one untimed.
+fn time_prompts(
+    eng: &mut rwkv_engine::Engine,
+    b: usize,
+    n: usize,
+    reps: usize,
+    vocab: u32,
+) -> anyhow::Result<(f64, f64)> {
+    let want = Want {
+        logits: true,
+        embeddings: false,
+    };
+    let prompts: Vec<Vec<u32>> = (0..b)
+        .map(|i| {
+            (0..n)
+                .map(|j| ((i * 7919 + j * 131) as u32 % (vocab - 1)) + 1)
+                .collect()
+        })
+        .collect();
+    let joined: Vec<u32> = prompts.concat();
+    let mut many = Vec::new();
+    let mut one = Vec::new();
+    for rep in 0..reps + 1 {
+        let states: Vec<_> = (0..b).map(|_| eng.new_state()).collect::<Result<_, _>>()?;
+        let inputs: Vec<SeqInput> = states
+            .iter()
+            .zip(&prompts)
+            .map(|(&state, p)| SeqInput {
+                state,
+                tokens: p,
+                rows: Rows::Last,
+            })
+            .collect();
+        let t = Instant::now();
+        let out = eng.forward(&inputs, want, None);
+        let dt = t.elapsed().as_secs_f64() * 1e3;
+        for s in states {
+            eng.free_state(s)?;
+        }
+        drop(out?);
+        let st = eng.new_state()?;
+        let input = SeqInput {
+            state: st,
+            tokens: &joined,
+            rows: Rows::Last,
+        };
+        let t = Instant::now();
+        let out = eng.forward(&[input], want, None);
+        let dt1 = t.elapsed().as_secs_f64() * 1e3;
+        eng.free_state(st)?;
+        drop(out?);
+        if rep > 0 {
+            many.push(dt);
+            one.push(dt1);
+        }
+    }
+    Ok((median(&mut many), median(&mut one)))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// One decode step of `b` sequences after distinct 16-token prompts: the logits of each

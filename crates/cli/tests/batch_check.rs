@@ -1,4 +1,4 @@
-//! `rwkv batch --check` on the bundled demo model: a step of B sequences gives each the
+//! `rwkv batch` on the bundled demo model. `--check`: a step of B sequences gives each the
 //! logits it gets alone (the 8-token kernels of 2–8-token passes included), and a
 //! mismatch fails the command.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -30,4 +30,31 @@ fn batched_steps_match_each_sequence_alone() {
             "{line}"
         );
     }
+}
+
+/// `rwkv batch --prompt N` times a burst of B prompts of N tokens beside one prompt of
+/// their B × N tokens, after the decode steps of each size (figures not asserted).
+#[test]
+fn prompt_bursts_are_timed_beside_one_prompt() {
+    let model = support::repo().join("assets/models/rwkv7-demo-6x256-Q4_K_M.gguf");
+    let out = support::rwkv_cmd()
+        .args(["batch", "--batch", "2", "--steps", "1", "--prompt", "5"])
+        .arg("--model")
+        .arg(&model)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "rwkv batch failed:\n{stdout}\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("prompts of"))
+        .unwrap_or_else(|| panic!("no prompt line:\n{stdout}"));
+    assert!(
+        line.starts_with("B =    2: 2 prompts of 5 tokens") && line.contains("one of 10 tokens"),
+        "{line}"
+    );
 }
