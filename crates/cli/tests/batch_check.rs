@@ -5,20 +5,28 @@
 
 mod support;
 
-#[test]
-fn batched_steps_match_each_sequence_alone() {
+/// `rwkv batch ARGS --model <demo>`: its stdout, after checking that it succeeded.
+fn batch(args: &[&str]) -> String {
     let model = support::repo().join("assets/models/rwkv7-demo-6x256-Q4_K_M.gguf");
     let out = support::rwkv_cmd()
-        .args(["batch", "--check", "--batch", "1,3,8,11", "--model"])
+        .arg("batch")
+        .args(args)
+        .arg("--model")
         .arg(&model)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "rwkv batch --check failed:\n{stdout}\n{stderr}"
+        "rwkv batch {args:?} failed:\n{stdout}\n{stderr}"
     );
+    stdout
+}
+
+#[test]
+fn batched_steps_match_each_sequence_alone() {
+    let stdout = batch(&["--check", "--batch", "1,3,8,11"]);
     for b in [1, 3, 8, 11] {
         let line = stdout
             .lines()
@@ -36,19 +44,7 @@ fn batched_steps_match_each_sequence_alone() {
 /// their B × N tokens, after the decode steps of each size (figures not asserted).
 #[test]
 fn prompt_bursts_are_timed_beside_one_prompt() {
-    let model = support::repo().join("assets/models/rwkv7-demo-6x256-Q4_K_M.gguf");
-    let out = support::rwkv_cmd()
-        .args(["batch", "--batch", "2", "--steps", "1", "--prompt", "5"])
-        .arg("--model")
-        .arg(&model)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "rwkv batch failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = batch(&["--batch", "2", "--steps", "1", "--prompt", "5"]);
     let line = stdout
         .lines()
         .find(|l| l.contains("prompts of"))

@@ -37,7 +37,7 @@ pub struct StateParts {
 type ReadbackPool = Arc<Mutex<Vec<wgpu::Buffer>>>;
 
 /// Most read-back buffers a [`StateParts`] keeps between reads.
-pub const READBACK_KEEP: usize = 4;
+const READBACK_KEEP: usize = 4;
 
 impl StateParts {
     /// Buffers for `n_slots` states of `cfg`: the fewest parts (at least `min_parts`, from
@@ -288,18 +288,8 @@ pub struct StateDownload {
 }
 
 impl StateDownload {
-    /// f32 of the state.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Always false: a state has values.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Waits for the copy (polling the device itself, so it may run on a thread of its
-    /// own while another drives the GPU) and returns the state (`len()` f32, layout 1).
+    /// own while another drives the GPU) and returns the state (one slot's f32, layout 1).
     ///
     /// Errors: the device was lost or the mapping failed; [`EngineError::OutputTooLarge`]
     /// when the allocation is refused.

@@ -155,9 +155,22 @@ impl PrefixCache {
         }
     }
 
-    /// The deepest cached node along `tokens` and its depth (`(ROOT, 0)` if none).
-    fn longest(&self, tokens: &[u32]) -> (usize, usize) {
-        self.longest_where(tokens, |_, _| true)
+    /// [`Self::longest_where`] after collecting the finished spills, its entry in GPU or
+    /// host memory (a spill in flight lands first; one that failed is gone, and the search
+    /// runs again).
+    fn deepest_landed(
+        &mut self,
+        eng: &mut Engine,
+        tokens: &[u32],
+        ok: impl Fn(&PrefixEntry, usize) -> bool,
+    ) -> (usize, usize) {
+        self.settle(eng);
+        loop {
+            let (node, depth) = self.longest_where(tokens, &ok);
+            if depth == 0 || self.land(eng, node) {
+                return (node, depth);
+            }
+        }
     }
 
     /// The deepest cached node along `tokens` whose entry passes `ok(entry, depth)`.
@@ -362,15 +375,8 @@ impl PrefixCache {
     /// Errors: the cache belongs to another engine; no state slot for the new state.
     pub fn resume(&mut self, eng: &mut Engine, tokens: &[u32]) -> Result<Option<Resumed>> {
         self.bind(eng)?;
-        self.settle(eng);
         let n = tokens.len();
-        let (node, depth) = loop {
-            let (node, depth) = self.longest_where(tokens, |e, d| d < n || e.logits.is_some());
-            // A spill in flight lands first (one that failed is gone: look again).
-            if depth == 0 || self.land(eng, node) {
-                break (node, depth);
-            }
-        };
+        let (node, depth) = self.deepest_landed(eng, tokens, |e, d| d < n || e.logits.is_some());
         if depth == 0 {
             self.stats.misses += 1;
             return Ok(None);
@@ -432,13 +438,7 @@ impl Engine {
     /// Errors: `cache` belongs to another engine; as [`Engine::prefill`].
     pub fn prefill_cached(&mut self, cache: &mut PrefixCache, tokens: &[u32]) -> Result<Prefilled> {
         cache.bind(self)?;
-        cache.settle(self);
-        let (node, depth) = loop {
-            let (node, depth) = cache.longest(tokens);
-            if depth == 0 || cache.land(self, node) {
-                break (node, depth);
-            }
-        };
+        let (node, depth) = cache.deepest_landed(self, tokens, |_, _| true);
         let state = if depth > 0 {
             cache.stats.hits += 1;
             cache.reused_tokens += depth as u64;
