@@ -11,6 +11,10 @@ struct Dims {
     off_tok_pos: u32,  // tmeta[off_tok_pos + t] = position of token t in its sequence (this pass)
     off_seqs: u32,     // tmeta[off_seqs + 4b ..] = (start token, length, state slot, 0)
     off_rows: u32,     // tmeta[off_rows + i] = token row gathered as output row i
+    max_len: u32,      // L: tokens of the longest sequence of this pass
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
 }
 
 fn sigmoid(x: f32) -> f32 {

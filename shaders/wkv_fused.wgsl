@@ -65,12 +65,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let slot = tmeta[d.off_seqs + 4u * b + 2u];
     let i = li / TPR;
     let q = li % TPR;
-    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q * NV;
+    // Thread q of a row holds the row's vec4 columns q, q + TPR, q + 2 TPR, …: a warp's
+    // load of s[j] reads whole 64-byte runs of TPR columns (the rows' columns q · NV + j
+    // read 16 bytes every 64).
+    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q;
     var s: array<vec4<f32>, NV>;
     for (var j = 0u; j < NV; j++) {
-        s[j] = state[sb + j];
+        s[j] = state[sb + j * TPR];
     }
-    let col = h * HV + q * NV;    // vec4 column of this thread's keys
+    let col = h * HV + q;         // first vec4 column of this thread's keys (stride TPR)
     let ch = h * HEAD_SIZE + i;   // channel of this thread's row
     for (var n = 0u; n < len; n++) {
         let t = start + n;
@@ -82,16 +85,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var rr: array<vec4<f32>, NV>;
         var nrm = 0.0;
         for (var j = 0u; j < NV; j++) {
-            let k = act[(p.k_off >> 2u) + g + j];
-            let a = act[(p.a_off >> 2u) + g + j];
-            let kr = k * vecs[(p.kkw_off >> 2u) + col + j];
+            let k = act[(p.k_off >> 2u) + g + j * TPR];
+            let a = act[(p.a_off >> 2u) + g + j * TPR];
+            let kr = k * vecs[(p.kkw_off >> 2u) + col + j * TPR];
             kk[j] = kr;
             nrm += dot(kr, kr);
-            kp[j] = k * (1.0 + (a - 1.0) * vecs[(p.ka_off >> 2u) + col + j]);
+            kp[j] = k * (1.0 + (a - 1.0) * vecs[(p.ka_off >> 2u) + col + j * TPR]);
             av[j] = a;
-            let wr = act[(p.w_off >> 2u) + g + j];
+            let wr = act[(p.w_off >> 2u) + g + j * TPR];
             wd[j] = exp(-DECAY_SCALE / (1.0 + exp(-wr)));
-            rr[j] = act[(p.r_off >> 2u) + g + j];
+            rr[j] = act[(p.r_off >> 2u) + g + j * TPR];
         }
         let inv = 1.0 / max(sqrt(tpr_sum(nrm)), 1e-12);
         let vi = t * p.c + ch;
@@ -115,7 +118,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var j = 0u; j < NV; j++) {
             s[j] = s[j] * wd[j] + sa * (kk[j] * av[j]) + v * kp[j];
             y += dot(s[j], rr[j]);
-            bonus += dot(rr[j] * kp[j], vecs[(p.rk_off >> 2u) + col + j]);
+            bonus += dot(rr[j] * kp[j], vecs[(p.rk_off >> 2u) + col + j * TPR]);
         }
         y = tpr_sum(y);
         bonus = tpr_sum(bonus);
@@ -143,6 +146,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
     for (var j = 0u; j < NV; j++) {
-        state[sb + j] = s[j];
+        state[sb + j * TPR] = s[j];
     }
 }

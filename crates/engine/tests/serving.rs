@@ -415,3 +415,74 @@ fn a_profiled_step_checks_its_inputs_and_feeds_the_states() {
         eng.free_state(s).unwrap();
     }
 }
+
+/// A decode step of more than 8 sequences (one token each) runs the fused WKV
+/// (`wkv_fused`, one dispatch a layer); a step with a longer sequence in it runs the
+/// chunked scan (`wkv_prep`, `wkv`, `wkv_out`). The one-token sequences' logits and states
+/// agree between the two within rounding.
+#[test]
+fn decode_steps_of_any_batch_run_the_fused_wkv() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let base = eng.prefill(&tok.encode("The sea was calm")).unwrap();
+    let n = 12;
+    let toks: Vec<[u32; 1]> = (0..n).map(|i| [100 + 7 * i as u32]).collect();
+    let long = tok.encode(" and the ship sailed on into the dark and quiet night");
+    assert!(long.len() > 8, "{}", long.len());
+    let ops = |eng: &mut Engine, with_long: bool| -> Vec<String> {
+        let states: Vec<StateId> = (0..=n).map(|_| eng.fork_state(base).unwrap()).collect();
+        let mut seqs: Vec<(StateId, &[u32])> = (0..n).map(|i| (states[i], &toks[i][..])).collect();
+        if with_long {
+            seqs.push((states[n], &long));
+        }
+        let report = eng.profile_seqs(&seqs).unwrap();
+        for s in states {
+            eng.free_state(s).unwrap();
+        }
+        report.dispatches.into_iter().map(|d| d.op).collect()
+    };
+    let decode = ops(&mut eng, false);
+    assert!(decode.iter().any(|o| o == "wkv_fused"), "{decode:?}");
+    assert!(
+        !decode.iter().any(|o| o == "wkv" || o == "wkv_prep"),
+        "{decode:?}"
+    );
+    let mixed = ops(&mut eng, true);
+    assert!(mixed.iter().any(|o| o == "wkv") && mixed.iter().any(|o| o == "wkv_out"));
+    assert!(!mixed.iter().any(|o| o == "wkv_fused"), "{mixed:?}");
+
+    // The same one-token steps through both kernels.
+    let step = |eng: &mut Engine, with_long: bool| -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+        let states: Vec<StateId> = (0..=n).map(|_| eng.fork_state(base).unwrap()).collect();
+        let mut inputs: Vec<SeqInput> = (0..n)
+            .map(|i| SeqInput {
+                state: states[i],
+                tokens: &toks[i],
+                rows: Rows::Last,
+            })
+            .collect();
+        if with_long {
+            inputs.push(SeqInput {
+                state: states[n],
+                tokens: &long,
+                rows: Rows::Last,
+            });
+        }
+        let out = eng.forward(&inputs, WANT, None).unwrap();
+        let st = (0..n)
+            .map(|i| eng.read_state_vec(states[i]).unwrap())
+            .collect();
+        for s in states {
+            eng.free_state(s).unwrap();
+        }
+        (out.logits[..n].to_vec(), st)
+    };
+    let (fused, fused_states) = step(&mut eng, false);
+    let (scan, scan_states) = step(&mut eng, true);
+    for i in 0..n {
+        let d = max_abs(&fused[i], &scan[i]);
+        assert!(d < 2e-3, "sequence {i}: logits differ by {d}");
+        let d = max_abs(&fused_states[i], &scan_states[i]);
+        assert!(d < 1e-3, "sequence {i}: states differ by {d}");
+    }
+}

@@ -84,6 +84,10 @@ pub struct Tuning {
     /// `RWKV_WKV_TPR`: threads per row of S (1, 2, 4, 8 or 16) of the WKV scan and the
     /// fused decode kernel, where subgroups hold them.
     pub wkv_tpr: Option<u32>,
+    /// `RWKV_WKV_FUSED_LEN` (0–64, default 8): the fused decode WKV (`wkv_fused`) runs for
+    /// passes whose every sequence has at most this many tokens; 0: for passes of at most
+    /// 8 tokens in all.
+    pub wkv_fused_len: u32,
     /// `RWKV_LORA_HPROD=0` makes it false: no one-token product makes its LoRA term's
     /// first product itself.
     pub lora_hprod: bool,
@@ -125,6 +129,7 @@ impl Default for Tuning {
             gpu_argmax: true,
             wkv_rows: None,
             wkv_tpr: None,
+            wkv_fused_len: DEFAULT_WKV_FUSED_LEN,
             lora_hprod: true,
             hprod_spin: DEFAULT_HPROD_SPIN,
             compile_threads: None,
@@ -140,6 +145,9 @@ impl Default for Tuning {
 /// start workgroups in order, cuts loops of more than ≈ 32k iterations short (outputs
 /// then go missing): keep it well below that.
 pub const DEFAULT_HPROD_SPIN: u32 = 4096;
+
+/// [`Tuning::wkv_fused_len`] with no knob set.
+pub const DEFAULT_WKV_FUSED_LEN: u32 = 8;
 
 impl Tuning {
     /// The knobs of this process's environment (warnings in the log for values out of
@@ -230,6 +238,8 @@ impl Tuning {
             wkv_tpr: u32_in("RWKV_WKV_TPR", "1, 2, 4, 8 or 16", &|n| {
                 [1, 2, 4, 8, 16].contains(&n)
             }),
+            wkv_fused_len: u32_in("RWKV_WKV_FUSED_LEN", "0 to 64", &|n| n <= 64)
+                .unwrap_or(DEFAULT_WKV_FUSED_LEN),
             lora_hprod: flag("RWKV_LORA_HPROD") != Some(false),
             hprod_spin: u32_in("RWKV_HPROD_SPIN", "a number of polls", &|n| {
                 n <= u64::from(u32::MAX)
@@ -284,6 +294,7 @@ mod tests {
             ("RWKV_GPU_ARGMAX", "0"),
             ("RWKV_WKV_ROWS", "32"),
             ("RWKV_WKV_TPR", "4"),
+            ("RWKV_WKV_FUSED_LEN", "0"),
             ("RWKV_LORA_HPROD", "0"),
             ("RWKV_HPROD_SPIN", "0"),
             ("RWKV_COMPILE_THREADS", "2"),
@@ -312,6 +323,7 @@ mod tests {
             gpu_argmax: false,
             wkv_rows: Some(32),
             wkv_tpr: Some(4),
+            wkv_fused_len: 0,
             lora_hprod: false,
             hprod_spin: 0,
             compile_threads: Some(2),

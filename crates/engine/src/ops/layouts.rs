@@ -41,6 +41,7 @@ fn dims() -> Layout {
         off_tok_pos,
         off_seqs,
         off_rows,
+        max_len,
     })
 }
 

@@ -68,6 +68,10 @@ pub struct Dims {
     pub off_tok_pos: u32,
     pub off_seqs: u32,
     pub off_rows: u32,
+    /// L: tokens of the pass's longest sequence (the fused decode WKV runs where it is
+    /// small, [`Count::Longest`]).
+    pub max_len: u32,
+    pub _p: [u32; 3],
 }
 
 /// What a node's grid scales with.
@@ -76,6 +80,20 @@ pub enum Count {
     Tokens,
     Rows,
     Seqs,
+    /// The longest sequence's tokens ([`Dims::max_len`]): only for [`Small`] variants.
+    Longest,
+}
+
+impl Count {
+    /// This count in a pass of `dims`.
+    pub fn of(self, dims: &Dims) -> u32 {
+        match self {
+            Count::Tokens => dims.n_tokens,
+            Count::Rows => dims.n_rows,
+            Count::Seqs => dims.n_seqs,
+            Count::Longest => dims.max_len,
+        }
+    }
 }
 
 /// How many workgroups a node dispatches for a pass of T tokens, B sequences, R rows.
@@ -94,11 +112,7 @@ pub enum Grid {
 impl Grid {
     /// Workgroup counts for a pass, or `None` when there is nothing to do.
     pub fn size(&self, dims: &Dims) -> Option<(u32, u32, u32)> {
-        let n = |c: Count| match c {
-            Count::Tokens => dims.n_tokens,
-            Count::Rows => dims.n_rows,
-            Count::Seqs => dims.n_seqs,
-        };
+        let n = |c: Count| c.of(dims);
         match *self {
             Grid::Linear {
                 count,
@@ -320,12 +334,7 @@ impl Node {
     /// The variant that runs for a pass of `dims` (the small one when it applies).
     pub fn pick(&self, dims: &Dims) -> &Node {
         if let Some(s) = &self.small {
-            let n = match s.count {
-                Count::Tokens => dims.n_tokens,
-                Count::Rows => dims.n_rows,
-                Count::Seqs => dims.n_seqs,
-            };
-            if n <= s.max {
+            if s.count.of(dims) <= s.max {
                 return s.node.pick(dims);
             }
         }

@@ -118,6 +118,7 @@ impl Graph {
             n_tokens: 1,
             n_seqs: 1,
             n_rows: 1,
+            max_len: 1,
             ..self.dims_host
         }
     }
@@ -168,6 +169,7 @@ impl Graph {
             n_tokens: t as u32,
             n_seqs: seqs.len() as u32,
             n_rows: rows.len() as u32,
+            max_len: seqs.iter().map(|s| s.1.len() as u32).max().unwrap_or(0),
             ..d
         };
         gpu.queue

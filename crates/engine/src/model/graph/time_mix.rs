@@ -3,7 +3,7 @@
 //! The same split as llama.cpp's `build_rwkv7_time_mix`; the channel mix is
 //! `channel_mix.rs`.
 
-use super::blocks::{few, mm, Blocks};
+use super::blocks::{mm, Blocks};
 use super::group::{group_decode, push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::config::GN_EPS;
@@ -231,7 +231,8 @@ impl<'a> Blocks<'a> {
 
     /// Steps 9–11 of block `l` onto `body`: kk, the k and v residuals and the decay
     /// (`wkv_prep`), the WKV recurrence (`wkv`), GroupNorm + bonus + gate (`wkv_out`);
-    /// passes of few tokens run the three as one `wkv_fused` dispatch instead.
+    /// passes whose sequences all have few tokens (decode steps of any batch) run the three
+    /// as one `wkv_fused` dispatch instead ([`fused_wkv`]).
     fn wkv(&self, l: usize, v: &wgpu::Buffer, body: &mut Vec<Node>) -> Result<()> {
         let (cx, rg, act, lid) = (self.cx, &self.rg, self.act, Some(l));
         let (c, h) = (self.cfg.n_embd, self.cfg.n_head);
@@ -254,7 +255,7 @@ impl<'a> Blocks<'a> {
             ka_off: (LayerVecs::K_A * c) as u32,
         };
         let mut prep_node = ops::wkv_prep::wkv_prep(cx, lid, &prep, v, act)?;
-        prep_node.small = Some(few(prep_node.skip()));
+        prep_node.small = Some(fused_wkv(cx, prep_node.skip()));
         body.push(prep_node);
         let wkv = WkvArgs {
             c: c as u32,
@@ -291,9 +292,10 @@ impl<'a> Blocks<'a> {
             _p: [0; 2],
         };
         let mut wkv_node = ops::wkv::wkv(cx, lid, &wkv, self.meta, state, act)?;
-        wkv_node.small = Some(few(ops::wkv_fused::wkv_fused(
-            cx, lid, &fused, self.meta, state, act, v,
-        )?));
+        wkv_node.small = Some(fused_wkv(
+            cx,
+            ops::wkv_fused::wkv_fused(cx, lid, &fused, self.meta, state, act, v)?,
+        ));
         body.push(wkv_node);
         let out = WkvOutArgs {
             c: c as u32,
@@ -310,7 +312,7 @@ impl<'a> Blocks<'a> {
             _p: 0,
         };
         let mut out_node = ops::wkv_out::wkv_out(cx, lid, &out, v, act)?;
-        out_node.small = Some(few(out_node.skip()));
+        out_node.small = Some(fused_wkv(cx, out_node.skip()));
         body.push(out_node);
         Ok(())
     }
@@ -329,5 +331,25 @@ impl<'a> Blocks<'a> {
         body.push(reduce);
         body.extend(second);
         Ok(())
+    }
+}
+
+/// `node` as the variant of `wkv_prep`, `wkv` and `wkv_out` (all three alike) for passes
+/// where `wkv_fused` runs: every sequence at most [`Tuning::wkv_fused_len`] tokens
+/// (default 8), whatever the batch — a server's decode step of 128 sequences runs one
+/// dispatch a layer instead of three. The fused kernel steps a sequence's tokens one by
+/// one in one workgroup, so a long sequence in the pass (a prompt) sends the whole pass
+/// to the chunked scan. `wkv_fused_len = 0`: passes of at most 8 tokens in all (the rule
+/// before).
+///
+/// [`Tuning::wkv_fused_len`]: crate::gpu::Tuning::wkv_fused_len
+fn fused_wkv(cx: &ops::Ctx, node: Node) -> ops::Small {
+    match cx.gpu.tuning.wkv_fused_len {
+        0 => super::blocks::few(node),
+        max => ops::Small {
+            count: ops::Count::Longest,
+            max,
+            node: Box::new(node),
+        },
     }
 }
