@@ -261,7 +261,9 @@ pub(crate) fn every_variant() -> Vec<Variant> {
         for rows in [8, 16, 64] {
             all.push(Variant::Wkv(WkvSpec { tpr, rows }));
         }
-        all.push(Variant::WkvFused(WkvFusedSpec { tpr }));
+        for staged in [false, true] {
+            all.push(Variant::WkvFused(WkvFusedSpec { tpr, staged }));
+        }
     }
     all.push(Variant::LayerNorm(LayerNormSpec));
     all.push(Variant::WkvPrep(WkvPrepSpec));
@@ -413,7 +415,15 @@ mod tests {
         let p3 = cache.get(gpu, &WkvSpec { tpr: 1, rows: 16 }).unwrap();
         assert!(!std::sync::Arc::ptr_eq(&p1, &p3));
         assert_eq!(cache.len(), 2);
-        cache.get(gpu, &WkvFusedSpec { tpr: 1 }).unwrap();
+        cache
+            .get(
+                gpu,
+                &WkvFusedSpec {
+                    tpr: 1,
+                    staged: false,
+                },
+            )
+            .unwrap();
         cache.get(gpu, &LayerNormSpec).unwrap();
         cache.get(gpu, &LayerNormSpec).unwrap();
         assert_eq!(cache.len(), 4);

@@ -7,10 +7,13 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::wkv::tpr_sum;
 use crate::ops::{op_err, Ctx, Grid, Node, COMMON};
 
-/// The `wkv_fused` kernel: `tpr` threads per row of S (as `wkv`'s).
+/// The `wkv_fused` kernel: `tpr` threads per row of S (as `wkv`'s); `staged`: each token's
+/// per-channel values computed once a workgroup into workgroup memory
+/// (`shaders/wkv_fused_staged.wgsl`) instead of by every row's threads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WkvFusedSpec {
     pub tpr: u32,
+    pub staged: bool,
 }
 
 impl KernelSpec for WkvFusedSpec {
@@ -25,7 +28,11 @@ impl KernelSpec for WkvFusedSpec {
             .u32("TPR", self.tpr)
             .file(COMMON)
             .file(tpr_sum(self.tpr))
-            .file(shader!("wkv_fused.wgsl"))
+            .file(if self.staged {
+                shader!("wkv_fused_staged.wgsl")
+            } else {
+                shader!("wkv_fused.wgsl")
+            })
             .build())
     }
 }
@@ -106,6 +113,7 @@ pub fn wkv_fused(
     }
     let spec = WkvFusedSpec {
         tpr: crate::ops::wkv::threads_per_row(cx, 4),
+        staged: cx.gpu.tuning.wkv_staged,
     };
     cx.node(
         "wkv_fused",
@@ -131,14 +139,19 @@ mod tests {
     use crate::ops::Dims;
 
     /// Same outputs, states and v_first as the three-op chain, in layer 0 and a later
-    /// layer, for two sequences (2 and 1 tokens), with and without subgroups.
+    /// layer, for two sequences (2 and 1 tokens), with and without subgroups, staged and
+    /// not.
     #[test]
     fn matches_prep_wkv_out_chain() {
-        let mut plain = (*gpu()).clone();
-        plain.features.subgroup = false;
-        for g in [gpu(), std::sync::Arc::new(plain)] {
-            for layer0 in [1, 0] {
-                check(g.clone(), layer0);
+        for staged in [false, true] {
+            let mut sub = (*gpu()).clone();
+            sub.tuning.wkv_staged = staged;
+            let mut plain = sub.clone();
+            plain.features.subgroup = false;
+            for g in [std::sync::Arc::new(sub), std::sync::Arc::new(plain)] {
+                for layer0 in [1, 0] {
+                    check(g.clone(), layer0);
+                }
             }
         }
     }
