@@ -7,6 +7,8 @@
 #
 #   BIN=.gpu bash scripts/gpu-peers.sh "2.9b 0.1b"
 #
+# ALBATROSS=1 adds BlinkDL's Albatross on the same F16 files (BIN/albatross: its reference/).
+#
 # BIN must hold: rwkv (this repo's CLI, release build), COMMIT (optional), rwkv-before and
 # COMMIT_BEFORE (optional: a before / after run on the same files, gpu-before-after.sh) and
 # llama-cpp-bench/ (a copy of ../shared/anchor/llama-cpp-bench); .gl/*.deb hold the
@@ -91,6 +93,26 @@ for s in $SHAPES; do
   done
 done
 
+# BlinkDL's Albatross on the same F16 files (ALBATROSS=1; BIN/albatross holds its reference/):
+# each F16 GGUF converted to BlinkDL's SafeTensors (`rwkv merge` with no adapter), which
+# Albatross loads as its .pth (scripts/reference/albatross_bench.py: decode at batch 1,
+# prefill 512, batched decode at B = 32 and 128), and our batched decode on the GGUF itself.
+if [ "${ALBATROSS:-0}" = 1 ] && [ -d "$BIN/albatross/reference" ]; then
+  for s in $SHAPES; do
+    f=$LC_W/models/rwkv7-$s-F16.gguf
+    [ -f "$f" ] && [ ! -f "$R/albatross-$s.json" ] || continue
+    if [ $(( DEADLINE - ($(date +%s) - T0) )) -lt 90 ]; then stamp "no time left for Albatross $s: RUN AGAIN"; continue; fi
+    stamp "Albatross and rwkv batch on $s F16"
+    "$BIN/rwkv" merge --base "$f" --out /tmp/albatross-$s.safetensors > /dev/null
+    "$BIN/rwkv" batch -m "$f" --batch 1,32,128 --chunk 1152 --steps 40 2>&1 | grep greedy \
+      | tee "$R/rwkv-batch-$s-F16.txt"
+    PYTHONUNBUFFERED=1 python3 "$(dirname "$0")/reference/albatross_bench.py" --albatross "$BIN/albatross" \
+      --model /tmp/albatross-$s.safetensors --json "$R/albatross-$s.json" > "$R/albatross-$s.log" 2>&1 \
+      || tail -5 "$R/albatross-$s.log"
+    rm -f /tmp/albatross-$s.safetensors
+  done
+fi
+
 # Before / after a change on the same files (scripts/gpu-before-after.sh), when BIN has the
 # build from before it.
 if [ -x "$BIN/rwkv-before" ]; then
@@ -119,6 +141,22 @@ for s in sys.argv[2:]:
     print(f"{s:<14} first-run load {r.get('load_first_run_ms') or 0:>10.1f} ms; GPU {ready:.0f} MiB ready, "
           f"{r.get('gpu_mem_mib', 0):.0f} after the run, for a {r['model']['file_bytes'] / 2**20:.0f} MiB file; "
           f"quality {'PASS' if q.get('pass') else 'FAIL'}")
+    # Albatross on the same F16 weights (ALBATROSS=1): its median beside ours.
+    shape = s.rsplit("-", 1)[0]
+    if not s.endswith("F16") or not os.path.exists(os.path.join(out, f"albatross-{shape}.json")):
+        continue
+    a = json.load(open(os.path.join(out, f"albatross-{shape}.json")))
+    ours_b = {}
+    for line in open(os.path.join(out, f"rwkv-batch-{shape}-F16.txt")):
+        f = line.split()
+        ours_b[f[2].rstrip(":")] = float(f[7])
+    rows = [("decode tok/s", r["decode_tok_s"], a["decode"]),
+            ("prefill 512", r["prefill_tok_s"].get("512"), a["prefill_512"])]
+    rows += [(f"batch {b}", ours_b.get(b), a["batch"].get(b)) for b in ("32", "128")]
+    for name, ours, theirs in rows:
+        if ours and theirs:
+            print(f"{s:<14} {name:<14} {ours:>10.1f} {theirs['median_tok_s']:>10.1f} "
+                  f"{ours / theirs['median_tok_s']:>6.2f}x  (Albatross median; p10 {theirs['p10_tok_s']:.1f})")
 PY
 
 tar -C "$R" -czf "$OUT/results.tgz" .

@@ -199,7 +199,9 @@ pub struct MergeArgs {
     /// GGUF adapter. The delta added is SCALE·B·A; SCALE defaults to alpha / rank when the
     /// file holds alpha (GGUF adapter.lora.alpha, SafeTensors lora_alpha) and to 1
     /// otherwise (RWKV-PEFT .pth files hold no alpha: pass alpha / r of the training run).
-    #[arg(long = "lora", required = true, value_name = "FILE[:SCALE]", value_parser = crate::common::parse_lora)]
+    /// None: the base converted as it is (a GGUF as BlinkDL's SafeTensors, which BlinkDL's
+    /// own code loads as a .pth state dict).
+    #[arg(long = "lora", value_name = "FILE[:SCALE]", value_parser = crate::common::parse_lora)]
     pub loras: Vec<crate::common::LoraSpec>,
     /// Output SafeTensors file (BlinkDL names; adapted matrices F32, the rest as the base
     /// holds them, block-quantized ones decoded to F32).

@@ -71,7 +71,8 @@ enum Command {
     /// Show what a model file holds: format, config, tokenizer, tensors, totals; on a LoRA
     /// adapter or state-tuning file: format, rank, alpha, default scale, targets, base shape.
     Inspect(cmd_inspect::Args),
-    /// Merge LoRA adapters into a base model: a standalone SafeTensors model (W + SCALE·B·A).
+    /// Merge LoRA adapters into a base model: a standalone SafeTensors model (W + SCALE·B·A);
+    /// with no adapter, the base converted to SafeTensors with BlinkDL's names.
     Merge(cmd_adapter::MergeArgs),
     /// Turn text into World token ids (the model's vocabulary with --model).
     Tokenize(cmd_tokenize::tokenize::Args),

@@ -83,3 +83,48 @@ fn merge_writes_a_loadable_model_and_refuses_a_mismatch() {
     assert!(!bad.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With no adapter, `rwkv merge` converts a model: the demo GGUF (Q4_K_M) as BlinkDL's
+/// SafeTensors (its blocks decoded to F32) scores the held-out text as the GGUF does.
+#[test]
+fn merge_without_adapters_converts_the_model() {
+    let dir = std::env::temp_dir().join(format!("rwkv-convert-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = "assets/models/rwkv7-demo-6x256-Q4_K_M.gguf";
+    let out = dir.join("demo.safetensors");
+    let out_s = out.to_str().unwrap();
+    let (ok, stdout, err) = rwkv(&["merge", "--base", base, "--out", out_s]);
+    assert!(ok, "{err}");
+    assert!(stdout.contains("0 adapted"), "{stdout}");
+    let (ok, desc, err) = rwkv(&["inspect", "--json", out_s]);
+    assert!(ok, "{err}");
+    let j: serde_json::Value = serde_json::from_str(&desc).unwrap();
+    assert_eq!(j["format"], "SafeTensors", "{desc}");
+    let ppl = |model: &str, name: &str| -> f64 {
+        let json = dir.join(name);
+        let (ok, _, err) = rwkv(&[
+            "perplexity",
+            "--model",
+            model,
+            "--text",
+            "benchmarks/perplexity/lincoln-1861-1862.txt",
+            "--ctx",
+            "64",
+            "--chunks",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(ok, "{err}");
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        j["perplexity"].as_f64().unwrap()
+    };
+    let (a, b) = (ppl(base, "gguf.json"), ppl(out_s, "st.json"));
+    assert!(a.is_finite() && a > 1.0, "{a}");
+    assert!(
+        (a - b).abs() / a < 1e-3,
+        "perplexity {a} (GGUF) against {b} (converted)"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
