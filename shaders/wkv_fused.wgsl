@@ -1,5 +1,5 @@
-// Decode time mix core in one dispatch (RWKV_x070), for passes of few tokens: per (head,
-// sequence), for each of the sequence's tokens in order,
+// Decode time mix core in one dispatch (RWKV_x070), for passes whose sequences have few
+// tokens: per (head, sequence), for each of the sequence's tokens in order,
 //   kk = normalize(k * k_k);  k' = k * (1 + (a - 1) * k_a);  w = exp(-DECAY_SCALE σ(w_raw))
 //   v' = layer 0: v (saved as v_first);  else v + (v_first - v) * v_mix
 //   S = S diag(w) + (S (-kk)) (kk a)^T + v' k'^T,   y = S r
@@ -9,49 +9,9 @@
 // the head's HEAD_SIZE rows goes through workgroup memory. HEAD_SIZE (64) and DECAY_SCALE
 // (e^-0.5 = 0.606531) come from the engine's constants of the same names.
 
-struct Params {
-    c: u32,
-    layer0: u32,
-    r_off: u32,
-    w_off: u32,       // raw decay (before the exp(-DECAY_SCALE σ(·)))
-    k_off: u32,       // raw k
-    v_off: u32,       // raw v
-    a_off: u32,       // σ(a0 + lora)
-    g_off: u32,
-    vmix_off: u32,    // σ(v0 + lora) (unused in layer 0)
-    vfirst_off: u32,  // v of layer 0 (written in layer 0)
-    o_off: u32,       // out [T, C]
-    kkw_off: u32,     // vec offsets: k_k, k_a, r_k [C], ln_x weight (bias at + C)
-    ka_off: u32,
-    rk_off: u32,
-    lnx_off: u32,
-    state_off: u32,   // offset of this layer's S [H, N, N] inside a slot
-    slot_len: u32,
-    eps: f32,
-    _p0: u32,
-    _p1: u32,
-}
-
-@group(0) @binding(0) var<uniform> d: Dims;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> tmeta: array<u32>;              // sequences
-@group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
-@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
-@group(0) @binding(5) var<storage, read> vecs: array<vec4<f32>>;         // layer vectors
-
-const HV: u32 = HEAD_SIZE / 4u; // vec4s of a row of S
-const NV: u32 = HV / TPR;
-const WG: u32 = HEAD_SIZE * TPR;
+// Parameters, bindings and sizes: shaders/wkv_fused/params.wgsl.
 
 var<workgroup> ys: array<f32, HEAD_SIZE>;
-
-fn act1(i: u32) -> f32 {
-    return act[i >> 2u][i & 3u];
-}
-
-fn vec1(i: u32) -> f32 {
-    return vecs[i >> 2u][i & 3u];
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

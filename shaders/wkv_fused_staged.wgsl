@@ -7,39 +7,8 @@
 // y (each thread read all 64 y twice). Four workgroup barriers a token instead of two.
 // Thread q of a row holds the row's vec4 columns q, q + TPR, … (as the unstaged kernel).
 
-struct Params {
-    c: u32,
-    layer0: u32,
-    r_off: u32,
-    w_off: u32,       // raw decay (before the exp(-DECAY_SCALE σ(·)))
-    k_off: u32,       // raw k
-    v_off: u32,       // raw v
-    a_off: u32,       // σ(a0 + lora)
-    g_off: u32,
-    vmix_off: u32,    // σ(v0 + lora) (unused in layer 0)
-    vfirst_off: u32,  // v of layer 0 (written in layer 0)
-    o_off: u32,       // out [T, C]
-    kkw_off: u32,     // vec offsets: k_k, k_a, r_k [C], ln_x weight (bias at + C)
-    ka_off: u32,
-    rk_off: u32,
-    lnx_off: u32,
-    state_off: u32,   // offset of this layer's S [H, N, N] inside a slot
-    slot_len: u32,
-    eps: f32,
-    _p0: u32,
-    _p1: u32,
-}
+// Parameters, bindings and sizes: shaders/wkv_fused/params.wgsl.
 
-@group(0) @binding(0) var<uniform> d: Dims;
-@group(0) @binding(1) var<uniform> p: Params;
-@group(0) @binding(2) var<storage, read> tmeta: array<u32>;              // sequences
-@group(0) @binding(3) var<storage, read_write> state: array<vec4<f32>>;  // [slots, slot_len]
-@group(0) @binding(4) var<storage, read_write> act: array<vec4<f32>>;    // activations
-@group(0) @binding(5) var<storage, read> vecs: array<vec4<f32>>;         // layer vectors
-
-const HV: u32 = HEAD_SIZE / 4u; // vec4s of a row of S
-const NV: u32 = HV / TPR;
-const WG: u32 = HEAD_SIZE * TPR;
 const RPC: u32 = HEAD_SIZE / HV; // rows of y each column thread sums (4)
 
 var<workgroup> ckk: array<vec4<f32>, HV>;  // k · k_k (not yet normalized)
@@ -50,14 +19,6 @@ var<workgroup> cr: array<vec4<f32>, HV>;   // r
 var<workgroup> part: array<vec2<f32>, HV>; // per column: (|k · k_k|², Σ r k' r_k)
 var<workgroup> ys: array<f32, HEAD_SIZE>;
 var<workgroup> ysum: array<vec2<f32>, HV>; // per RPC rows: (Σ e, Σ e²), e = y - y[0]
-
-fn act1(i: u32) -> f32 {
-    return act[i >> 2u][i & 3u];
-}
-
-fn vec1(i: u32) -> f32 {
-    return vecs[i >> 2u][i & 3u];
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {

@@ -1,5 +1,7 @@
-//! `wkv_prep` → `wkv` → `wkv_out` in one dispatch (`shaders/wkv_fused.wgsl`), for passes
-//! of few tokens (decode), where the time mix is bound by dispatches, not arithmetic.
+//! `wkv_prep` → `wkv` → `wkv_out` in one dispatch (`shaders/wkv_fused_staged.wgsl`, or
+//! `shaders/wkv_fused.wgsl` with `RWKV_WKV_STAGED=0`), for passes whose sequences have few
+//! tokens (decode steps of any batch), where the time mix is bound by dispatches and the
+//! state's traffic, not arithmetic.
 
 use crate::config::{DECAY_SCALE, HEAD_SIZE};
 use crate::error::Result;
@@ -28,6 +30,7 @@ impl KernelSpec for WkvFusedSpec {
             .u32("TPR", self.tpr)
             .file(COMMON)
             .file(tpr_sum(self.tpr))
+            .file(shader!("wkv_fused/params.wgsl"))
             .file(if self.staged {
                 shader!("wkv_fused_staged.wgsl")
             } else {
@@ -37,7 +40,7 @@ impl KernelSpec for WkvFusedSpec {
     }
 }
 
-/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_fused.wgsl`.
+/// The kernel's parameters, mirrored by `Params` of `shaders/wkv_fused/params.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct WkvFusedArgs {
