@@ -3,8 +3,9 @@
 # model (`rwkv synth`, seed 1) as F16 SafeTensors with BlinkDL's names, which Albatross
 # loads as its .pth (scripts/reference/albatross_bench.py) and we load as it is; decode at
 # batch 1, prefill 512, batched decode at B = 32 and 128 for both; then our Q4_K GGUF of
-# the same seed (`rwkv batch`, the server's quantization) with the fused decode WKV on and
-# off (RWKV_WKV_FUSED_LEN=8 / 0, profiles of B = 32 and 128).
+# the same seed (`rwkv batch`, the server's quantization) with the fused decode WKV staged,
+# per-row and off for steps of more than 8 sequences (RWKV_WKV_STAGED, RWKV_WKV_FUSED_LEN;
+# with profiles).
 #
 #   BIN=.gpu bash scripts/gpu-albatross.sh
 #
@@ -37,14 +38,19 @@ stamp "ours, F16 SafeTensors: batch 1 / 32 / 128"
 stamp "ours, F16 SafeTensors: prefill 512, decode"
 "$BIN/rwkv" bench -m $F16 --prefill 512 --gen 128 --repeat 10 --no-quality --load-repeat 1 \
   --fields 2 --json "$OUT/ours-f16-bench.json" 2>&1 | grep -iE 'prefill|decode' | head -8
-stamp "ours, Q4_K GGUF: fused decode WKV on / off, batch 32 / 128 (and profiles)"
-for f in 8 0 8 0; do
-  RWKV_WKV_FUSED_LEN=$f "$BIN/rwkv" batch -m $Q4 --batch 1,32,128 --chunk 1152 --steps 30 2>&1 \
-    | grep -E 'read back' | sed "s/^/FUSED_LEN=$f /"
+stamp "ours, Q4_K GGUF: the fused decode WKV staged / per-row / off, batch 1 / 32 / 128 (and profiles)"
+for round in 1 2; do
+  for k in "8 1" "8 0" "0 1"; do
+    set -- $k
+    RWKV_WKV_FUSED_LEN=$1 RWKV_WKV_STAGED=$2 "$BIN/rwkv" batch -m $Q4 --batch 1,32,128 --chunk 1152 \
+      --steps 30 2>&1 | grep -E 'greedy' | sed "s/^/FUSED_LEN=$1 STAGED=$2 /"
+  done
 done
-for f in 8 0; do
-  RWKV_WKV_FUSED_LEN=$f "$BIN/rwkv" batch -m $Q4 --batch 32,128 --chunk 1152 --steps 5 --profile 2>&1 \
-    | grep -E 'wkv|matmul_reduce|ln_shift|GPU profile' | sed "s/^/profile FUSED_LEN=$f /" | head -30
+for k in "8 1" "8 0" "0 1"; do
+  set -- $k
+  RWKV_WKV_FUSED_LEN=$1 RWKV_WKV_STAGED=$2 "$BIN/rwkv" batch -m $Q4 --batch 1,32,128 --chunk 1152 \
+    --steps 5 --profile 2>&1 | grep -E 'wkv|matmul_reduce|ln_shift|GPU profile' \
+    | sed "s/^/profile FUSED_LEN=$1 STAGED=$2 /" | head -30
 done
 
 wait $build; tail -2 /tmp/albatross-build.log
