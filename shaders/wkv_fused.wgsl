@@ -9,7 +9,7 @@
 // the head's HEAD_SIZE rows goes through workgroup memory. HEAD_SIZE (64) and DECAY_SCALE
 // (e^-0.5 = 0.606531) come from the engine's constants of the same names.
 
-// Parameters, bindings and sizes: shaders/wkv_fused/params.wgsl.
+// Parameters, bindings, sizes and the row helpers: shaders/wkv_fused/params.wgsl.
 
 var<workgroup> ys: array<f32, HEAD_SIZE>;
 
@@ -20,19 +20,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (b >= d.n_seqs) {
         return; // uniform per workgroup
     }
-    let start = tmeta[d.off_seqs + 4u * b];
-    let len = tmeta[d.off_seqs + 4u * b + 1u];
-    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let m = seq_meta(b);
+    let start = m.x;
+    let len = m.y;
     let i = li / TPR;
     let q = li % TPR;
-    // Thread q of a row holds the row's vec4 columns q, q + TPR, q + 2 TPR, …: a warp's
-    // load of s[j] reads whole 64-byte runs of TPR columns (the rows' columns q · NV + j
-    // read 16 bytes every 64).
-    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q;
-    var s: array<vec4<f32>, NV>;
-    for (var j = 0u; j < NV; j++) {
-        s[j] = state[sb + j * TPR];
-    }
+    let sb = row_base(m.z, h, i, q);
+    var s = load_row(sb);
     let col = h * HV + q;         // first vec4 column of this thread's keys (stride TPR)
     let ch = h * HEAD_SIZE + i;   // channel of this thread's row
     for (var n = 0u; n < len; n++) {
@@ -105,7 +99,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    for (var j = 0u; j < NV; j++) {
-        state[sb + j * TPR] = s[j];
-    }
+    store_row(sb, s);
 }

@@ -7,7 +7,7 @@
 // y (each thread read all 64 y twice). Four workgroup barriers a token instead of two.
 // Thread q of a row holds the row's vec4 columns q, q + TPR, … (as the unstaged kernel).
 
-// Parameters, bindings and sizes: shaders/wkv_fused/params.wgsl.
+// Parameters, bindings, sizes and the row helpers: shaders/wkv_fused/params.wgsl.
 
 const RPC: u32 = HEAD_SIZE / HV; // rows of y each column thread sums (4)
 
@@ -27,16 +27,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (b >= d.n_seqs) {
         return; // uniform per workgroup
     }
-    let start = tmeta[d.off_seqs + 4u * b];
-    let len = tmeta[d.off_seqs + 4u * b + 1u];
-    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let m = seq_meta(b);
+    let start = m.x;
+    let len = m.y;
     let i = li / TPR;
     let q = li % TPR;
-    let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q;
-    var s: array<vec4<f32>, NV>;
-    for (var j = 0u; j < NV; j++) {
-        s[j] = state[sb + j * TPR];
-    }
+    let sb = row_base(m.z, h, i, q);
+    var s = load_row(sb);
     let ch = h * HEAD_SIZE + i;   // channel of this thread's row
     let c4 = h * HV + li;         // the column of a column thread (li < HV)
     for (var n = 0u; n < len; n++) {
@@ -112,7 +109,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
-    for (var j = 0u; j < NV; j++) {
-        state[sb + j * TPR] = s[j];
-    }
+    store_row(sb, s);
 }

@@ -1,6 +1,7 @@
 // What both fused decode WKV kernels share (`shaders/wkv_fused.wgsl`, rows computing
 // their columns' values themselves; `shaders/wkv_fused_staged.wgsl`, each token's
-// per-channel values once a workgroup): the parameters, bindings and sizes.
+// per-channel values once a workgroup): the parameters, bindings and sizes, and the
+// sequence's metadata and its rows of S.
 
 struct Params {
     c: u32,
@@ -42,4 +43,31 @@ fn act1(i: u32) -> f32 {
 
 fn vec1(i: u32) -> f32 {
     return vecs[i >> 2u][i & 3u];
+}
+
+// Sequence b's (first token, tokens, state slot) from the pass's metadata.
+fn seq_meta(b: u32) -> vec3<u32> {
+    let o = d.off_seqs + 4u * b;
+    return vec3<u32>(tmeta[o], tmeta[o + 1u], tmeta[o + 2u]);
+}
+
+// The vec4 index of column q of row i of head h's S in `slot`. Thread q of a row holds the
+// row's vec4 columns q, q + TPR, q + 2 TPR, …: a warp's load of them reads whole 64-byte
+// runs of TPR columns (columns q · NV + j would read 16 bytes every 64).
+fn row_base(slot: u32, h: u32, i: u32, q: u32) -> u32 {
+    return ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q;
+}
+
+fn load_row(sb: u32) -> array<vec4<f32>, NV> {
+    var s: array<vec4<f32>, NV>;
+    for (var j = 0u; j < NV; j++) {
+        s[j] = state[sb + j * TPR];
+    }
+    return s;
+}
+
+fn store_row(sb: u32, s: array<vec4<f32>, NV>) {
+    for (var j = 0u; j < NV; j++) {
+        state[sb + j * TPR] = s[j];
+    }
 }
