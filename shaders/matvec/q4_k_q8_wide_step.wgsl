@@ -11,7 +11,7 @@
 // pair and row where this one takes 8 × 16 dot products, and loads x as f32 (4 bytes a
 // value a token) where this one reads it as bytes from workgroup memory. Needs LANES, KC,
 // `w4` (rows on 16-byte boundaries: Q4_K rows are 144-byte blocks), `act`, `kscale_min`
-// and `row_sum`.
+// and `wide_sum` (shaders/matvec/wide_sum_*.wgsl).
 
 const RUNS: u32 = KC / 64u; // sub-block pairs of a chunk
 
@@ -132,6 +132,5 @@ fn q4_wide_rows(rb0: u32, rb1: u32, k: u32, x0: u32, xstr: u32, nt: u32, lane: u
             }
         }
     }
-    return array<vec4<f32>, 4>(row_sum(a0, li, 4u), row_sum(a1, li, 4u), row_sum(b0, li, 4u),
-                               row_sum(b1, li, 4u));
+    return wide_sum(array<vec4<f32>, 4>(a0, a1, b0, b1), li);
 }

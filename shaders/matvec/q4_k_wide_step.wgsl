@@ -3,7 +3,7 @@
 // group. A lane's step g is that of shaders/matvec/q4_k.wgsl (two words of nibbles of a
 // sub-block pair: 16 values), the lanes of a row on consecutive steps; the x loads of a
 // token serve both rows. Needs LANES, `w`, `act`, `q4k_pair` (shaders/decode/q4_k.wgsl), `nib4`
-// and `row_sum`.
+// and `wide_sum` (shaders/matvec/wide_sum_*.wgsl).
 
 // One step of one row: the 16 nibbles as floats (low: sub-block 2p, high: 2p + 1) and
 // the sub-blocks' d·scale and dmin·min.
@@ -67,6 +67,5 @@ fn q4_wide_rows(rb0: u32, rb1: u32, k: u32, x0: u32, xs: u32, nt: u32, lane: u32
             }
         }
     }
-    return array<vec4<f32>, 4>(row_sum(a0, li, 4u), row_sum(a1, li, 4u), row_sum(b0, li, 4u),
-                               row_sum(b1, li, 4u));
+    return wide_sum(array<vec4<f32>, 4>(a0, a1, b0, b1), li);
 }

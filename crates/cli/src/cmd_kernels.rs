@@ -31,6 +31,9 @@ pub struct KernelsArgs {
     /// Also time the decode kernel with these lanes per row (tuning), e.g. `8,16,32`.
     #[arg(long, value_delimiter = ',')]
     pub mv_lanes: Vec<u32>,
+    /// Only these weight encodings (e.g. `Q4_K,F16`; default: F16, Q8_0, Q4_K, Q6_K).
+    #[arg(long, value_delimiter = ',')]
+    pub dtypes: Vec<String>,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -53,13 +56,30 @@ pub fn run(a: KernelsArgs) -> anyhow::Result<()> {
         "{:<12} {:<6} {:<11} {:>5} {:>10} {:>9} {:>7} {:>9} {:>7}",
         "kernel", "dtype", "shape", "T", "µs", "GB/s", "% BW", "TFLOP/s", "% MMA"
     );
-    let opts = KernelBenchOptions {
+    let mut opts = KernelBenchOptions {
         prefill_tokens: a.tokens,
         chain: a.chain,
         repeats: a.repeats,
         mv_lanes: a.mv_lanes.clone(),
         ..Default::default()
     };
+    if !a.dtypes.is_empty() {
+        let known = opts.dtypes.clone();
+        opts.dtypes = a
+            .dtypes
+            .iter()
+            .map(|name| {
+                known
+                    .iter()
+                    .copied()
+                    .find(|d| d.name().eq_ignore_ascii_case(name))
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = known.iter().map(|d| d.name()).collect();
+                        anyhow::anyhow!("--dtypes: {name} is not one of {}", names.join(", "))
+                    })
+            })
+            .collect::<anyhow::Result<_>>()?;
+    }
     let figures = kernel_bench::run(&gpu, &opts, &mut |f: &KernelFigure| {
         let pct = |v: Option<f64>, peak: f64| {
             v.map_or(String::new(), |v| format!("{:.0}", 100.0 * v / peak))

@@ -17,8 +17,8 @@ use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
 /// (2560 × 10240) 94 → 92 / 108, output (2560 × 2560) 30 → 34 / 32 — a 2,560-row
 /// product of depth 2,560 gets too few workgroups (160) to gain; r, k and v together
 /// (a group, always 8-token) 70 → 66 / 67 (benchmarks.md, "the 8-token Q4_K kernels").
-pub(crate) fn wide_pays(n_out: usize, n_in: usize) -> bool {
-    n_out >= 8192 || n_in >= 8192
+pub(crate) fn wide_pays(tuning: &crate::gpu::Tuning, n_out: usize, n_in: usize) -> bool {
+    tuning.mv_wide_all || n_out >= 8192 || n_in >= 8192
 }
 
 /// Whether the one-token kernel of `m` (its spec so far: `spec`) takes 8-bit activations
@@ -142,6 +142,16 @@ impl RowSum {
             RowSum::Subgroup32 => shader!("matvec/row_sum_sg32.wgsl"),
         }
     }
+
+    /// The row sums of the 8-token kernels (`wide_sum`, four vec4s a lane): rows wider
+    /// than a subgroup all four under one barrier (`shaders/matvec/wide_sum_sg32.wgsl`),
+    /// else this mode's `row_sum` four times (`wide_sum_rows.wgsl`).
+    pub(crate) fn wide_file(self) -> String {
+        match self {
+            RowSum::Subgroup32 => shader!("matvec/wide_sum_sg32.wgsl").to_string(),
+            m => format!("{}{}", m.file(), shader!("matvec/wide_sum_rows.wgsl")),
+        }
+    }
 }
 
 /// The LoRA term of a `matvec` product.
@@ -198,7 +208,7 @@ impl KernelSpec for MatvecSpec {
             let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec")?
                 .file(shader!("product/out_act_vec4.wgsl"))
-                .file(self.row_sum.file())
+                .file(&self.row_sum.wide_file())
                 .file(shader!("product/params.wgsl"))
                 .file(shader!("product/one.wgsl"))
                 .file(shader!("product/finish.wgsl"))
@@ -287,14 +297,21 @@ pub(crate) fn wide_body(wide_q8: u32) -> (Wgsl, &'static str) {
     }
 }
 
-/// How the 8-token kernels sum a row's `lanes` lanes: [`row_sum_mode`] where that is
-/// subgroup shuffles within a subgroup or the tree, else the tree (they do not take the
-/// 32-lane shuffles of wider rows).
+/// How the 8-token kernels sum a row's `lanes` lanes: as the other matrix × vector
+/// kernels ([`row_sum_mode`]), rows wider than a subgroup through `wide_sum_sg32.wgsl`
+/// ([`RowSum::wide_file`]).
 pub(crate) fn wide_row_sum(cx: &Ctx, lanes: u32) -> RowSum {
-    match row_sum_mode(cx, lanes) {
-        RowSum::Subgroup32 => RowSum::Tree,
-        mode => mode,
-    }
+    row_sum_mode(cx, lanes)
+}
+
+/// Lanes a row of the 8-token kernel with f32 x for a product (or group) of `rows` rows
+/// of `steps` 16-value steps: `RWKV_MV_WIDE_LANES` ([`crate::gpu::Tuning::mv_wide_lanes`])
+/// where set, else as the other matrix × vector kernels (`RWKV_MV_LANES`, [`mv_lanes`]).
+pub(crate) fn wide_lanes(tuning: &crate::gpu::Tuning, steps: u32, rows: usize) -> u32 {
+    tuning
+        .mv_wide_lanes
+        .or(tuning.mv_lanes)
+        .unwrap_or_else(|| mv_lanes(steps, rows))
 }
 
 /// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
@@ -370,8 +387,7 @@ pub(super) fn product(
     };
     // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): with 8-bit x the
     // 8-token kernel for every product (`wide_q8_pays`); with f32 x for the products it
-    // speeds up (`wide_pays`), where its row sums apply (a whole row in a subgroup, or
-    // the workgroup-memory tree).
+    // speeds up (`wide_pays`), lanes by `wide_lanes`.
     let few = max_t == SMALL_T && spec.lora == MatvecLora::None;
     let wide_q8 = few
         .then(|| wide_q8_pays(cx, m, false, o.out.is_some()))
@@ -379,8 +395,7 @@ pub(super) fn product(
     let wide = few
         && m.dtype == DType::Q4_K
         && o.out.is_none()
-        && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
-        && wide_pays(m.n_out, m.n_in)
+        && wide_pays(&cx.gpu.tuning, m.n_out, m.n_in)
         && cx.gpu.tuning.mv_wide;
     // The variant for 2–8 tokens compiles late where only such passes take it.
     // Both 8-token kernels: two rows a lane group, 8 tokens a workgroup; with 8-bit x the
@@ -400,9 +415,18 @@ pub(super) fn product(
                 ..spec.clone()
             })
         }
-        None => wide.then(|| MatvecSpec {
-            wide: true,
-            ..spec.clone()
+        None => wide.then(|| {
+            let lanes = wide_lanes(
+                &cx.gpu.tuning,
+                (m.n_in / matvec_step(m.dtype)) as u32,
+                m.n_out,
+            );
+            MatvecSpec {
+                wide: true,
+                lanes,
+                row_sum: wide_row_sum(cx, lanes),
+                ..spec.clone()
+            }
         }),
     };
     let mut node = if let Some(ws) = wide_spec {

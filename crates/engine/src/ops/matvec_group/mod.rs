@@ -9,7 +9,7 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::matmul::{
     matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, wide_body,
-    wide_q8_chunk, wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
+    wide_lanes, wide_q8_chunk, wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
 };
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
@@ -53,7 +53,7 @@ impl KernelSpec for MatvecGroupSpec {
             let w = w.u32("LANES", self.lanes).file(COMMON);
             return Ok(with_decode(w, self.dtype, "matvec_group")?
                 .file(shader!("product/out_act_vec4.wgsl"))
-                .file(self.row_sum.file())
+                .file(&self.row_sum.wide_file())
                 .file(shader!("matvec_group/head.wgsl"))
                 .file(step)
                 .file(shader!("matvec_group/wide.wgsl"))
@@ -323,7 +323,6 @@ pub fn matvec_group(
         && !dt2
         && !spec.second_buffer
         && !spec.lora
-        && matches!(spec.row_sum, RowSum::Subgroup | RowSum::Tree)
         && cx.gpu.tuning.mv_wide;
     // With 8-bit x (as `wide_q8_pays`): a depth chunk that divides every segment's depth,
     // and lanes by the group's rows (`wide_q8_lanes`).
@@ -347,9 +346,15 @@ pub fn matvec_group(
                 ..spec.clone()
             })
         }
-        None => wide.then(|| MatvecGroupSpec {
-            wide: true,
-            ..spec.clone()
+        None => wide.then(|| {
+            let rows: usize = segs.iter().map(|(m, _)| m.n_out).sum();
+            let lanes = wide_lanes(t, steps, rows);
+            MatvecGroupSpec {
+                wide: true,
+                lanes,
+                row_sum: wide_row_sum(cx, lanes),
+                ..spec.clone()
+            }
         }),
     };
     let mut node = if let Some(ws) = wide_spec {

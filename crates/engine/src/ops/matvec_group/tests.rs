@@ -130,19 +130,24 @@ fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize, f32_at: usize) {
 /// rows, the last workgroups part-filled) at every T of 1–8 — the 8-token kernel
 /// (`shaders/matvec_group/wide.wgsl`) with 8-bit x (`q4_k_q8_wide_step.wgsl`, against W
 /// times x rounded to 8 bits) with subgroup sums and the workgroup-memory tree, with f32 x
-/// (`RWKV_MV_WIDE_Q8=0`), and the 4-token kernel (`RWKV_MV_WIDE=0`); at T = 1 the one-token kernel
+/// (`RWKV_MV_WIDE_Q8=0`, also with 64 and 128 lanes a row), and the 4-token kernel
+/// (`RWKV_MV_WIDE=0`); at T = 1 the one-token kernel
 /// with 8-bit x (against W times x rounded to 8 bits: `q8_rounded`) and with f32 x
 /// (`RWKV_MV_Q8=0`) — with a bias and an epilogue.
 #[test]
 fn q4k_group_every_small_t() {
     let mut gpus = Vec::new();
-    for (wide, subgroup, q8, wide_q8) in [
-        (true, true, true, true),
-        (true, false, true, true),
-        (true, true, true, false),
-        (false, true, false, false),
+    for (wide, subgroup, q8, wide_q8, wide_lanes) in [
+        (true, true, true, true, None),
+        (true, false, true, true, None),
+        (true, true, true, false, None),
+        (false, true, false, false, None),
+        // Rows wider than a subgroup (f32 x; `wide_sum_sg32.wgsl` on 32-wide subgroups).
+        (true, true, false, false, Some(128)),
+        (true, false, false, false, Some(64)),
     ] {
         let mut g = (*gpu()).clone();
+        g.tuning.mv_wide_lanes = wide_lanes;
         g.tuning.mv_wide = wide;
         g.tuning.mv_q8 = Some(q8);
         g.tuning.mv_wide_q8 = wide_q8;

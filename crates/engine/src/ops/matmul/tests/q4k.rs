@@ -10,7 +10,9 @@ use super::*;
 /// the products with a side of at least 8,192) and with 8-bit x (`q4_k_q8_wide_step.wgsl`, the
 /// default; against W times x rounded to 8 bits), their row sums through subgroup shuffles (8 lanes a row,
 /// which a subgroup of lavapipe holds; 32 on a GPU of 32-wide subgroups) and through the
-/// workgroup-memory tree (32 lanes, subgroups off), and the 4-token kernel they replace
+/// workgroup-memory tree (32 lanes, subgroups off), with f32 x also 64–256 lanes a row
+/// (`RWKV_MV_WIDE_LANES`: shuffles then workgroup memory on 32-wide subgroups, the tree
+/// here), and the 4-token kernel they replace
 /// (`RWKV_MV_WIDE=0`) on the same data.
 #[test]
 fn q4k_wide_matvec_every_small_t() {
@@ -28,9 +30,15 @@ fn q4k_wide_matvec_every_small_t() {
         (Some(8), true, true, true),
         (Some(32), true, true, false),
         (Some(32), false, true, true),
+        // Rows wider than a subgroup (f32 x): shuffles then workgroup memory on 32-wide
+        // subgroups (`wide_sum_sg32.wgsl`), the tree on lavapipe's and without subgroups.
+        (Some(64), true, false, true),
+        (Some(128), true, false, false),
+        (Some(256), true, false, true),
     ] {
         let mut g = (*gpu()).clone();
-        g.tuning.mv_lanes = lanes;
+        g.tuning.mv_lanes = lanes.filter(|&l| l <= 32);
+        g.tuning.mv_wide_lanes = lanes.filter(|&l| l > 32);
         g.tuning.mv_wide = wide;
         g.tuning.mv_wide_q8 = wide_q8;
         g.features.subgroup &= subgroup;
@@ -57,7 +65,7 @@ fn q4k_wide_matvec_every_small_t() {
     let q4: Vec<u8> = bytemuck::cast_slice(&crate::quant::quantize_q4_k_rtn(&w)).to_vec();
     let mut wd = vec![0f32; n * k];
     crate::quant::dequantize(DType::Q4_K, &q4, &mut wd).unwrap();
-    for g in &variants[..6] {
+    for g in variants[..6].iter().chain(&variants[7..]) {
         for t in [2, 5, 8] {
             check_on(
                 g.clone(),
