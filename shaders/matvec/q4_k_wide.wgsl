@@ -3,10 +3,10 @@
 // (grid y) and two rows a lane group (rows r and r + HALF), so each step's weights are
 // decoded once for 8 tokens and each x load serves two rows (`matvec` takes 4 tokens and
 // one row a lane group: every weight decoded twice for 8 tokens, x loaded once a row).
-// The body, `q4_wide_rows`: with 8-bit x shaders/matvec/q4_k_q8_wide_step.wgsl (every
-// Q4_K product, `wide_q8_pays` in ops/matmul/matvec.rs), with f32 x q4_k_wide_step.wgsl
-// (the products whose side is at least 8,192: `wide_pays`); LANES lanes a row summed by
-// `row_sum` (subgroup shuffles or workgroup memory: shaders/matvec/row_sum_*).
+// The body, `q4_wide_rows`: with 8-bit x shaders/matvec/q4_k_q8_wide_step.wgsl
+// (`wide_q8_pays` in ops/matmul/matvec.rs), else with f32 x q4_k_wide_step.wgsl (lanes by
+// shape: `wide_lanes`); LANES lanes a row summed by `wide_sum` (subgroup shuffles or
+// workgroup memory: shaders/matvec/wide_sum_*).
 // No LoRA term (products with an adapter's term take `matvec`).
 
 @group(0) @binding(0) var<uniform> d: Dims;

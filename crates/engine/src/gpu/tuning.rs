@@ -46,12 +46,9 @@ pub struct Tuning {
     pub mv_wide_q8: bool,
     /// `RWKV_MV_WIDE_LANES`: lanes a row of the 8-token Q4_K kernels with f32 x (4–256, a
     /// power of two; rows wider than a subgroup are summed through workgroup memory);
-    /// `None`: `ops::matmul::wide_lanes`.
+    /// `None`: `RWKV_MV_LANES` where set, else by the product's shape
+    /// (`ops::matmul::wide_lanes`).
     pub mv_wide_lanes: Option<u32>,
-    /// `RWKV_MV_WIDE_ALL=1` makes it true: every Q4_K single product without a LoRA term
-    /// takes the 8-token kernel for passes of 2–8 tokens, not only those with a side of
-    /// at least 8,192 (`ops::matmul::wide_pays`; tuning runs).
-    pub mv_wide_all: bool,
     /// `RWKV_MV_Q8=0|1`: whether one-token Q4_K products quantize x to 8 bits
     /// (`ops::matmul::q8_pays`) or read it as f32; `None`: they do, except where the
     /// caller decides otherwise (a server's batched steps keep f32 x so that a sequence's
@@ -130,7 +127,6 @@ impl Default for Tuning {
             mv_wide: true,
             mv_wide_q8: false,
             mv_wide_lanes: None,
-            mv_wide_all: false,
             mv_q8: None,
             mv_rows: None,
             mv_q8_pair: true,
@@ -230,7 +226,6 @@ impl Tuning {
             mv_wide_lanes: u32_in("RWKV_MV_WIDE_LANES", "4 to 256, a power of two", &|n| {
                 n.is_power_of_two() && (4..=256).contains(&n)
             }),
-            mv_wide_all: flag("RWKV_MV_WIDE_ALL") == Some(true),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
@@ -303,7 +298,6 @@ mod tests {
             ("RWKV_MV_WIDE", "0"),
             ("RWKV_MV_WIDE_Q8", "1"),
             ("RWKV_MV_WIDE_LANES", "128"),
-            ("RWKV_MV_WIDE_ALL", "1"),
             ("RWKV_STATE_PARTS", "3"),
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
@@ -335,7 +329,6 @@ mod tests {
             mv_wide: false,
             mv_wide_q8: true,
             mv_wide_lanes: Some(128),
-            mv_wide_all: true,
             mv_q8: Some(false),
             mv_rows: Some(2),
             mv_q8_pair: false,

@@ -10,17 +10,6 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
 
-/// Whether a single product of passes of 2–8 tokens on Q4_K takes the 8-token kernel
-/// (two rows a lane group): the products with a side of at least 8,192 (the channel-mix
-/// key and value). H100, 2.9B at 8 tokens, µs a layer, 4-token kernel → 8-token kernel
-/// with two rows / one row a lane group: key (10240 × 2560) 92 → 55, value
-/// (2560 × 10240) 94 → 92 / 108, output (2560 × 2560) 30 → 34 / 32 — a 2,560-row
-/// product of depth 2,560 gets too few workgroups (160) to gain; r, k and v together
-/// (a group, always 8-token) 70 → 66 / 67 (benchmarks.md, "the 8-token Q4_K kernels").
-pub(crate) fn wide_pays(tuning: &crate::gpu::Tuning, n_out: usize, n_in: usize) -> bool {
-    tuning.mv_wide_all || n_out >= 8192 || n_in >= 8192
-}
-
 /// Whether the one-token kernel of `m` (its spec so far: `spec`) takes 8-bit activations
 /// (`MatvecSpec::q8k`): Q4_K or Q6_K weights without a LoRA term, writing the activations,
 /// at a depth [`q8_depth_fits`].
@@ -306,12 +295,20 @@ pub(crate) fn wide_row_sum(cx: &Ctx, lanes: u32) -> RowSum {
 
 /// Lanes a row of the 8-token kernel with f32 x for a product (or group) of `rows` rows
 /// of `steps` 16-value steps: `RWKV_MV_WIDE_LANES` ([`crate::gpu::Tuning::mv_wide_lanes`])
-/// where set, else as the other matrix × vector kernels (`RWKV_MV_LANES`, [`mv_lanes`]).
+/// or `RWKV_MV_LANES` where set; else enough for about 640 workgroups of 2 · 256 / lanes
+/// rows, but at least two steps a lane (4–256 lanes). H200, `rwkv kernels` at T = 8, µs
+/// with 32 / 64 / 128 / 256 lanes: 2560 × 2560 26.1 / **21.3** / 23.2 / 34.8; 10240 × 2560
+/// **53.3** / 55.7 / 63.6 / 126.9; 2560 × 10240 76.9 / 61.6 / **56.2** / 73.2; the r/k/v
+/// group (7,680 rows of depth 2,560), µs a layer with 32 / 64 / 128: 64.6 / **57.4** / 58.8
+/// (benchmarks.md, "lanes for the 8-token kernels").
 pub(crate) fn wide_lanes(tuning: &crate::gpu::Tuning, steps: u32, rows: usize) -> u32 {
+    let fill = (327_680 / rows.max(1)).max(1) as u32;
+    let most = (steps / 2).max(1);
+    let most = 1 << (31 - most.leading_zeros()); // the largest power of two ≤ steps / 2
     tuning
         .mv_wide_lanes
         .or(tuning.mv_lanes)
-        .unwrap_or_else(|| mv_lanes(steps, rows))
+        .unwrap_or_else(|| fill.next_power_of_two().min(most).clamp(4, 256))
 }
 
 /// Lanes per row of `m`'s matrix × vector kernel ([`mv_lanes`]); `RWKV_MV_LANES` (4–32,
@@ -385,18 +382,13 @@ pub(super) fn product(
         count: a.rows,
         per_y: 4,
     };
-    // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): with 8-bit x the
-    // 8-token kernel for every product (`wide_q8_pays`); with f32 x for the products it
-    // speeds up (`wide_pays`), lanes by `wide_lanes`.
+    // Passes of 2–8 tokens on Q4_K (a server's batched decode steps): the 8-token kernel,
+    // with 8-bit x where `wide_q8_pays`, else with f32 x and lanes by `wide_lanes`.
     let few = max_t == SMALL_T && spec.lora == MatvecLora::None;
     let wide_q8 = few
         .then(|| wide_q8_pays(cx, m, false, o.out.is_some()))
         .flatten();
-    let wide = few
-        && m.dtype == DType::Q4_K
-        && o.out.is_none()
-        && wide_pays(&cx.gpu.tuning, m.n_out, m.n_in)
-        && cx.gpu.tuning.mv_wide;
+    let wide = few && m.dtype == DType::Q4_K && o.out.is_none() && cx.gpu.tuning.mv_wide;
     // The variant for 2–8 tokens compiles late where only such passes take it.
     // Both 8-token kernels: two rows a lane group, 8 tokens a workgroup; with 8-bit x the
     // lanes follow the rows (`wide_q8_lanes`).

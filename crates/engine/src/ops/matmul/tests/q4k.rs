@@ -7,8 +7,8 @@ use super::*;
 /// depth 8,192: a last workgroup holding rows past the matrix, and for the 8-bit kernel
 /// several depth chunks on lavapipe's workgroup memory; 8,200 rows of depth 256), with and
 /// without the residual add: with f32 x (`shaders/matvec/q4_k_wide.wgsl`, `RWKV_MV_WIDE_Q8=0`;
-/// the products with a side of at least 8,192) and with 8-bit x (`q4_k_q8_wide_step.wgsl`, the
-/// default; against W times x rounded to 8 bits), their row sums through subgroup shuffles (8 lanes a row,
+/// lanes by shape) and with 8-bit x (`q4_k_q8_wide_step.wgsl`, `RWKV_MV_WIDE_Q8=1`;
+/// against W times x rounded to 8 bits), their row sums through subgroup shuffles (8 lanes a row,
 /// which a subgroup of lavapipe holds; 32 on a GPU of 32-wide subgroups) and through the
 /// workgroup-memory tree (32 lanes, subgroups off), with f32 x also 64–256 lanes a row
 /// (`RWKV_MV_WIDE_LANES`: shuffles then workgroup memory on 32-wide subgroups, the tree
@@ -221,4 +221,31 @@ fn q6k_matvec_8_bit_x() {
             "k={k}: the 8-bit kernel gave the f32 kernel's bits"
         );
     }
+}
+
+/// Lanes a row of the 8-token kernel with f32 x by shape: the choices measured best on an
+/// H200 at T = 8 (2560 × 2560 → 64, 10240 × 2560 → 32, 2560 × 10240 → 128, the r/k/v group's
+/// 7,680 rows of depth 2,560 → 64), at least two steps a lane on short rows, and the knobs
+/// over it (`RWKV_MV_WIDE_LANES` first, then `RWKV_MV_LANES`).
+#[test]
+fn wide_lanes_follow_the_shape() {
+    use super::super::matvec::wide_lanes;
+    let t = crate::gpu::Tuning::default();
+    assert_eq!(wide_lanes(&t, 160, 2560), 64);
+    assert_eq!(wide_lanes(&t, 160, 10240), 32);
+    assert_eq!(wide_lanes(&t, 640, 2560), 128);
+    assert_eq!(wide_lanes(&t, 160, 7680), 64);
+    assert_eq!(wide_lanes(&t, 48, 768), 16);
+    assert_eq!(wide_lanes(&t, 2, 40), 4);
+    assert_eq!(wide_lanes(&t, 4096, 64), 256);
+    let t = crate::gpu::Tuning {
+        mv_lanes: Some(8),
+        ..Default::default()
+    };
+    assert_eq!(wide_lanes(&t, 160, 2560), 8);
+    let t = crate::gpu::Tuning {
+        mv_wide_lanes: Some(128),
+        ..t
+    };
+    assert_eq!(wide_lanes(&t, 160, 2560), 128);
 }
