@@ -3,8 +3,9 @@
 # the same load generator (scripts/serve_bench.py): aggregate decode and TTFT at 1, 8, 32
 # and 128 concurrent streams, turn-10 TTFT of a 10-turn chat (alone, 32 conversations
 # interleaved on 4 slots, after an edit), and llama-batched-bench. Resumable: run it again
-# (while the machine is warm) until it prints ALL DONE. REPEAT8=N adds N rounds of 8
-# streams, ours then llama-server's. From the repo root:
+# (while the machine is warm) until it prints ALL DONE. REPEAT=N adds N rounds at each of
+# REPEAT_STREAMS (default 8,128) concurrent streams, ours then llama-server's, each server
+# fresh. From the repo root:
 #
 #   BIN=.gpu bash scripts/gpu-server.sh
 #
@@ -14,6 +15,7 @@ set -uo pipefail
 BIN=${BIN:-.gpu}
 OUT=${OUT:-./out}
 DEADLINE=${DEADLINE:-570}
+REPEAT_STREAMS=${REPEAT_STREAMS:-8,128}
 T0=$(date +%s)
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
 stamp() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
@@ -84,13 +86,15 @@ stage ours-turns ours 4 turns
 stage llama-turns theirs 4 65536 turns
 stage llama-batched-bench "$LB/llama-batched-bench" -m "$Q" -ngl 99 -c 65536 -b 2048 -ub 512 \
   -npp 128 -ntg 128 -npl 1,8,32,128
-# REPEAT8=N: N more rounds of 8 streams, ours then llama-server's, each on a fresh server
-# (8 streams is where the two are level: its spread between runs).
-repeat8() {
+# REPEAT=N: N more rounds at each of REPEAT_STREAMS, ours then llama-server's, each on a
+# fresh server (where two figures are close, the spread between runs decides).
+repeat_rounds() {
   for i in $(seq 1 "$1"); do
-    ours 128 streams --streams 8 | sed "s/^/ours round $i: /"
-    theirs 128 65536 streams --streams 8 | sed "s/^/llama round $i: /"
+    for n in ${REPEAT_STREAMS//,/ }; do
+      ours 128 streams --streams "$n" | sed "s/^/ours round $i: /"
+      theirs 128 65536 streams --streams "$n" | sed "s/^/llama round $i: /"
+    done
   done
 }
-[ "${REPEAT8:-0}" -gt 0 ] && stage eight-streams-repeats repeat8 "$REPEAT8"
+[ "${REPEAT:-0}" -gt 0 ] && stage repeat-rounds repeat_rounds "$REPEAT"
 stamp "ALL DONE"

@@ -72,18 +72,22 @@ pub struct LnShiftArgs {
     pub eps: f32,
 }
 
-/// Passes of at most this many tokens spread each token over C / 256 workgroups (each
-/// takes the row statistics itself and writes its 256 channels); larger ones take one
-/// workgroup a token. The two give the same bits. A server's decode step of B sequences
-/// is a pass of B tokens: with one workgroup a token, B = 32 kept 32 SMs of an H100 busy
-/// and took 27 µs a dispatch (B = 128: 43 µs; one token, sliced: 10 µs).
+/// Passes of at most this many tokens spread each token over C / 1024 workgroups (each
+/// takes the row statistics itself and writes its 1,024 channels, 4 a thread); larger
+/// ones take one workgroup a token. The two give the same bits. A server's decode step of
+/// B sequences is a pass of B tokens: with one workgroup a token, B = 32 kept 32 SMs of an
+/// H100 busy and took 27 µs a dispatch (B = 128: 43 µs; one token, sliced: 10 µs).
 pub const SLICED_MAX_T: u32 = 256;
+
+/// Channels a workgroup of a sliced pass writes (256 threads × 4).
+const SLICE: usize = 1024;
 
 /// `xn = LayerNorm(x[t])`, `out_m[t] = xn + (prev(t) − xn)·mix_m` with `prev` the
 /// previous token's `xn` (the state's shift vector for a sequence's first token), and
 /// each sequence's last `xn` saved as its new shift vector.
 ///
-/// Errors: no mixes or more than six.
+/// Errors: no mixes or more than six; C, the x or output offsets or the output stride
+/// not multiples of 4 (the kernel reads and writes the activations as vec4s).
 #[allow(clippy::too_many_arguments)]
 pub fn ln_shift(
     cx: &Ctx,
@@ -98,6 +102,18 @@ pub fn ln_shift(
         return Err(op_err(
             "ln_shift",
             format!("{} mixes; 1 to 6 allowed", a.n_mix),
+        ));
+    }
+    if [a.c, a.x_off, a.out_off, a.out_stride]
+        .iter()
+        .any(|v| v % 4 != 0)
+    {
+        return Err(op_err(
+            "ln_shift",
+            format!(
+                "C {}, x offset {}, output offset {} and stride {} must be multiples of 4",
+                a.c, a.x_off, a.out_off, a.out_stride
+            ),
         ));
     }
     let p = Params {
@@ -118,8 +134,8 @@ pub fn ln_shift(
         subgroups: cx.gpu.features.subgroup,
     };
     // One workgroup per token; passes of up to `SLICED_MAX_T` tokens (decode steps)
-    // spread each token over workgroups of 256 channels.
-    let slices = a.c.div_ceil(256) as u32;
+    // spread each token over workgroups of `SLICE` channels.
+    let slices = a.c.div_ceil(SLICE) as u32;
     let mut node = cx.node(
         "ln_shift",
         layer,
@@ -159,23 +175,46 @@ mod tests {
     use crate::ops::testing::*;
     use crate::ops::Dims;
 
-    /// Three sequences (lengths 3, 1, 2 and 250, 1, 9) in slots 1, 2, 0; six mixes and one;
-    /// with subgroup sums and without. Checks the mixes and every slot's new shift vector.
+    /// Three sequences (lengths 3, 1, 2; 250, 1, 9; 1, 1, 1) in slots 1, 2, 0; six mixes and
+    /// one; 320 and 1,312 channels; with subgroup sums and without. Checks the mixes and
+    /// every slot's new shift vector; C not a multiple of 4 is refused.
     #[test]
     fn matches_layer_norm_then_token_shift() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
         for g in [gpu(), std::sync::Arc::new(plain)] {
             for n_mix in [6, 1] {
-                // 6 tokens: channel slices; 260 (> SLICED_MAX_T): one workgroup a token.
-                check(g.clone(), n_mix, &[3, 1, 2]);
-                check(g.clone(), n_mix, &[250, 1, 9]);
+                // 6 tokens: channel slices; 260 (> SLICED_MAX_T): one workgroup a token;
+                // 1,312 channels: two slices, the second part-filled; decode steps (one
+                // token a sequence: one row's statistics).
+                for c in [320, 1312] {
+                    check(g.clone(), n_mix, c, &[3, 1, 2]);
+                    check(g.clone(), n_mix, c, &[250, 1, 9]);
+                    check(g.clone(), n_mix, c, &[1, 1, 1]);
+                }
             }
         }
+        let h = Harness::new(Dims::default());
+        let buf = h.f32_buf(&[0.0; 64]);
+        let args = LnShiftArgs {
+            c: 322,
+            n_mix: 1,
+            mix_off: 0,
+            ln_off: 0,
+            x_off: 0,
+            out_off: 0,
+            out_stride: 0,
+            state_off: 0,
+            slot_len: 322,
+            eps: crate::config::LN_EPS,
+        };
+        let err = ln_shift(&h.ctx(), None, &args, &buf, &h.u32_buf(&[0]), &buf, &buf)
+            .err()
+            .expect("C = 322 refused");
+        assert!(err.to_string().contains("multiples of 4"), "{err}");
     }
 
-    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize, lens: &[usize]) {
-        let c = 320; // not a multiple of the workgroup size
+    fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, n_mix: usize, c: usize, lens: &[usize]) {
         let slots = [1usize, 2, 0];
         let t: usize = lens.iter().sum();
         let mut tok_seq = Vec::new();
