@@ -59,9 +59,10 @@ fn ln_shift(wid: vec3<u32>, nwg: vec3<u32>, li: u32, sgid: u32, sgs: u32) {
     let q1 = select(min(q0 + WG, c4), c4, p.slices == 1u);
     let b = tmeta[d.off_tok_seq + t];
     let pos = tmeta[d.off_tok_pos + t];
-    let start = tmeta[d.off_seqs + 4u * b];
-    let len = tmeta[d.off_seqs + 4u * b + 1u];
-    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let sm = seq_meta(b);
+    let start = sm.x;
+    let len = sm.y;
+    let slot = sm.z;
     let first = pos == 0u;
     // The other row whose LayerNorm we need: the previous token's, or for a sequence's
     // first token its last one (the new shift state; the token itself when it is alone).

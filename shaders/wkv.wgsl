@@ -91,9 +91,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (b >= d.n_seqs) {
         return; // uniform per workgroup
     }
-    let start = tmeta[d.off_seqs + 4u * b];
-    let len = tmeta[d.off_seqs + 4u * b + 1u];
-    let slot = tmeta[d.off_seqs + 4u * b + 2u];
+    let sm = seq_meta(b);
+    let start = sm.x;
+    let len = sm.y;
+    let slot = sm.z;
     let i = (wid.x % BLOCKS) * RB + li / TPR; // row of S (value index) within the head
     let q = li % TPR;       // which NV vec4s of the row
     let sb = ((slot * p.slot_len + p.state_off) >> 2u) + (h * HEAD_SIZE + i) * HV + q * NV;

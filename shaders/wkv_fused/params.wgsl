@@ -1,7 +1,7 @@
 // What both fused decode WKV kernels share (`shaders/wkv_fused.wgsl`, rows computing
 // their columns' values themselves; `shaders/wkv_fused_staged.wgsl`, each token's
 // per-channel values once a workgroup): the parameters, bindings and sizes, and the
-// sequence's metadata and its rows of S.
+// sequence's rows of S (its metadata: `seq_meta`, shaders/seq_meta.wgsl).
 
 struct Params {
     c: u32,
@@ -43,12 +43,6 @@ fn act1(i: u32) -> f32 {
 
 fn vec1(i: u32) -> f32 {
     return vecs[i >> 2u][i & 3u];
-}
-
-// Sequence b's (first token, tokens, state slot) from the pass's metadata.
-fn seq_meta(b: u32) -> vec3<u32> {
-    let o = d.off_seqs + 4u * b;
-    return vec3<u32>(tmeta[o], tmeta[o + 1u], tmeta[o + 2u]);
 }
 
 // The vec4 index of column q of row i of head h's S in `slot`. Thread q of a row holds the

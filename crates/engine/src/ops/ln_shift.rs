@@ -27,6 +27,7 @@ impl KernelSpec for LnShiftSpec {
         };
         Ok(Wgsl::new()
             .file(COMMON)
+            .file(shader!("seq_meta.wgsl"))
             .file(sum)
             .file(shader!("ln_shift.wgsl"))
             .build())

@@ -25,6 +25,7 @@ impl KernelSpec for WkvSpec {
             .u32("TPR", self.tpr)
             .u32("RB", self.rows)
             .file(COMMON)
+            .file(shader!("seq_meta.wgsl"))
             .file(tpr_sum(self.tpr))
             .file(shader!("wkv.wgsl"))
             .build())

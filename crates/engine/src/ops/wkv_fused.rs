@@ -29,6 +29,7 @@ impl KernelSpec for WkvFusedSpec {
             .f32("DECAY_SCALE", DECAY_SCALE)
             .u32("TPR", self.tpr)
             .file(COMMON)
+            .file(shader!("seq_meta.wgsl"))
             .file(tpr_sum(self.tpr))
             .file(shader!("wkv_fused/params.wgsl"))
             .file(if self.staged {
