@@ -15,7 +15,9 @@
 // token's workgroups are the only readers of the old shift state, so they also write the
 // new one, each its own slice after reading it.
 // The entry point and the workgroup sum `wg_sum` come with the variant: subgroup sums
-// (ln_shift/subgroups.wgsl) or a tree in workgroup memory (ln_shift/tree.wgsl).
+// (ln_shift/subgroups.wgsl) or a tree in workgroup memory (ln_shift/tree.wgsl); the
+// writes of a workgroup's channels, `write_mixes`, 4 channels a thread
+// (ln_shift/out_vec4.wgsl) or one (ln_shift/out_scalar.wgsl, on llvmpipe).
 
 struct Params {
     c: u32,
@@ -40,11 +42,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> act: array<vec4<f32>>; // activations
 
 const WG: u32 = 256u;
-
-// vecs[i .. i + 4].
-fn vec_at(i: u32) -> vec4<f32> {
-    return vec4<f32>(vecs[i], vecs[i + 1u], vecs[i + 2u], vecs[i + 3u]);
-}
 
 // The kernel for invocation `li` of workgroup `wid` (`sgid`, `sgs`: its subgroup
 // invocation id and the subgroup size, for `wg_sum`; 0 where there are no subgroups).
@@ -95,28 +92,5 @@ fn ln_shift(wid: vec3<u32>, nwg: vec3<u32>, li: u32, sgid: u32, sgs: u32) {
     let mean = k0 + st.xy;
     let rstd = inverseSqrt(max(st.zw - st.xy * st.xy, vec2<f32>(0.0)) + p.eps);
     let sb = slot * p.slot_len + p.state_off;
-    let ot = (p.out_off + t * p.c) / 4u;
-    let os = p.out_stride / 4u;
-    for (var i = q0 + li; i < q1; i += WG) {
-        let ch = 4u * i;
-        let wt = vec_at(p.ln_off + ch);
-        let bs = vec_at(p.ln_off + p.c + ch);
-        let xn = (act[rt + i] - mean.x) * rstd.x * wt + bs;
-        let xo = (act[ro + i] - mean.y) * rstd.y * wt + bs;
-        var prev: vec4<f32>;
-        if (first) {
-            let si = sb + ch;
-            prev = vec4<f32>(state[si], state[si + 1u], state[si + 2u], state[si + 3u]);
-            state[si] = xo.x;
-            state[si + 1u] = xo.y;
-            state[si + 2u] = xo.z;
-            state[si + 3u] = xo.w;
-        } else {
-            prev = xo;
-        }
-        let dx = prev - xn;
-        for (var m = 0u; m < p.n_mix; m++) {
-            act[ot + m * os + i] = xn + dx * vec_at(p.mix_off + m * p.c + ch);
-        }
-    }
+    write_mixes(t, q0 + li, q1, rt, ro, vec4<f32>(mean, rstd), first, sb);
 }

@@ -258,6 +258,12 @@ fn watch_faults(
 }
 
 impl GpuContext {
+    /// Whether the adapter is Mesa's llvmpipe ([`is_llvmpipe`]).
+    pub fn is_llvmpipe(&self) -> bool {
+        self.summary.driver.eq_ignore_ascii_case("llvmpipe")
+            || self.summary.name.starts_with("llvmpipe")
+    }
+
     /// Every adapter wgpu sees (respecting `WGPU_BACKEND`), in enumeration order.
     pub fn list_adapters() -> Vec<AdapterSummary> {
         let inst = instance(&Tuning::from_env());

@@ -49,6 +49,10 @@ pub struct Tuning {
     /// `None`: `RWKV_MV_LANES` where set, else by the product's shape
     /// (`ops::matmul::wide_lanes`).
     pub mv_wide_lanes: Option<u32>,
+    /// `RWKV_LN_SHIFT_SCALAR=0|1`: whether `ln_shift` writes one channel a thread
+    /// (`shaders/ln_shift/out_scalar.wgsl`) or 4 (`out_vec4.wgsl`); `None`: one on Mesa's
+    /// llvmpipe, whose JIT code kept ≈ 1.4 KB an invocation of the 4-channel writes, else 4.
+    pub ln_shift_scalar: Option<bool>,
     /// `RWKV_MV_Q8=0|1`: whether one-token Q4_K products quantize x to 8 bits
     /// (`ops::matmul::q8_pays`) or read it as f32; `None`: they do, except where the
     /// caller decides otherwise (a server's batched steps keep f32 x so that a sequence's
@@ -127,6 +131,7 @@ impl Default for Tuning {
             mv_wide: true,
             mv_wide_q8: false,
             mv_wide_lanes: None,
+            ln_shift_scalar: None,
             mv_q8: None,
             mv_rows: None,
             mv_q8_pair: true,
@@ -226,6 +231,7 @@ impl Tuning {
             mv_wide_lanes: u32_in("RWKV_MV_WIDE_LANES", "4 to 256, a power of two", &|n| {
                 n.is_power_of_two() && (4..=256).contains(&n)
             }),
+            ln_shift_scalar: flag("RWKV_LN_SHIFT_SCALAR"),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
@@ -298,6 +304,7 @@ mod tests {
             ("RWKV_MV_WIDE", "0"),
             ("RWKV_MV_WIDE_Q8", "1"),
             ("RWKV_MV_WIDE_LANES", "128"),
+            ("RWKV_LN_SHIFT_SCALAR", "1"),
             ("RWKV_STATE_PARTS", "3"),
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
@@ -329,6 +336,7 @@ mod tests {
             mv_wide: false,
             mv_wide_q8: true,
             mv_wide_lanes: Some(128),
+            ln_shift_scalar: Some(true),
             mv_q8: Some(false),
             mv_rows: Some(2),
             mv_q8_pair: false,

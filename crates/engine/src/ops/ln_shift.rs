@@ -9,10 +9,14 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::{op_err, Count, Ctx, Grid, Node, Small, COMMON};
 
 /// The `ln_shift` kernel: its workgroup sums by subgroups (`shaders/ln_shift/subgroups.wgsl`)
-/// or by a tree in workgroup memory (`shaders/ln_shift/tree.wgsl`).
+/// or by a tree in workgroup memory (`shaders/ln_shift/tree.wgsl`); its writes 4 channels
+/// a thread (`shaders/ln_shift/out_vec4.wgsl`) or, with `scalar_out`, one
+/// (`shaders/ln_shift/out_scalar.wgsl`: on Mesa's llvmpipe, where the 4-channel writes keep
+/// memory on every dispatch).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LnShiftSpec {
     pub subgroups: bool,
+    pub scalar_out: bool,
 }
 
 impl KernelSpec for LnShiftSpec {
@@ -25,10 +29,15 @@ impl KernelSpec for LnShiftSpec {
             true => shader!("ln_shift/subgroups.wgsl"),
             false => shader!("ln_shift/tree.wgsl"),
         };
+        let out = match self.scalar_out {
+            true => shader!("ln_shift/out_scalar.wgsl"),
+            false => shader!("ln_shift/out_vec4.wgsl"),
+        };
         Ok(Wgsl::new()
             .file(COMMON)
             .file(shader!("seq_meta.wgsl"))
             .file(sum)
+            .file(out)
             .file(shader!("ln_shift.wgsl"))
             .build())
     }
@@ -133,6 +142,11 @@ pub fn ln_shift(
     };
     let spec = LnShiftSpec {
         subgroups: cx.gpu.features.subgroup,
+        scalar_out: cx
+            .gpu
+            .tuning
+            .ln_shift_scalar
+            .unwrap_or_else(|| cx.gpu.is_llvmpipe()),
     };
     // One workgroup per token; passes of up to `SLICED_MAX_T` tokens (decode steps)
     // spread each token over workgroups of `SLICE` channels.
@@ -177,13 +191,19 @@ mod tests {
     use crate::ops::Dims;
 
     /// Three sequences (lengths 3, 1, 2; 250, 1, 9; 1, 1, 1) in slots 1, 2, 0; six mixes and
-    /// one; 320 and 1,312 channels; with subgroup sums and without. Checks the mixes and
-    /// every slot's new shift vector; C not a multiple of 4 is refused.
+    /// one; 320 and 1,312 channels; with subgroup sums and without; writes 4 channels a
+    /// thread and one. Checks the mixes and every slot's new shift vector; C not a multiple
+    /// of 4 is refused.
     #[test]
     fn matches_layer_norm_then_token_shift() {
         let mut plain = (*gpu()).clone();
         plain.features.subgroup = false;
-        for g in [gpu(), std::sync::Arc::new(plain)] {
+        let mut vec4 = (*gpu()).clone();
+        vec4.tuning.ln_shift_scalar = Some(false);
+        let mut scalar = plain.clone();
+        scalar.tuning.ln_shift_scalar = Some(true);
+        let (plain, vec4, scalar) = (plain.into(), vec4.into(), scalar.into());
+        for g in [gpu(), plain, vec4, scalar] {
             for n_mix in [6, 1] {
                 // 6 tokens: channel slices; 260 (> SLICED_MAX_T): one workgroup a token;
                 // 1,312 channels: two slices, the second part-filled; decode steps (one

@@ -162,7 +162,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
         if logits {
             continue;
         }
-        if d == DType::Q4_K && matches!(row_sum, RowSum::Subgroup | RowSum::Tree) {
+        if d == DType::Q4_K {
             out.push(Variant::Matvec(MatvecSpec {
                 dtype: d,
                 logits,
@@ -215,7 +215,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 }));
             }
         }
-        if d == DType::Q4_K && matches!(row_sum, RowSum::Subgroup | RowSum::Tree) {
+        if d == DType::Q4_K {
             let wide = MatvecGroupSpec {
                 dtype: d,
                 lanes,
@@ -292,7 +292,12 @@ pub(crate) fn every_variant() -> Vec<Variant> {
         group: true,
     }));
     for subgroups in [false, true] {
-        all.push(Variant::LnShift(LnShiftSpec { subgroups }));
+        for scalar_out in [false, true] {
+            all.push(Variant::LnShift(LnShiftSpec {
+                subgroups,
+                scalar_out,
+            }));
+        }
     }
     // Every product kernel also with the LoRA term (never on the logits).
     let with_lora: Vec<Variant> = all
