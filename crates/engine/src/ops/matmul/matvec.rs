@@ -286,13 +286,6 @@ pub(crate) fn wide_body(wide_q8: u32) -> (Wgsl, &'static str) {
     }
 }
 
-/// How the 8-token kernels sum a row's `lanes` lanes: as the other matrix × vector
-/// kernels ([`row_sum_mode`]), rows wider than a subgroup through `wide_sum_sg32.wgsl`
-/// ([`RowSum::wide_file`]).
-pub(crate) fn wide_row_sum(cx: &Ctx, lanes: u32) -> RowSum {
-    row_sum_mode(cx, lanes)
-}
-
 /// Lanes a row of the 8-token kernel with f32 x for a product (or group) of `rows` rows
 /// of `steps` 16-value steps: `RWKV_MV_WIDE_LANES` ([`crate::gpu::Tuning::mv_wide_lanes`])
 /// or `RWKV_MV_LANES` where set; else enough for about 640 workgroups of 2 · 256 / lanes
@@ -300,7 +293,7 @@ pub(crate) fn wide_row_sum(cx: &Ctx, lanes: u32) -> RowSum {
 /// with 32 / 64 / 128 / 256 lanes: 2560 × 2560 26.1 / **21.3** / 23.2 / 34.8; 10240 × 2560
 /// **53.3** / 55.7 / 63.6 / 126.9; 2560 × 10240 76.9 / 61.6 / **56.2** / 73.2; the r/k/v
 /// group (7,680 rows of depth 2,560), µs a layer with 32 / 64 / 128: 64.6 / **57.4** / 58.8
-/// (benchmarks.md, "lanes for the 8-token kernels").
+/// (benchmarks.md, "lanes by shape for the 8-token kernels").
 pub(crate) fn wide_lanes(tuning: &crate::gpu::Tuning, steps: u32, rows: usize) -> u32 {
     let fill = (327_680 / rows.max(1)).max(1) as u32;
     let most = (steps / 2).max(1);
@@ -403,7 +396,7 @@ pub(super) fn product(
                 wide: true,
                 wide_q8: kc,
                 lanes,
-                row_sum: wide_row_sum(cx, lanes),
+                row_sum: row_sum_mode(cx, lanes),
                 ..spec.clone()
             })
         }
@@ -416,7 +409,7 @@ pub(super) fn product(
             MatvecSpec {
                 wide: true,
                 lanes,
-                row_sum: wide_row_sum(cx, lanes),
+                row_sum: row_sum_mode(cx, lanes),
                 ..spec.clone()
             }
         }),

@@ -19,7 +19,7 @@ pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
 pub use hprod::{h_sets, matvec_hprod, HProd};
 pub(crate) use matvec::{
     matvec_lanes, mv_lanes, q8_depth_fits, row_sum_mode, step_files, wide_body, wide_lanes,
-    wide_q8_chunk, wide_q8_lanes, wide_row_sum,
+    wide_q8_chunk, wide_q8_lanes,
 };
 pub use matvec::{MatvecLora, MatvecSpec, RowSum};
 pub use tiled::MatmulSpec;

@@ -9,7 +9,7 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::matmul::{
     matvec_step, mv_lanes, mv_unroll, q8_depth_fits, row_sum_mode, step_files, wide_body,
-    wide_lanes, wide_q8_chunk, wide_q8_lanes, wide_row_sum, MatmulArgs, RowSum,
+    wide_lanes, wide_q8_chunk, wide_q8_lanes, MatmulArgs, RowSum,
 };
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
@@ -342,7 +342,7 @@ pub fn matvec_group(
                 wide: true,
                 wide_q8: kc,
                 lanes,
-                row_sum: wide_row_sum(cx, lanes),
+                row_sum: row_sum_mode(cx, lanes),
                 ..spec.clone()
             })
         }
@@ -352,7 +352,7 @@ pub fn matvec_group(
             MatvecGroupSpec {
                 wide: true,
                 lanes,
-                row_sum: wide_row_sum(cx, lanes),
+                row_sum: row_sum_mode(cx, lanes),
                 ..spec.clone()
             }
         }),
