@@ -23,7 +23,12 @@ pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
 
 /// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
 pub fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
-    info.driver.eq_ignore_ascii_case("llvmpipe") || info.name.starts_with("llvmpipe")
+    llvmpipe_named(&info.driver, &info.name)
+}
+
+/// Whether an adapter of this driver and name is llvmpipe.
+fn llvmpipe_named(driver: &str, name: &str) -> bool {
+    driver.eq_ignore_ascii_case("llvmpipe") || name.starts_with("llvmpipe")
 }
 
 /// Optional features the engine uses when the adapter has them.
@@ -260,8 +265,7 @@ fn watch_faults(
 impl GpuContext {
     /// Whether the adapter is Mesa's llvmpipe ([`is_llvmpipe`]).
     pub fn is_llvmpipe(&self) -> bool {
-        self.summary.driver.eq_ignore_ascii_case("llvmpipe")
-            || self.summary.name.starts_with("llvmpipe")
+        llvmpipe_named(&self.summary.driver, &self.summary.name)
     }
 
     /// Every adapter wgpu sees (respecting `WGPU_BACKEND`), in enumeration order.

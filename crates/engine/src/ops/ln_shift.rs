@@ -83,10 +83,11 @@ pub struct LnShiftArgs {
 }
 
 /// Passes of at most this many tokens spread each token over C / 1024 workgroups (each
-/// takes the row statistics itself and writes its 1,024 channels, 4 a thread); larger
-/// ones take one workgroup a token. The two give the same bits. A server's decode step of
-/// B sequences is a pass of B tokens: with one workgroup a token, B = 32 kept 32 SMs of an
-/// H100 busy and took 27 µs a dispatch (B = 128: 43 µs; one token, sliced: 10 µs).
+/// takes the row statistics itself and writes its 1,024 channels, 4 a thread or, on
+/// llvmpipe, one); larger ones take one workgroup a token. The two give the same bits. A
+/// server's decode step of B sequences is a pass of B tokens: with one workgroup a token,
+/// B = 32 kept 32 SMs of an H100 busy and took 27 µs a dispatch (B = 128: 43 µs; one
+/// token, sliced: 10 µs).
 pub const SLICED_MAX_T: u32 = 256;
 
 /// Channels a workgroup of a sliced pass writes (256 threads × 4).
