@@ -89,24 +89,37 @@ pub(crate) fn wide_q8_pays(cx: &Ctx, m: &GpuMatrix, lora: bool, logits: bool) ->
 
 /// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
 /// (`q8k` ≠ 0) Q4_K's 16-value or, with `q8_pair`, 64-value 8-bit step, or Q6_K's
-/// (`shaders/matvec/q6_k_q8.wgsl`), and the prologue that quantizes x
-/// (`shaders/matvec/q4_k_q8_x.wgsl`); else the encoding's own step ([`step_file`]) and no
-/// prologue.
-pub(crate) fn step_files(dtype: DType, q8k: u32, q8_pair: bool) -> [&'static str; 2] {
-    match (q8k, q8_pair) {
-        (0, _) => [step_file(dtype), shader!("matvec/prologue_none.wgsl")],
-        (_, _) if dtype == DType::Q6_K => [
-            shader!("matvec/q6_k_q8.wgsl"),
-            shader!("matvec/q4_k_q8_x.wgsl"),
-        ],
-        (_, false) => [
-            shader!("matvec/q4_k_q8.wgsl"),
-            shader!("matvec/q4_k_q8_x.wgsl"),
-        ],
-        (_, true) => [
-            shader!("matvec/q4_k_q8_pair.wgsl"),
-            shader!("matvec/q4_k_q8_x.wgsl"),
-        ],
+/// (`shaders/matvec/q6_k_q8.wgsl`), and the prologue that quantizes x ([`prologue_file`]
+/// for row sums `row_sum` of `lanes` lanes); else the encoding's own step ([`step_file`])
+/// and no prologue.
+pub(crate) fn step_files(
+    dtype: DType,
+    q8k: u32,
+    q8_pair: bool,
+    row_sum: RowSum,
+    lanes: u32,
+) -> [&'static str; 2] {
+    if q8k == 0 {
+        return [step_file(dtype), shader!("matvec/prologue_none.wgsl")];
+    }
+    let step = match (dtype, q8_pair) {
+        (DType::Q6_K, _) => shader!("matvec/q6_k_q8.wgsl"),
+        (_, false) => shader!("matvec/q4_k_q8.wgsl"),
+        (_, true) => shader!("matvec/q4_k_q8_pair.wgsl"),
+    };
+    [step, prologue_file(row_sum, lanes)]
+}
+
+/// The prologue that quantizes x to 8 bits: with subgroup shuffles, a vec4 of x a
+/// thread (`shaders/matvec/q4_k_q8_x_sg.wgsl`), where the kernel's row sums already use
+/// subgroups of at least `lanes` ≥ 8 invocations (so the 8 threads of a run of 32 share
+/// one); else a run a thread through workgroup memory (`q4_k_q8_x.wgsl`). Both give the
+/// same bits.
+pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> &'static str {
+    if row_sum != RowSum::Tree && lanes >= 8 {
+        shader!("matvec/q4_k_q8_x_sg.wgsl")
+    } else {
+        shader!("matvec/q4_k_q8_x.wgsl")
     }
 }
 
@@ -226,14 +239,16 @@ impl KernelSpec for MatvecSpec {
                 shader!("matvec/params_hprod.wgsl"),
             ),
         };
+        let [step, prologue] =
+            step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
         Ok(with_decode(w, self.dtype, "matvec")?
             .file(match self.logits {
                 true => shader!("product/out_logits6.wgsl"),
                 false => shader!("product/out_act_vec4.wgsl"),
             })
             .file(self.row_sum.file())
-            .file(step_files(self.dtype, self.q8k, self.q8_pair)[0])
-            .file(step_files(self.dtype, self.q8k, self.q8_pair)[1])
+            .file(step)
+            .file(prologue)
             .file(shader!("matvec/row.wgsl"))
             .file(lora)
             .file(params)

@@ -67,7 +67,7 @@ impl KernelSpec for MatvecGroupSpec {
             w = w.u32("Q8K", self.q8k);
         }
         let w = w.file(COMMON);
-        let [step, prologue] = step_files(self.dtype, self.q8k, false);
+        let [step, prologue] = step_files(self.dtype, self.q8k, false, self.row_sum, self.lanes);
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),
@@ -270,7 +270,12 @@ pub fn matvec_group(
         .max()
         .unwrap_or(1) as u32;
     let rows_max = segs.iter().map(|(m, _)| m.n_out).max().unwrap_or(0);
-    let lanes = mv_lanes(steps, rows_max);
+    // `RWKV_MV_LANES` as for single products (tuning runs, the op tests).
+    let lanes = cx
+        .gpu
+        .tuning
+        .mv_lanes
+        .unwrap_or_else(|| mv_lanes(steps, rows_max));
     for (i, (m, _)) in segs.iter().enumerate() {
         p.seg[i].wg0 = wg;
         wg += (m.n_out as u32).div_ceil(256 / lanes);

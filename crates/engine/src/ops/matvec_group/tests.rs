@@ -137,16 +137,20 @@ fn check(gpu: std::sync::Arc<crate::gpu::GpuContext>, t: usize, f32_at: usize) {
 #[test]
 fn q4k_group_every_small_t() {
     let mut gpus = Vec::new();
-    for (wide, subgroup, q8, wide_q8, wide_lanes) in [
-        (true, true, true, true, None),
-        (true, false, true, true, None),
-        (true, true, true, false, None),
-        (false, true, false, false, None),
+    for (wide, subgroup, q8, wide_q8, wide_lanes, lanes) in [
+        (true, true, true, true, None, None),
+        (true, false, true, true, None, None),
+        (true, true, true, false, None, None),
+        (false, true, false, false, None, None),
         // Rows wider than a subgroup (f32 x; `wide_sum_sg32.wgsl` on 32-wide subgroups).
-        (true, true, false, false, Some(128)),
-        (true, false, false, false, Some(64)),
+        (true, true, false, false, Some(128), None),
+        (true, false, false, false, Some(64), None),
+        // 8 lanes a row: one-token 8-bit x from the subgroup prologue
+        // (`q4_k_q8_x_sg.wgsl`) on subgroups of 8 (lavapipe) as on 32.
+        (true, true, true, true, None, Some(8)),
     ] {
         let mut g = (*gpu()).clone();
+        g.tuning.mv_lanes = lanes;
         g.tuning.mv_wide_lanes = wide_lanes;
         g.tuning.mv_wide = wide;
         g.tuning.mv_q8 = Some(q8);
