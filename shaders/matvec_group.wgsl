@@ -25,8 +25,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // NT1 = 1: passes of one token only (the count folds to a constant).
     let nt = select(min(t_count - min(t0, t_count), 4u), 1u, NT1 == 1u);
     let xb = mv_xb(sg.x_off, sg.x_stride, t0);
-    // With 8-bit x (Q8K): the segment's x quantized first (shaders/matvec/q4_k_q8_x.wgsl).
-    mv_prologue(xb.x, sg.k, li);
+    // With 8-bit x (Q8K): the segment's x quantized first (shaders/matvec/q4_k_q8_x.wgsl)
+    // where its matrix is in the first encoding (`sg` is the workgroup's: uniform).
+    if (sg.src == 0u) {
+        mv_prologue(xb.x, sg.k, li);
+    }
     var acc = vec4<f32>(0.0);
     if (r < sg.n) {
         let rb = sg.w_off + r * sg.row_bytes;

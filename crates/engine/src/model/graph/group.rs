@@ -176,3 +176,40 @@ pub(super) fn push_grouped(
     }
     Ok(())
 }
+
+/// Makes passes of one token dispatch `node` in place of everything `nodes` dispatch for
+/// them: the first of `nodes` runs `node` as its one-token variant, every other one nothing
+/// (each gets a variant for passes of one token below its current smallest, so that larger
+/// passes keep what they ran).
+pub(super) fn one_token_instead(nodes: &mut [Node], node: Node) {
+    let mut node = Some(node);
+    for n in nodes.iter_mut() {
+        let Some(last) = nth_variant(n, variants(n)) else {
+            continue; // not reached: `variants` counted them
+        };
+        let instead = match node.take() {
+            Some(f) => f,
+            None => last.skip(),
+        };
+        last.small = Some(Small {
+            count: Count::Tokens,
+            max: 1,
+            node: Box::new(instead),
+        });
+    }
+}
+
+/// How many variants hang below `n` (its chain of small variants).
+fn variants(n: &Node) -> usize {
+    n.small.as_ref().map_or(0, |s| 1 + variants(&s.node))
+}
+
+/// The `i`-th variant below `n` (`n` itself for 0).
+fn nth_variant(n: &mut Node, i: usize) -> Option<&mut Node> {
+    if i == 0 {
+        return Some(n);
+    }
+    n.small
+        .as_mut()
+        .and_then(|s| nth_variant(&mut s.node, i - 1))
+}

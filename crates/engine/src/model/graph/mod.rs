@@ -15,7 +15,9 @@
 //!
 //! Passes of at most [`SMALL_T`] tokens (decode) run other kernels, picked per pass from
 //! each node's variants: `ln_shift` over channel slices, r/k/v and each set of low-rank
-//! products as one `matvec_group` dispatch, 9–11 as one `wkv_fused`. Larger passes
+//! products as one `matvec_group` dispatch (in a one-token pass without adapters the
+//! first products of 5–8 and r/k/v together, `att.lora1+rkv`), 9–11 as one `wkv_fused`.
+//! Larger passes
 //! (prefill) run the tiled products — on tensor cores where the adapter has them, with k
 //! split for the C-row products — and the per-op WKV kernels.
 //!

@@ -4,12 +4,13 @@
 //! `channel_mix.rs`.
 
 use super::blocks::{mm, Blocks};
-use super::group::{group_decode, push_grouped, Member};
+use super::group::{group_decode, one_token_instead, push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::config::GN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{matmul_split, Act, LoraArgs, MatmulArgs};
+use crate::ops::matvec_group::{groupable, matvec_group_one_token};
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
@@ -51,8 +52,10 @@ impl<'a> Blocks<'a> {
             (LoraTarget::Value, 2, self.mix(3), c),
         ];
         let (terms, lora_a) = self.lora_first_nodes(l, &rkv_sites, v)?;
+        let adapted = !lora_a.is_empty() || terms.iter().any(Option::is_some);
         let mut firsts = self.chain_products(l, v, &chains, false)?;
         firsts.extend(lora_a);
+        let lora1_at = body.len();
         push_grouped(
             self.cx,
             "att.lora1",
@@ -65,6 +68,10 @@ impl<'a> Blocks<'a> {
         )?;
         // 4: r, k, v (one `matvec_group` dispatch in a decode step).
         self.rkv(l, ly, &terms, body)?;
+        // One-token passes without adapters: the first products and r, k, v as one dispatch.
+        if !adapted {
+            self.fuse_lora1_rkv(l, ly, &chains, &mut body[lora1_at..])?;
+        }
         // 5–8, second products (another dispatch).
         let seconds = self.chain_products(l, v, &chains, true)?;
         push_grouped(
@@ -81,6 +88,46 @@ impl<'a> Blocks<'a> {
         self.wkv(l, v, body)?;
         // 12: x += Wo o
         self.output(l, ly, body)
+    }
+
+    /// One-token passes run the low-rank chains' first products and r, k, v (`nodes`: what
+    /// steps 4–8's first half pushed) as one `matvec_group` dispatch, `att.lora1+rkv` (both
+    /// read only the lerps of step 2; r, k, v in their buffer's encoding, 8-bit x where it
+    /// is Q4_K, the F16 first products from theirs), where the matrices group
+    /// ([`groupable`]): a dispatch less a block. Passes of 2–8 tokens keep the two groups (r, k,
+    /// v then take the 8-token kernel). H200, 2.9B Q4_K: `att.lora1` took ≈ 11 µs a block
+    /// of GPU time for ≈ 300 rows.
+    fn fuse_lora1_rkv(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        chains: &[Chain<'_>],
+        nodes: &mut [Node],
+    ) -> Result<()> {
+        let (rg, c) = (&self.rg, self.cfg.n_embd);
+        let mut segs: Vec<(&GpuMatrix, MatmulArgs)> = vec![
+            (
+                &ly.receptance,
+                mm(self.mix(0), c, rg.r, c, Act::None, false, None),
+            ),
+            (&ly.key, mm(self.mix(2), c, rg.k, c, Act::None, false, None)),
+            (
+                &ly.value,
+                mm(self.mix(3), c, rg.v, c, Act::None, false, None),
+            ),
+        ];
+        for ch in chains {
+            let d = ch.first.n_out;
+            segs.push((ch.first, mm(ch.x, c, ch.hidden, d, ch.act1, false, None)));
+        }
+        let mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
+        if !groupable(&mats, self.cx.gpu.max_binding()) {
+            return Ok(());
+        }
+        let fused =
+            matvec_group_one_token(self.cx, "att.lora1+rkv", Some(l), &segs, &ly.vecs, self.act)?;
+        one_token_instead(nodes, fused);
+        Ok(())
     }
 
     /// Offset of lerp output `i` (`xr, xw, xk, xv, xa, xg`).

@@ -230,6 +230,31 @@ pub fn matvec_group(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
+    group_node(cx, op, layer, segs, vecs, act, false)
+}
+
+/// The one-token kernel of [`matvec_group`] alone (its small variant, without the 2–8-token
+/// one): for a fused dispatch that only one-token passes take. Errors as [`matvec_group`].
+pub fn matvec_group_one_token(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    segs: &[(&GpuMatrix, MatmulArgs)],
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+) -> Result<Node> {
+    group_node(cx, op, layer, segs, vecs, act, true)
+}
+
+fn group_node(
+    cx: &Ctx,
+    op: &'static str,
+    layer: Option<usize>,
+    segs: &[(&GpuMatrix, MatmulArgs)],
+    vecs: &wgpu::Buffer,
+    act: &wgpu::Buffer,
+    one_token_only: bool,
+) -> Result<Node> {
     let Some((first, _)) = segs.first() else {
         return Err(op_err(op, "a group needs a matrix"));
     };
@@ -322,6 +347,23 @@ pub fn matvec_group(
         count: Count::Tokens,
         per_y: 4,
     };
+    // One-token passes of Q4_K groups without LoRA terms: 8-bit x for the segments in the
+    // group's first buffer and encoding (the prologue runs in their workgroups only; F16
+    // segments of a second buffer read f32 x), as `matvec`'s (`q8_pays`).
+    let mut one = spec.clone();
+    one.one_token = true;
+    let firsts = || {
+        segs.iter()
+            .zip(&p.seg)
+            .filter(|(_, sg)| sg.src == 0)
+            .map(|((m, _), _)| m.n_in)
+    };
+    if first.dtype == DType::Q4_K && !dt2 && !spec.lora && firsts().all(|k| q8_depth_fits(cx, k)) {
+        one.q8k = firsts().max().unwrap_or(0) as u32;
+    }
+    if one_token_only {
+        return cx.node_at(op, layer, &one, &p, res, grid);
+    }
     // Groups serve decode passes only: the 2–8-token variant compiles late. On Q4_K
     // without LoRA terms it is the 8-token kernel (as `matvec`'s, ops/matmul/matvec.rs).
     let wide = first.dtype == DType::Q4_K
@@ -374,20 +416,10 @@ pub fn matvec_group(
         cx.node_at_late(op, layer, &spec, &p, res.clone(), grid)?
     };
     // Passes of exactly one token: the kernel compiled for one (as `matvec`'s).
-    spec.one_token = true;
-    let depth = segs.iter().map(|(m, _)| m.n_in).max().unwrap_or(0);
-    if first.dtype == DType::Q4_K
-        && !dt2
-        && !spec.second_buffer
-        && !spec.lora
-        && segs.iter().all(|(m, _)| q8_depth_fits(cx, m.n_in))
-    {
-        spec.q8k = depth as u32;
-    }
     node.small = Some(crate::ops::Small {
         count: Count::Tokens,
         max: 1,
-        node: Box::new(cx.node_at(op, layer, &spec, &p, res, grid)?),
+        node: Box::new(cx.node_at(op, layer, &one, &p, res, grid)?),
     });
     Ok(node)
 }

@@ -265,3 +265,7 @@ fn refuses_what_it_cannot_group() {
     assert!(!groupable(&[&a; MAX_SEGS + 1], u64::MAX));
     assert!(groupable(&[&a; MAX_SEGS], u64::MAX));
 }
+
+/// Q4_K matrices with F16 ones of a second buffer in one group (the one-token
+/// `att.lora1+rkv` dispatch: r, k, v beside the low-rank chains' first products).
+mod mixed;
