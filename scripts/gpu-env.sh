@@ -1,6 +1,10 @@
-# Sourced by the GPU-machine scripts (gpu-bench.sh, gpu-peers.sh): the Vulkan loader from
-# the carried .gl/*.deb when the machine has none, the NVIDIA ICD when the loader finds no
-# discrete GPU by itself, a private XDG_RUNTIME_DIR. Expects $BIN/rwkv.
+# Sourced by the GPU-machine scripts (gpu-bench.sh, gpu-peers.sh): $BIN/rwkv unpacked from
+# the carried $BIN/rwkv.xz where only that came, the Vulkan loader from the carried
+# .gl/*.deb when the machine has none, the NVIDIA ICD when the loader finds no discrete GPU
+# by itself, a private XDG_RUNTIME_DIR.
+if [ ! -x "$BIN/rwkv" ] && [ -f "$BIN/rwkv.xz" ]; then
+  xz -dkf "$BIN/rwkv.xz" && chmod +x "$BIN/rwkv"
+fi
 if ! ldconfig -p | grep -q libvulkan; then
   for f in .gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
