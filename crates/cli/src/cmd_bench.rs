@@ -294,6 +294,18 @@ pub struct ProfileArgs {
     /// first prompt pays, beside the steady pass of a second run.
     #[arg(long)]
     pub first: bool,
+    /// Instead of the GPU profile: what each op's dispatches cost a decode token in wall
+    /// time — greedy decode with that op left out of every step against the whole step
+    /// (launch, barrier and drain included; the tokens picked meanwhile are not the
+    /// model's). `--json` writes the table.
+    #[arg(long)]
+    pub wall: bool,
+    /// Tokens of each `--wall` run.
+    #[arg(long, default_value_t = 64)]
+    pub gen: usize,
+    /// `--wall` runs of each op (their median; one untimed run before).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
 }
 
 pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
@@ -301,6 +313,15 @@ pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
     m.chunk = m.chunk.max(a.tokens);
     let mut eng = m.load(false)?;
     let vocab = eng.config().vocab_size;
+    if a.wall {
+        let prompt = rwkv_bench::run::tokens(3, 16, vocab);
+        let w = eng.decode_wall_costs(&prompt, a.gen, a.repeat)?;
+        print_wall_costs(&w);
+        if let Some(j) = &a.json {
+            std::fs::write(j, serde_json::to_string_pretty(&w)?)?;
+        }
+        return Ok(());
+    }
     let toks = rwkv_bench::run::tokens(3, a.tokens, vocab);
     // Warm-up pass (pipelines, caches), then the profiled one.
     if !a.first {
@@ -325,6 +346,24 @@ pub fn profile(a: ProfileArgs) -> anyhow::Result<()> {
         std::fs::write(s, charts::profile_svg(&p))?;
     }
     Ok(())
+}
+
+/// The table of `rwkv profile --wall`.
+fn print_wall_costs(w: &rwkv_engine::wall_costs::WallCosts) {
+    println!(
+        "decode token: {:.1} µs wall ({} tokens × {} runs; {})",
+        w.token_us, w.gen, w.repeats, w.method
+    );
+    println!(
+        "{:<20} {:>6} {:>12} {:>12} {:>7}",
+        "op", "count", "µs a token", "µs each", "%"
+    );
+    for o in &w.ops {
+        println!(
+            "{:<20} {:>6} {:>12.1} {:>12.2} {:>6.1}%",
+            o.op, o.dispatches, o.us_per_token, o.us_per_dispatch, o.percent
+        );
+    }
 }
 
 /// The header, per-op and per-layer tables of a GPU profile (`rwkv profile`, `rwkv batch

@@ -207,3 +207,43 @@ fn profile_case(tokens: &str, want: &[&str]) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rwkv profile --wall`: a row for each op a decode token dispatches, with the GPU
+/// profile's dispatch count, and the whole token's time.
+#[test]
+fn profile_wall_costs_every_decode_op() {
+    let dir = std::env::temp_dir().join(format!("rwkv-wall-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("wall.json");
+    let mut cmd = support::rwkv_cmd();
+    cmd.args([
+        "profile", "--wall", "--gen", "4", "--repeat", "1", "--model",
+    ])
+    .arg(fixtures().join("rwkv7-tiny-Q8_0.gguf"))
+    .arg("--json")
+    .arg(&json);
+    let out = support::output(cmd);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let w: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(w["token_us"].as_f64().unwrap() > 0.0);
+    let ops: Vec<(&str, u64)> = w["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["op"].as_str().unwrap(), o["dispatches"].as_u64().unwrap()))
+        .collect();
+    for (op, n) in [
+        ("ln_shift", 4),
+        ("wkv_fused", 2),
+        ("ffn.value", 2),
+        ("head", 1),
+    ] {
+        assert!(ops.contains(&(op, n)), "no {op} × {n}: {ops:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,7 @@ pub mod profile;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;
+pub mod wall_costs;
 
 pub use adapter::{AdapterFormat, InitState, LoraAdapter, LoraBase, LoraMatrix, LoraTarget};
 pub use analysis::{

@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["adapter"],
     &["model"],
     &["api"],
-    &["analysis", "profile", "kernel_bench"],
+    &["analysis", "profile", "wall_costs", "kernel_bench"],
 ];
 
 /// A module path inside the crate (`["model", "graph", "build"]`), `[]` for the root.

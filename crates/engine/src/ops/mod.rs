@@ -311,8 +311,23 @@ pub fn encode(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims) {
 /// pass size: the batch-invariant form, in which a token's numbers do not depend on how
 /// many tokens share its pass.
 pub fn encode_as(pass: &mut wgpu::ComputePass<'_>, nodes: &[Node], dims: &Dims, large_only: bool) {
+    encode_except(pass, nodes, dims, large_only, &[]);
+}
+
+/// [`encode_as`] leaving out the dispatches of the ops named in `skip` (a timing
+/// instrument: [`crate::Engine::decode_wall_costs`]).
+pub fn encode_except(
+    pass: &mut wgpu::ComputePass<'_>,
+    nodes: &[Node],
+    dims: &Dims,
+    large_only: bool,
+    skip: &[&str],
+) {
     for n in nodes {
         let n = n.pick_as(dims, large_only);
+        if skip.contains(&n.op) {
+            continue;
+        }
         if let Some((x, y, z)) = n.grid.size(dims) {
             let pipeline = match n.pipeline.wait() {
                 Ok(p) => p,

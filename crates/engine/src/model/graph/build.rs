@@ -51,6 +51,9 @@ pub struct Graph {
     /// so a sequence's numbers do not depend on what shares its pass (see
     /// [`crate::LoadOptions::batch_invariant`]).
     pub invariant: bool,
+    /// Ops whose dispatches the recorded passes leave out: a timing instrument only
+    /// ([`crate::Engine::decode_wall_costs`]; the results are then wrong). Empty otherwise.
+    pub(crate) timing_skip: Vec<&'static str>,
     /// The LoRA h sets of the one-token products that make their own (bound by them).
     h_sets: Option<wgpu::Buffer>,
 }
@@ -155,6 +158,7 @@ impl Graph {
             head,
             dims_host,
             invariant: false,
+            timing_skip: Vec::new(),
             h_sets: hplan.map(|p| p.sets),
         })
     }

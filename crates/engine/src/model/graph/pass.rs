@@ -101,9 +101,10 @@ impl Graph {
             label: Some("forward"),
             timestamp_writes: None,
         });
-        ops::encode_as(&mut pass, &self.body, dims, self.invariant);
+        let skip = &self.timing_skip;
+        ops::encode_except(&mut pass, &self.body, dims, self.invariant, skip);
         if run_head {
-            ops::encode_as(&mut pass, &self.head, dims, self.invariant);
+            ops::encode_except(&mut pass, &self.head, dims, self.invariant, skip);
             if greedy {
                 for n in [&self.adjust, &self.argmax] {
                     ops::encode_as(&mut pass, std::slice::from_ref(n), dims, false);
