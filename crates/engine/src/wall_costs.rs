@@ -41,8 +41,8 @@ pub struct WallCosts {
 impl Engine {
     /// Decode `gen` greedy tokens after `prompt` `repeats` times with every op's
     /// dispatches recorded and then with each op's left out in turn (every op a one-token
-    /// pass dispatches, from a GPU profile of one); each op's cost is the median
-    /// difference of a token's wall time.
+    /// pass dispatches, from a GPU profile of one); each op's cost is the difference of
+    /// the two medians of a token's wall time.
     ///
     /// Errors: `gen` < 2 or `repeats` = 0; as [`Engine::profile`] (an adapter without
     /// timestamp queries) and [`Engine::generate`]. The engine records every op again
@@ -63,20 +63,14 @@ impl Engine {
         let profile = self.profile(st, &[tok]);
         self.free_state(st)?;
         let profile = profile?;
-        let names = self.op_names();
-        let mut ops: Vec<(&'static str, usize)> = Vec::new();
-        for t in &profile.by_op {
-            if let Some(&op) = names.iter().find(|n| **n == t.name) {
-                ops.push((op, t.dispatches));
-            }
-        }
-        let token_us = self.timed_tokens(&[], prompt, gen, repeats)?;
+        let token_us = self.timed_tokens(Vec::new(), prompt, gen, repeats)?;
         let mut out = Vec::new();
-        for &(op, dispatches) in &ops {
-            let without = self.timed_tokens(&[op], prompt, gen, repeats)?;
+        for t in &profile.by_op {
+            let dispatches = t.dispatches;
+            let without = self.timed_tokens(vec![t.name.clone()], prompt, gen, repeats)?;
             let saved = token_us - without;
             out.push(WallCost {
-                op: op.to_string(),
+                op: t.name.clone(),
                 dispatches,
                 us_per_token: saved,
                 us_per_dispatch: saved / dispatches.max(1) as f64,
@@ -99,12 +93,12 @@ impl Engine {
     /// after `prompt` with the ops of `skip` left out (the set is cleared afterwards).
     fn timed_tokens(
         &mut self,
-        skip: &[&'static str],
+        skip: Vec<String>,
         prompt: &[u32],
         gen: usize,
         repeats: usize,
     ) -> Result<f64> {
-        self.set_timing_skip(skip.to_vec());
+        self.set_timing_skip(skip);
         let run = self.timed_runs(prompt, gen, repeats);
         self.set_timing_skip(Vec::new());
         let mut v = run?;

@@ -104,22 +104,7 @@ impl Engine {
 
     /// The ops whose dispatches recorded passes leave out (`crate::wall_costs` only: the
     /// results are wrong while any is set); the previous set.
-    pub(crate) fn set_timing_skip(&mut self, ops: Vec<&'static str>) -> Vec<&'static str> {
+    pub(crate) fn set_timing_skip(&mut self, ops: Vec<String>) -> Vec<String> {
         std::mem::replace(&mut self.graph.timing_skip, ops)
-    }
-
-    /// The op names of the graph's nodes, each once (body, then head).
-    pub(crate) fn op_names(&self) -> Vec<&'static str> {
-        let mut v: Vec<&'static str> = Vec::new();
-        for n in self.graph.body.iter().chain(&self.graph.head) {
-            let mut at = Some(n);
-            while let Some(x) = at {
-                if !v.contains(&x.op) {
-                    v.push(x.op);
-                }
-                at = x.small.as_ref().map(|s| &*s.node);
-            }
-        }
-        v
     }
 }

@@ -321,11 +321,11 @@ pub fn encode_except(
     nodes: &[Node],
     dims: &Dims,
     large_only: bool,
-    skip: &[&str],
+    skip: &[String],
 ) {
     for n in nodes {
         let n = n.pick_as(dims, large_only);
-        if skip.contains(&n.op) {
+        if skip.iter().any(|s| s == n.op) {
             continue;
         }
         if let Some((x, y, z)) = n.grid.size(dims) {

@@ -1,5 +1,7 @@
 //! The instrument leaves an op's dispatches out while it times it, and only then.
 
+#![cfg(test)]
+
 use crate::api::{Rows, SeqInput, Want};
 use crate::ops::testing::{fixture, gpu};
 use crate::{Engine, LoadOptions};
@@ -46,7 +48,7 @@ fn every_decode_op_timed_and_the_engine_restored() {
     }
     assert_eq!(last_logits(&mut eng, &prompt[..1]), before);
     // Left out, the output product changes the logits; set back, they are the same.
-    let old = eng.set_timing_skip(vec!["att.output"]);
+    let old = eng.set_timing_skip(vec!["att.output".to_string()]);
     assert!(old.is_empty());
     assert_ne!(last_logits(&mut eng, &prompt[..1]), before);
     eng.set_timing_skip(Vec::new());

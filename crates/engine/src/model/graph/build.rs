@@ -53,7 +53,7 @@ pub struct Graph {
     pub invariant: bool,
     /// Ops whose dispatches the recorded passes leave out: a timing instrument only
     /// ([`crate::Engine::decode_wall_costs`]; the results are then wrong). Empty otherwise.
-    pub(crate) timing_skip: Vec<&'static str>,
+    pub(crate) timing_skip: Vec<String>,
     /// The LoRA h sets of the one-token products that make their own (bound by them).
     h_sets: Option<wgpu::Buffer>,
 }
