@@ -4,7 +4,10 @@
 // words: `mv_row` of shaders/matvec/row.wgsl over `mv_step`, from the encoding's snippet
 // in shaders/matvec/; x read as vec4s), so a subgroup's loads read contiguous runs, and
 // the lanes of a row are summed by `row_sum` (subgroup shuffles, or workgroup memory).
-// `mv_prologue`: 8-bit x in workgroup memory (q4_k_q8_x.wgsl) or nothing. `Params`, `p` and
+// `mv_prologue`: 8-bit x in workgroup memory (q4_k_q8_x.wgsl), made from a LayerNorm +
+// token shift of the residual first (q8_x_ln.wgsl), or nothing; `ln_save`: the new shift
+// state from the residual before its add (ln_save.wgsl) or nothing (ln_none.wgsl).
+// `Params`, `p` and
 // `finish`: product/; `act` is seen as vec4s, the weights also as `w4`.
 // The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where the
 // first workgroups make its h in the same dispatch.
@@ -24,6 +27,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
     let p = &g.seg[gs];
+    mv_first_wg = wid.x == 0u && wid.y == 0u;
     let t_count = select(d.n_tokens, d.n_rows, p.rows_sel == 1u);
     let lane = li % LANES;
     let t0 = wid.y * 4u;
@@ -70,7 +74,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 } else {
                     v = finish(sum[j], r);
                     if (p.accumulate == 1u) {
-                        v += y_load(idx);
+                        let x = y_load(idx);
+                        ln_save(r, x);
+                        v += x;
                     }
                 }
                 y_store(idx, v);

@@ -8,8 +8,8 @@
 // variant without any prologue took a 2.9B Q4_K decode token from 3.25 to 2.72 ms on an
 // H200, benchmarks.md.) Q8K (the deepest product's depth, a multiple of 256) sizes the
 // arrays; the loop's trip count is uniform and a run never straddles its end.
-var<workgroup> xq: array<u32, Q8K / 4u>;        // x as int8, 4 a word
-var<workgroup> xds: array<vec2<f32>, Q8K / 32u>; // (d, d · Σ q) per run of 32
+// The quantizer itself, `q8_put`, and the arrays: shaders/matvec/q8_put_sg.wgsl (shared
+// with the prologue that makes x as a LayerNorm + token shift first, q8_x_ln.wgsl).
 
 fn mv_prologue(x0: u32, k: u32, li: u32) {
     let n4 = k / 4u;
@@ -20,24 +20,7 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
         if (live) {
             a = act[x0 + i];
         }
-        let m = abs(a);
-        var amax = max(max(m.x, m.y), max(m.z, m.w));
-        amax = max(amax, subgroupShuffleXor(amax, 1u));
-        amax = max(amax, subgroupShuffleXor(amax, 2u));
-        amax = max(amax, subgroupShuffleXor(amax, 4u));
-        let inv = select(0.0, 1.0 / amax, amax > 0.0);
-        let v = pack4x8snorm(a * inv);
-        var sq = dot4I8Packed(v, 0x01010101u);
-        sq += subgroupShuffleXor(sq, 1u);
-        sq += subgroupShuffleXor(sq, 2u);
-        sq += subgroupShuffleXor(sq, 4u);
-        if (live) {
-            xq[i] = v;
-            if ((li & 7u) == 0u) {
-                let d = amax / 127.0;
-                xds[i / 8u] = vec2<f32>(d, d * f32(sq));
-            }
-        }
+        q8_put(a, i, live, li);
     }
     workgroupBarrier();
 }

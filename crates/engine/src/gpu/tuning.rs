@@ -66,6 +66,10 @@ pub struct Tuning {
     /// (`shaders/matvec/q4_k_q8_pair.wgsl`, the default) or 16 values (`q4_k_q8.wgsl`;
     /// A/B runs).
     pub mv_q8_pair: bool,
+    /// `RWKV_LN_FUSE=0|1`: whether a one-token pass runs the channel mix's LayerNorm +
+    /// token shift inside the key's and the value's products (`ops::matmul::ln_fuse`, the
+    /// default where they take 8-bit x) or as its own `ln_shift` dispatch (A/B runs).
+    pub ln_fuse: bool,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
     pub state_parts: Option<usize>,
@@ -135,6 +139,7 @@ impl Default for Tuning {
             mv_q8: None,
             mv_rows: None,
             mv_q8_pair: true,
+            ln_fuse: true,
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
@@ -234,6 +239,7 @@ impl Tuning {
             ln_shift_scalar: flag("RWKV_LN_SHIFT_SCALAR"),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
+            ln_fuse: flag("RWKV_LN_FUSE") != Some(false),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
@@ -309,6 +315,7 @@ mod tests {
             ("RWKV_MV_Q8", "0"),
             ("RWKV_MV_ROWS", "2"),
             ("RWKV_MV_Q8_PAIR", "0"),
+            ("RWKV_LN_FUSE", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),
@@ -340,6 +347,7 @@ mod tests {
             mv_q8: Some(false),
             mv_rows: Some(2),
             mv_q8_pair: false,
+            ln_fuse: false,
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),

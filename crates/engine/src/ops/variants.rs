@@ -11,7 +11,7 @@ use crate::ops::gather_rows::GatherRowsSpec;
 use crate::ops::layer_norm::LayerNormSpec;
 use crate::ops::ln_shift::LnShiftSpec;
 use crate::ops::matmul::{
-    mv_unroll, CoopSpec, MatmulSpec, MatvecLora, MatvecSpec, ReduceSpec, RowSum, COOP_TILES,
+    mv_unroll, CoopSpec, LnEnd, MatmulSpec, MatvecLora, MatvecSpec, ReduceSpec, RowSum, COOP_TILES,
 };
 use crate::ops::matvec_group::MatvecGroupSpec;
 use crate::ops::wkv::WkvSpec;
@@ -131,6 +131,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 rows: 1,
                 q8_pair: false,
                 wide_q8: 0,
+                ln: LnEnd::None,
             }));
         }
         if matches!(d, DType::Q4_K | DType::Q6_K) && !logits {
@@ -155,8 +156,32 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                         rows: if q8k == 2560 { 1 } else { 2 },
                         q8_pair,
                         wide_q8: 0,
+                        ln: LnEnd::None,
                     }));
                 }
+            }
+            // The ends of a fused LayerNorm + token shift: the key's prologue (shuffles:
+            // kernels on subgroups) and the value's save of the shift state.
+            for ln in [LnEnd::In, LnEnd::Out] {
+                if ln == LnEnd::In && row_sum == RowSum::Tree {
+                    continue;
+                }
+                let q8k = if ln == LnEnd::In { 2560 } else { 10240 };
+                out.push(Variant::Matvec(MatvecSpec {
+                    dtype: d,
+                    logits,
+                    lanes,
+                    row_sum,
+                    one_token: true,
+                    lora: MatvecLora::None,
+                    unroll,
+                    wide: false,
+                    q8k,
+                    rows: 2,
+                    q8_pair: d == DType::Q4_K,
+                    wide_q8: 0,
+                    ln,
+                }));
             }
         }
         if logits {
@@ -176,6 +201,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 rows: 1,
                 q8_pair: false,
                 wide_q8: 0,
+                ln: LnEnd::None,
             }));
             // With 8-bit x, a chunk of 2,560 (both depths of a 2.9B model) and of 256.
             for wide_q8 in [2560, 256] {
@@ -192,6 +218,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     rows: 1,
                     q8_pair: false,
                     wide_q8,
+                    ln: LnEnd::None,
                 }));
             }
         }
@@ -446,6 +473,7 @@ mod tests {
             rows: 1,
             q8_pair: false,
             wide_q8: 0,
+            ln: LnEnd::None,
         };
         cache.get(gpu, &m).unwrap();
         cache

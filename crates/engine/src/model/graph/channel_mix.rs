@@ -1,12 +1,17 @@
 //! The channel mix of one RWKV-7 block (steps 13–17 of the list in `mod.rs`), with the
 //! LoRA terms of the active adapters on its key and value (`lora.rs`). The same split as
-//! llama.cpp's `build_rwkv7_channel_mix`.
+//! llama.cpp's `build_rwkv7_channel_mix`; one-token passes without adapters fold steps
+//! 13–15 into the key and the value (`fuse_ln`).
 
 use super::blocks::{mm, Blocks};
+use super::group::one_token_instead;
 use crate::adapter::LoraTarget;
+use crate::config::LN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
-use crate::ops::matmul::{lora_in_tiles, matmul, Act, MatmulArgs};
+use crate::ops::matmul::{
+    ln_fuse_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, MatmulArgs,
+};
 use crate::ops::Node;
 
 impl<'a> Blocks<'a> {
@@ -17,15 +22,71 @@ impl<'a> Blocks<'a> {
         // mix's shift state and WKV state in the layer's state).
         let cfg = &self.cfg;
         let state = c + cfg.n_head * cfg.head_size * cfg.head_size;
+        let ln_at = body.len();
         body.push(self.ln_shift(l, v, 1, LayerVecs::FFN_X_K * c, LayerVecs::LN2 * c, state)?);
         // 16: h = relu(Wk xk)²
-        self.ffn_key(l, ly, body)?;
+        let key_adapted = self.ffn_key(l, ly, body)?;
         // 17: x += Wv h
-        self.ffn_value(l, ly, body)
+        let value_at = body.len();
+        let value_adapted = self.ffn_value(l, ly, body)?;
+        // One-token passes without adapters: 13–15 inside the key and the value.
+        if !key_adapted && !value_adapted && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value) {
+            let (key_nodes, value_nodes) = body[ln_at..].split_at_mut(value_at - ln_at);
+            self.fuse_ln(l, ly, state, key_nodes, value_nodes)?;
+        }
+        Ok(())
     }
 
-    /// 16: `h = relu(Wk xk)²` of block `l` (with its adapters' term) onto `body`.
-    fn ffn_key(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+    /// One-token passes run the LayerNorm + token shift of steps 13–15 inside the key and
+    /// the value (`ops::matmul::ln_fuse`): the key's node, made from the residual in its
+    /// prologue, in place of what `key_nodes` (the `ln_shift` and the key's) dispatch; the
+    /// value's, which also saves the shift state (at `state` of the layer's state), in
+    /// place of `value_nodes`'. A dispatch less a block.
+    fn fuse_ln(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        state: usize,
+        key_nodes: &mut [Node],
+        value_nodes: &mut [Node],
+    ) -> Result<()> {
+        let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
+        let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
+        let (buffer, state_off, slot_len) = self.layer_state(l, state);
+        let ln = LnFuse {
+            meta: self.meta,
+            state: buffer,
+            state_off,
+            slot_len,
+            ln_w: LayerVecs::LN2 * c,
+            ln_b: LayerVecs::LN2 * c + c,
+            mix: LayerVecs::FFN_X_K * c,
+            eps: LN_EPS,
+            stats: rg.ln_stats,
+        };
+        let lid = Some(l);
+        let ka = mm(rg.x, c, rg.ffn, f, Act::ReluSq, false, None);
+        let key = matvec_ln(cx, "ffn.key", lid, &ly.ffn_key, v, act, &ka, &ln, LnEnd::In)?;
+        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let value = matvec_ln(
+            cx,
+            "ffn.value",
+            lid,
+            &ly.ffn_value,
+            v,
+            act,
+            &va,
+            &ln,
+            LnEnd::Out,
+        )?;
+        one_token_instead(key_nodes, key);
+        one_token_instead(value_nodes, value);
+        Ok(())
+    }
+
+    /// 16: `h = relu(Wk xk)²` of block `l` (with its adapters' term) onto `body`; whether
+    /// it has one.
+    fn ffn_key(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<bool> {
         let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
         let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
         // With adapters and no tensor cores, larger passes leave relu² to `B h`'s product.
@@ -41,7 +102,8 @@ impl<'a> Blocks<'a> {
             && self.push_waves(l, v, "ffn.key", &ly.ffn_key, &with, body)?
         {
             // The head piece carries the whole product's decode variants.
-            return self.make_own_h(l, t, "ffn.key", &ly.ffn_key, v, &with, &mut body[at]);
+            self.make_own_h(l, t, "ffn.key", &ly.ffn_key, v, &with, &mut body[at])?;
+            return Ok(term.is_some());
         }
         let (mut node, reduce) = match term {
             None => self.big(l, v, "ffn.key", &ly.ffn_key, &args)?,
@@ -68,11 +130,12 @@ impl<'a> Blocks<'a> {
         body.push(node);
         body.push(reduce);
         body.extend(second);
-        Ok(())
+        Ok(term.is_some())
     }
 
-    /// 17: `x += Wv h` of block `l` (with its adapters' term) onto `body`.
-    fn ffn_value(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+    /// 17: `x += Wv h` of block `l` (with its adapters' term) onto `body`; whether it has
+    /// one.
+    fn ffn_value(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<bool> {
         let (v, rg, f, c) = (&ly.vecs, &self.rg, self.cfg.ffn_dim, self.cfg.n_embd);
         let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
@@ -84,6 +147,6 @@ impl<'a> Blocks<'a> {
         body.push(node);
         body.push(reduce);
         body.extend(second);
-        Ok(())
+        Ok(term.is_some())
     }
 }

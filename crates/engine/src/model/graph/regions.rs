@@ -31,6 +31,9 @@ pub struct Regions {
     /// Gathered rows `[r_cap, C]` and their `ln_out` (the embeddings).
     pub head_in: usize,
     pub head_norm: usize,
+    /// (mean, rstd) of the residual's channel-mix LayerNorm, from a one-token pass's key
+    /// to its value (`ops::matmul::ln_fuse`): 4 floats at a multiple of 4.
+    pub ln_stats: usize,
     pub len: usize,
 }
 
@@ -62,6 +65,8 @@ impl Regions {
         let ffn = take(t_cap * cfg.ffn_dim);
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
+        // 4 floats at a multiple of 4 within 7.
+        let ln_stats = take(7).next_multiple_of(4);
         Regions {
             x,
             mix,
@@ -82,6 +87,7 @@ impl Regions {
             ffn,
             head_in,
             head_norm,
+            ln_stats,
             len: at,
         }
     }

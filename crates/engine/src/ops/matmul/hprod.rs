@@ -131,6 +131,7 @@ pub fn matvec_hprod(
         rows: 1,
         q8_pair: false,
         wide_q8: 0,
+        ln: super::LnEnd::None,
     };
     let res = vec![
         (2, m.binding()),

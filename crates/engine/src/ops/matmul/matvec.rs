@@ -98,16 +98,19 @@ pub(crate) fn step_files(
     q8_pair: bool,
     row_sum: RowSum,
     lanes: u32,
-) -> [&'static str; 2] {
+) -> (&'static str, String) {
     if q8k == 0 {
-        return [step_file(dtype), shader!("matvec/prologue_none.wgsl")];
+        return (
+            step_file(dtype),
+            shader!("matvec/prologue_none.wgsl").into(),
+        );
     }
     let step = match (dtype, q8_pair) {
         (DType::Q6_K, _) => shader!("matvec/q6_k_q8.wgsl"),
         (_, false) => shader!("matvec/q4_k_q8.wgsl"),
         (_, true) => shader!("matvec/q4_k_q8_pair.wgsl"),
     };
-    [step, prologue_file(row_sum, lanes)]
+    (step, prologue_file(row_sum, lanes))
 }
 
 /// The prologue that quantizes x to 8 bits: with subgroup shuffles, a vec4 of x a
@@ -115,12 +118,37 @@ pub(crate) fn step_files(
 /// subgroups of at least `lanes` ≥ 8 invocations (so the 8 threads of a run of 32 share
 /// one); else a run a thread through workgroup memory (`q4_k_q8_x.wgsl`). Both give the
 /// same bits.
-pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> &'static str {
-    if row_sum != RowSum::Tree && lanes >= 8 {
-        shader!("matvec/q4_k_q8_x_sg.wgsl")
+pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> String {
+    if shuffle_prologue(row_sum, lanes) {
+        format!(
+            "{}{}",
+            shader!("matvec/q8_put_sg.wgsl"),
+            shader!("matvec/q4_k_q8_x_sg.wgsl")
+        )
     } else {
-        shader!("matvec/q4_k_q8_x.wgsl")
+        shader!("matvec/q4_k_q8_x.wgsl").into()
     }
+}
+
+/// Whether the 8-bit x prologue of a kernel with row sums `row_sum` of `lanes` lanes is
+/// made with subgroup shuffles ([`prologue_file`]); the LayerNorm prologue
+/// (`shaders/matvec/q8_x_ln.wgsl`) needs them too.
+pub(crate) fn shuffle_prologue(row_sum: RowSum, lanes: u32) -> bool {
+    row_sum != RowSum::Tree && lanes >= 8
+}
+
+/// Which end of a LayerNorm + token shift fused into two one-token products a `matvec`
+/// kernel is (`ops::matmul::ln_fuse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LnEnd {
+    /// Neither.
+    None,
+    /// Its x is the token shift of the LayerNorm of the residual, made by its prologue
+    /// (8-bit x: `shaders/matvec/q8_x_ln.wgsl`).
+    In,
+    /// It adds to the residual and saves the LayerNorm of the residual before the add as
+    /// the new shift state (`shaders/matvec/ln_save.wgsl`).
+    Out,
 }
 
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
@@ -197,6 +225,9 @@ pub struct MatvecSpec {
     /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x, quantized a chunk of this
     /// many values at a time into workgroup memory (`shaders/matvec/q4_k_q8_wide_step.wgsl`).
     pub wide_q8: u32,
+    /// A one-token kernel at an end of a fused LayerNorm + token shift (its params then
+    /// `shaders/matvec/params_ln.wgsl`; the token metadata and the state at bindings 9, 10).
+    pub ln: LnEnd,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -229,6 +260,10 @@ impl KernelSpec for MatvecSpec {
         }
         let w = w.file(COMMON);
         let (lora, params) = match self.lora {
+            MatvecLora::None if self.ln != LnEnd::None => (
+                shader!("matvec/lora_off.wgsl"),
+                shader!("matvec/params_ln.wgsl"),
+            ),
             MatvecLora::None => (
                 shader!("matvec/lora_off.wgsl"),
                 shader!("product/params.wgsl"),
@@ -239,8 +274,29 @@ impl KernelSpec for MatvecSpec {
                 shader!("matvec/params_hprod.wgsl"),
             ),
         };
-        let [step, prologue] =
+        let (step, prologue) =
             step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
+        // The ends of a fused LayerNorm: the prologue that makes x (with the shuffle
+        // quantizer), or the shift state's save after the usual prologue.
+        let (prologue, ln) = match self.ln {
+            LnEnd::None => (prologue, shader!("matvec/ln_none.wgsl").to_string()),
+            LnEnd::In => (
+                shader!("matvec/q8_put_sg.wgsl").to_string(),
+                format!(
+                    "{}{}",
+                    shader!("seq_meta.wgsl"),
+                    shader!("matvec/q8_x_ln.wgsl")
+                ),
+            ),
+            LnEnd::Out => (
+                prologue,
+                format!(
+                    "{}{}",
+                    shader!("seq_meta.wgsl"),
+                    shader!("matvec/ln_save.wgsl")
+                ),
+            ),
+        };
         Ok(with_decode(w, self.dtype, "matvec")?
             .file(match self.logits {
                 true => shader!("product/out_logits6.wgsl"),
@@ -248,7 +304,8 @@ impl KernelSpec for MatvecSpec {
             })
             .file(self.row_sum.file())
             .file(step)
-            .file(prologue)
+            .file(&prologue)
+            .file(&ln)
             .file(shader!("matvec/row.wgsl"))
             .file(lora)
             .file(params)
@@ -355,21 +412,8 @@ pub(super) fn product(
             format!("{}: x offset/stride not multiples of 4", m.name),
         ));
     }
-    let lanes = matvec_lanes(&cx.gpu.tuning, m);
-    let mut spec = MatvecSpec {
-        dtype: m.dtype,
-        logits: o.out.is_some(),
-        lanes,
-        row_sum: row_sum_mode(cx, lanes),
-        one_token: false,
-        lora: MatvecLora::None,
-        unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
-        wide: false,
-        q8k: 0,
-        rows: 1,
-        q8_pair: false,
-        wide_q8: 0,
-    };
+    let mut spec = base_spec(cx, m, o.out.is_some());
+    let lanes = spec.lanes;
     // Bindings 2.. : W, vecs, act, W as vec4s, [logits]; the LoRA weights at 7.
     let mut res = vec![
         m.binding(),
@@ -443,8 +487,48 @@ pub(super) fn product(
     };
     // A pass of one token (a single chat's decode step): the kernel compiled for exactly
     // one, without the registers of the other three.
+    let (spec, x) = one_token_kernel(cx, m, spec);
+    let grid = Grid::Tiles {
+        x,
+        count: a.rows,
+        per_y: 4,
+    };
+    let one = cx.node_at(op, layer, &spec, p, res, grid)?;
+    node.small = Some(Small {
+        count: a.rows,
+        max: 1,
+        node: Box::new(one),
+    });
+    Ok(node)
+}
+
+/// The `matvec` kernel of `m` for passes of up to 4 tokens a workgroup, writing the
+/// activations or (`logits`) the logits, without a LoRA term: lanes by shape
+/// ([`matvec_lanes`]), row sums by device.
+pub(crate) fn base_spec(cx: &Ctx, m: &GpuMatrix, logits: bool) -> MatvecSpec {
+    let lanes = matvec_lanes(&cx.gpu.tuning, m);
+    MatvecSpec {
+        dtype: m.dtype,
+        logits,
+        lanes,
+        row_sum: row_sum_mode(cx, lanes),
+        one_token: false,
+        lora: MatvecLora::None,
+        unroll: mv_unroll(&cx.gpu.tuning, m.dtype),
+        wide: false,
+        q8k: 0,
+        rows: 1,
+        q8_pair: false,
+        wide_q8: 0,
+        ln: LnEnd::None,
+    }
+}
+
+/// `spec` (of `m`'s product) made the kernel for passes of exactly one token — with 8-bit
+/// x where [`q8_pays`] (rows a lane group by [`q8_rows`]; 64-value steps and lanes for
+/// those with `Tuning::mv_q8_pair` on Q4_K) — and its workgroups a token.
+pub(crate) fn one_token_kernel(cx: &Ctx, m: &GpuMatrix, mut spec: MatvecSpec) -> (MatvecSpec, u32) {
     spec.one_token = true;
-    let mut grid = grid;
     if q8_pays(cx, m, &spec) {
         spec.q8k = m.n_in as u32;
         spec.rows = q8_rows(&cx.gpu.tuning, m.n_out);
@@ -458,17 +542,7 @@ pub(super) fn product(
                 .unwrap_or_else(|| mv_lanes((m.n_in / 64) as u32, m.n_out));
             spec.row_sum = row_sum_mode(cx, spec.lanes);
         }
-        grid = Grid::Tiles {
-            x: (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes),
-            count: a.rows,
-            per_y: 4,
-        };
     }
-    let one = cx.node_at(op, layer, &spec, p, res, grid)?;
-    node.small = Some(Small {
-        count: a.rows,
-        max: 1,
-        node: Box::new(one),
-    });
-    Ok(node)
+    let x = (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes);
+    (spec, x)
 }

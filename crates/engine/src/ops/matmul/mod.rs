@@ -9,6 +9,7 @@
 mod coop;
 mod group;
 mod hprod;
+mod ln_fuse;
 mod matvec;
 mod tiled;
 mod tiles;
@@ -17,11 +18,12 @@ mod waves;
 pub use coop::{CoopSpec, ReduceSpec};
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
 pub use hprod::{h_sets, matvec_hprod, HProd};
+pub use ln_fuse::{ln_fuse_fits, matvec_ln, LnFuse};
 pub(crate) use matvec::{
     matvec_lanes, mv_lanes, q8_depth_fits, row_sum_mode, step_files, wide_body, wide_lanes,
     wide_q8_chunk, wide_q8_lanes,
 };
-pub use matvec::{MatvecLora, MatvecSpec, RowSum};
+pub use matvec::{LnEnd, MatvecLora, MatvecSpec, RowSum};
 pub use tiled::MatmulSpec;
 pub use waves::{matmul_waves, waves_plan};
 #[cfg(test)]

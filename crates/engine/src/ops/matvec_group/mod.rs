@@ -67,7 +67,7 @@ impl KernelSpec for MatvecGroupSpec {
             w = w.u32("Q8K", self.q8k);
         }
         let w = w.file(COMMON);
-        let [step, prologue] = step_files(self.dtype, self.q8k, false, self.row_sum, self.lanes);
+        let (step, prologue) = step_files(self.dtype, self.q8k, false, self.row_sum, self.lanes);
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),
@@ -83,7 +83,7 @@ impl KernelSpec for MatvecGroupSpec {
             .file(shader!("product/out_act_vec4.wgsl"))
             .file(self.row_sum.file())
             .file(step)
-            .file(prologue)
+            .file(&prologue)
             .file(shader!("matvec/row.wgsl"))
             .file(second)
             .file(third)

@@ -1,0 +1,74 @@
+// The prologue of a one-token product whose x is a token shift of a LayerNorm (`LNI = 1`:
+// the channel-mix key of a decode step, in place of the `ln_shift` dispatch before it),
+// RWKV_x070's steps 13–14 for the pass's one token, then 8-bit x as q4_k_q8_x_sg.wgsl:
+//   xn = LayerNorm(x) (weight p.ln_w, bias p.ln_b, eps as torch; x: the residual row at
+//        x0, vec4 index, k values)
+//   x' = xn + (prev − xn) · mix    (prev: the shift state of the token's slot; mix at p.ln_mix)
+// Every workgroup computes the row's statistics itself (one load of the row, shuffles
+// within runs of 8 invocations, 32 partial sums through workgroup memory: the same
+// order in every workgroup, so the same bits), and the dispatch's first workgroup
+// writes (mean, rstd) at act f32 offset p.ln_stats for the product after it that saves
+// the new shift state (matvec/ln_save.wgsl). The shift state itself is only read here:
+// other workgroups of this dispatch read it too. Mirrors ops/ln_shift.rs's math (its
+// reduction order differs: ≈ 1e-7 relative).
+
+@group(0) @binding(9) var<storage, read> tmeta: array<u32>;   // token metadata
+@group(0) @binding(10) var<storage, read> lstate: array<f32>; // [slots, slot_len]
+
+var<workgroup> lnp: array<vec2<f32>, 32>; // Σ e, Σ e² of each run of 8 invocations
+
+// Whether this workgroup is the dispatch's first (set by `main`).
+var<private> mv_first_wg: bool;
+
+fn ln_vec(i: u32) -> vec4<f32> {
+    return vec4<f32>(vecs[i], vecs[i + 1u], vecs[i + 2u], vecs[i + 3u]);
+}
+
+fn mv_prologue(x0: u32, k: u32, li: u32) {
+    let p = &g.seg[gs];
+    let n4 = k / 4u;
+    // Σ e and Σ e² of e = x − x[0] (a value of the row, so that E[e²] − E[e]² does not
+    // cancel), as ln_shift does.
+    let k0 = act[x0].x;
+    let one = vec4<f32>(1.0);
+    var a = vec2<f32>(0.0);
+    for (var i = li; i < n4; i += 256u) {
+        let e = act[x0 + i] - k0;
+        a += vec2<f32>(dot(e, one), dot(e, e));
+    }
+    a += subgroupShuffleXor(a, 1u);
+    a += subgroupShuffleXor(a, 2u);
+    a += subgroupShuffleXor(a, 4u);
+    if ((li & 7u) == 0u) {
+        lnp[li / 8u] = a;
+    }
+    workgroupBarrier();
+    var s = vec2<f32>(0.0);
+    for (var j = 0u; j < 32u; j++) {
+        s += lnp[j];
+    }
+    s /= f32(k);
+    let mean = k0 + s.x;
+    let rstd = inverseSqrt(max(s.y - s.x * s.x, 0.0) + p.ln_eps);
+    if (mv_first_wg && li == 0u) {
+        act[p.ln_stats / 4u] = vec4<f32>(mean, rstd, 0.0, 0.0);
+    }
+    let sb = seq_meta(tmeta[d.off_tok_seq]).z * p.ln_slot_len + p.ln_state;
+    for (var i0 = 0u; i0 < n4; i0 += 256u) {
+        let i = i0 + li;
+        let live = i < n4;
+        var v = vec4<f32>(0.0);
+        if (live) {
+            let ch = 4u * i;
+            let xn = (act[x0 + i] - mean) * rstd * ln_vec(p.ln_w + ch) + ln_vec(p.ln_b + ch);
+            let si = sb + ch;
+            let prev = vec4<f32>(lstate[si], lstate[si + 1u], lstate[si + 2u], lstate[si + 3u]);
+            v = xn + (prev - xn) * ln_vec(p.ln_mix + ch);
+        }
+        q8_put(v, i, live, li);
+    }
+    workgroupBarrier();
+}
+
+// Not this product's: the shift state is saved by the one after it.
+fn ln_save(r: u32, x: f32) {}
