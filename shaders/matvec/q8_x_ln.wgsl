@@ -12,17 +12,14 @@
 // other workgroups of this dispatch read it too. Mirrors ops/ln_shift.rs's math (its
 // reduction order differs: ≈ 1e-7 relative).
 
-@group(0) @binding(9) var<storage, read> tmeta: array<u32>;   // token metadata
-@group(0) @binding(10) var<storage, read> lstate: array<f32>; // [slots, slot_len]
+@group(0) @binding(9) var<storage, read> tmeta: array<u32>;            // token metadata
+@group(0) @binding(10) var<storage, read> lstate4: array<vec4<f32>>;  // [slots, slot_len / 4]
+@group(0) @binding(11) var<storage, read> vecs4: array<vec4<f32>>;    // `vecs` as vec4s
 
 var<workgroup> lnp: array<vec2<f32>, 32>; // Σ e, Σ e² of each run of 8 invocations
 
 // Whether this workgroup is the dispatch's first (set by `main`).
 var<private> mv_first_wg: bool;
-
-fn ln_vec(i: u32) -> vec4<f32> {
-    return vec4<f32>(vecs[i], vecs[i + 1u], vecs[i + 2u], vecs[i + 3u]);
-}
 
 fn mv_prologue(x0: u32, k: u32, li: u32) {
     let p = &g.seg[gs];
@@ -53,17 +50,18 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
     if (mv_first_wg && li == 0u) {
         act[p.ln_stats / 4u] = vec4<f32>(mean, rstd, 0.0, 0.0);
     }
-    let sb = seq_meta(tmeta[d.off_tok_seq]).z * p.ln_slot_len + p.ln_state;
+    // vec4 indices (the offsets are multiples of 4: ops/matmul/ln_fuse.rs).
+    let sb = (seq_meta(tmeta[d.off_tok_seq]).z * p.ln_slot_len + p.ln_state) / 4u;
+    let lw = p.ln_w / 4u;
+    let lb = p.ln_b / 4u;
+    let lm = p.ln_mix / 4u;
     for (var i0 = 0u; i0 < n4; i0 += 256u) {
         let i = i0 + li;
         let live = i < n4;
         var v = vec4<f32>(0.0);
         if (live) {
-            let ch = 4u * i;
-            let xn = (act[x0 + i] - mean) * rstd * ln_vec(p.ln_w + ch) + ln_vec(p.ln_b + ch);
-            let si = sb + ch;
-            let prev = vec4<f32>(lstate[si], lstate[si + 1u], lstate[si + 2u], lstate[si + 3u]);
-            v = xn + (prev - xn) * ln_vec(p.ln_mix + ch);
+            let xn = (act[x0 + i] - mean) * rstd * vecs4[lw + i] + vecs4[lb + i];
+            v = xn + (lstate4[sb + i] - xn) * vecs4[lm + i];
         }
         q8_put(v, i, live, li);
     }

@@ -90,6 +90,26 @@ fn product_hprod() -> Layout {
     l
 }
 
+/// `ops::matmul::ln_fuse::LnParams`: the product's Params (its `base`, at offset 0) and the
+/// LayerNorm's fields, flat as in shaders/matvec/params_ln.wgsl.
+fn product_ln() -> Layout {
+    use crate::ops::matmul::LnParams;
+    assert_eq!(std::mem::offset_of!(LnParams, base), 0);
+    let own = layout!(LnParams {
+        ln_w,
+        ln_b,
+        ln_mix,
+        ln_state,
+        ln_slot_len,
+        ln_eps,
+        ln_stats,
+    });
+    let mut l = product();
+    l.size = own.size;
+    l.fields.extend(own.fields);
+    l
+}
+
 /// The table of one product (shaders/product/one.wgsl): the host binds the product's
 /// `params` itself, as entry 0.
 fn one(params: &Layout) -> Layout {
@@ -253,6 +273,10 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
         Variant::Matvec(s) if s.lora == MatvecLora::MakesH => {
             m.push(("Params", product_hprod()));
             m.push(("One", one(&product_hprod())));
+        }
+        Variant::Matvec(s) if s.ln != crate::ops::matmul::LnEnd::None => {
+            m.push(("Params", product_ln()));
+            m.push(("One", one(&product_ln())));
         }
         Variant::Coop(s) if s.group => group(&mut m),
         Variant::Reduce(s) if s.group => group(&mut m),

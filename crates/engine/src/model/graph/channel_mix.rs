@@ -64,6 +64,9 @@ impl<'a> Blocks<'a> {
             eps: LN_EPS,
             stats: rg.ln_stats,
         };
+        if !ln.aligned() {
+            return Ok(()); // not reached with C a multiple of 4: `ln_shift` stays
+        }
         let lid = Some(l);
         let ka = mm(rg.x, c, rg.ffn, f, Act::ReluSq, false, None);
         let key = matvec_ln(cx, "ffn.key", lid, &ly.ffn_key, v, act, &ka, &ln, LnEnd::In)?;

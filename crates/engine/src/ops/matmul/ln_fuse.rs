@@ -37,6 +37,23 @@ pub struct LnFuse<'a> {
     pub stats: usize,
 }
 
+impl LnFuse<'_> {
+    /// Whether every offset the kernels read as vec4s is a multiple of 4 (else
+    /// [`matvec_ln`] refuses; the graph keeps `ln_shift`).
+    pub fn aligned(&self) -> bool {
+        [
+            self.stats,
+            self.ln_w,
+            self.ln_b,
+            self.mix,
+            self.state_off,
+            self.slot_len,
+        ]
+        .iter()
+        .all(|o| o % 4 == 0)
+    }
+}
+
 /// Params of the kernel: the product's, then the LayerNorm's (mirrored by `Params` of
 /// `shaders/matvec/params_ln.wgsl`).
 #[repr(C)]
@@ -111,11 +128,11 @@ pub fn matvec_ln(
             ),
         ));
     }
-    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || ln.stats % 4 != 0 {
+    if a.x_off % 4 != 0 || a.x_stride % 4 != 0 || !ln.aligned() {
         return Err(op_err(
             op,
             format!(
-                "{}: x or LayerNorm statistics not at multiples of 4",
+                "{}: x, the LayerNorm's vectors or the shift state not at multiples of 4",
                 m.name
             ),
         ));
@@ -132,7 +149,7 @@ pub fn matvec_ln(
         ln_stats: ln.stats as u32,
         _p: 0,
     };
-    let res = vec![
+    let mut res = vec![
         (2, m.binding()),
         (3, vecs.as_entire_binding()),
         (4, act.as_entire_binding()),
@@ -140,6 +157,9 @@ pub fn matvec_ln(
         (9, ln.meta.as_entire_binding()),
         (10, ln.state.as_entire_binding()),
     ];
+    if end == LnEnd::In {
+        res.push((11, vecs.as_entire_binding()));
+    }
     let grid = Grid::Tiles {
         x,
         count: Count::Tokens,

@@ -27,7 +27,7 @@ pub use matvec::{LnEnd, MatvecLora, MatvecSpec, RowSum};
 pub use tiled::MatmulSpec;
 pub use waves::{matmul_waves, waves_plan};
 #[cfg(test)]
-pub(crate) use {group::Group, hprod::HParams};
+pub(crate) use {group::Group, hprod::HParams, ln_fuse::LnParams};
 
 use tiles::coop_tile;
 pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, medium_plan, COOP_TILES, MEDIUM_T};
