@@ -57,27 +57,3 @@ fn cvt8(r: R8, k: u32) -> W8 {
     return W8(d * nib4(r.q.x >> nsh) - m, d * nib4(r.q.y >> nsh) - m);
 }
 
-// The weights of one 16-value step g of a Q4_K row at byte rb, for the matrix × vector
-// kernels (shaders/matvec/q4_k.wgsl, q4_k_q8.wgsl, q4_k_wide_step.wgsl): block g / 16,
-// sub-block pair pr = (g % 16) / 4, nibble words i and i + 1 (i = 2 (g % 4)) of the
-// pair's eight. Their low nibbles are values 4i .. 4i + 8 of sub-block 2 pr, their high
-// nibbles the same values of sub-block 2 pr + 1; y = d·sc·q − dmin·m per sub-block.
-struct Q4kPair {
-    dm: vec2<f32>, // the block's (d, dmin)
-    s0: vec2<f32>, // (scale, min) of sub-block 2 pr
-    s1: vec2<f32>, // (scale, min) of sub-block 2 pr + 1
-    q: vec2<u32>,  // nibble words i, i + 1
-    pr: u32,
-    i: u32,
-}
-
-fn q4k_pair(rb: u32, g: u32) -> Q4kPair {
-    let bw = (rb + (g >> 4u) * 144u) >> 2u;
-    let pr = (g & 15u) >> 2u;
-    let i = 2u * (g & 3u);
-    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let qw = bw + 4u + 8u * pr + i;
-    return Q4kPair(unpack2x16float(w[bw]), kscale_min(sc.x, sc.y, sc.z, 2u * pr),
-                   kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u), vec2<u32>(w[qw], w[qw + 1u]),
-                   pr, i);
-}

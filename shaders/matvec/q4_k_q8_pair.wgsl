@@ -5,21 +5,25 @@
 const MV_STEP: u32 = 64u;
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let bw = (rb + (g >> 2u) * 144u) >> 2u;
+    // Blocks are 144 bytes (9 × 16) from a row start that is a multiple of 16, so the
+    // header and the pair's eight nibble words are three 16-byte loads (`w4`).
+    let b4 = (rb >> 4u) + (g >> 2u) * 9u;
     let pr = g & 3u;
-    let dm = unpack2x16float(w[bw]);
-    let sc = vec3<u32>(w[bw + 1u], w[bw + 2u], w[bw + 3u]);
-    let s0 = kscale_min(sc.x, sc.y, sc.z, 2u * pr);
-    let s1 = kscale_min(sc.x, sc.y, sc.z, 2u * pr + 1u);
-    let qw = bw + 4u + 8u * pr;
+    let hd = w4[b4];
+    let dm = unpack2x16float(hd.x);
+    let s0 = kscale_min(hd.y, hd.z, hd.w, 2u * pr);
+    let s1 = kscale_min(hd.y, hd.z, hd.w, 2u * pr + 1u);
+    let qa = w4[b4 + 1u + 2u * pr];
+    let qb = w4[b4 + 2u + 2u * pr];
     let sb = 8u * (g >> 2u) + 2u * pr; // x run of sub-block 2 pr
     let xa = 8u * sb;
     var lo = 0;
     var hi = 0;
-    for (var k = 0u; k < 8u; k++) {
-        let q = w[qw + k];
-        lo += dot4I8Packed(q & 0x0f0f0f0fu, xq[xa + k]);
-        hi += dot4I8Packed((q >> 4u) & 0x0f0f0f0fu, xq[xa + 8u + k]);
+    for (var k = 0u; k < 4u; k++) {
+        lo += dot4I8Packed(qa[k] & 0x0f0f0f0fu, xq[xa + k]);
+        hi += dot4I8Packed((qa[k] >> 4u) & 0x0f0f0f0fu, xq[xa + 8u + k]);
+        lo += dot4I8Packed(qb[k] & 0x0f0f0f0fu, xq[xa + 4u + k]);
+        hi += dot4I8Packed((qb[k] >> 4u) & 0x0f0f0f0fu, xq[xa + 12u + k]);
     }
     let x0 = xds[sb];
     let x1 = xds[sb + 1u];

@@ -107,7 +107,10 @@ pub(crate) fn step_files(
     }
     let step = match (dtype, q8_pair) {
         (DType::Q6_K, _) => shader!("matvec/q6_k_q8.wgsl"),
-        (_, false) => shader!("matvec/q4_k_q8.wgsl"),
+        (_, false) => concat!(
+            shader!("matvec/q4_k_pair.wgsl"),
+            shader!("matvec/q4_k_q8.wgsl")
+        ),
         (_, true) => shader!("matvec/q4_k_q8_pair.wgsl"),
     };
     (step, prologue_file(row_sum, lanes))
@@ -322,7 +325,10 @@ pub(crate) fn step_file(dtype: DType) -> &'static str {
     match dtype {
         DType::F16 => shader!("matvec/f16.wgsl"),
         DType::F32 => shader!("matvec/f32.wgsl"),
-        DType::Q4_K => shader!("matvec/q4_k.wgsl"),
+        DType::Q4_K => concat!(
+            shader!("matvec/q4_k_pair.wgsl"),
+            shader!("matvec/q4_k.wgsl")
+        ),
         DType::Q6_K => shader!("matvec/q6_k.wgsl"),
         _ => shader!("matvec/generic.wgsl"),
     }
@@ -350,7 +356,13 @@ pub(crate) fn row_sum_mode(cx: &Ctx, lanes: u32) -> RowSum {
 /// `wide_q8` values at a time `q4_k_q8_wide_step.wgsl` (KC).
 pub(crate) fn wide_body(wide_q8: u32) -> (Wgsl, &'static str) {
     match wide_q8 {
-        0 => (Wgsl::new(), shader!("matvec/q4_k_wide_step.wgsl")),
+        0 => (
+            Wgsl::new(),
+            concat!(
+                shader!("matvec/q4_k_pair.wgsl"),
+                shader!("matvec/q4_k_wide_step.wgsl")
+            ),
+        ),
         kc => (
             Wgsl::new().u32("KC", kc),
             shader!("matvec/q4_k_q8_wide_step.wgsl"),
