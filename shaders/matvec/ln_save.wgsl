@@ -1,5 +1,5 @@
 // The epilogue of the one-token product that adds to the residual after a product with
-// the LayerNorm prologue (`LNO = 1`: the channel-mix value after the key of
+// the LayerNorm prologue (`LnEnd::Out`: the channel-mix value after the key of
 // matvec/q8_x_ln.wgsl): `ln_save(r, x)`, called with row r's residual x before the add,
 // saves the token's LayerNorm of it as the new shift state, state ← xn (RWKV_x070's step
 // 15): (x − mean) · rstd · weight + bias with the (mean, rstd) the key's first workgroup

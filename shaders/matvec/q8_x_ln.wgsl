@@ -1,4 +1,4 @@
-// The prologue of a one-token product whose x is a token shift of a LayerNorm (`LNI = 1`:
+// The prologue of a one-token product whose x is a token shift of a LayerNorm (`LnEnd::In`:
 // the channel-mix key of a decode step, in place of the `ln_shift` dispatch before it),
 // RWKV_x070's steps 13–14 for the pass's one token, then 8-bit x as q4_k_q8_x_sg.wgsl:
 //   xn = LayerNorm(x) (weight p.ln_w, bias p.ln_b, eps as torch; x: the residual row at
@@ -9,8 +9,11 @@
 // order in every workgroup, so the same bits), and the dispatch's first workgroup
 // writes (mean, rstd) at act f32 offset p.ln_stats for the product after it that saves
 // the new shift state (matvec/ln_save.wgsl). The shift state itself is only read here:
-// other workgroups of this dispatch read it too. Mirrors ops/ln_shift.rs's math (its
-// reduction order differs: ≈ 1e-7 relative).
+// other workgroups of this dispatch read it too. The LayerNorm's vectors, the mix and the
+// shift state are read as vec4s (a second view of each; their offsets are multiples of 4:
+// ops/matmul/ln_fuse.rs): with four scalar loads each the 640 workgroups of a 2.9B key
+// cost the dispatch the time the fusion saves (H200, benchmarks.md). Mirrors
+// ops/ln_shift.rs's math (its reduction order differs: ≈ 1e-7 relative).
 
 @group(0) @binding(9) var<storage, read> tmeta: array<u32>;            // token metadata
 @group(0) @binding(10) var<storage, read> lstate4: array<vec4<f32>>;  // [slots, slot_len / 4]
