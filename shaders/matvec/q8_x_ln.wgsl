@@ -11,7 +11,7 @@
 // the new shift state (matvec/ln_save.wgsl). The shift state itself is only read here:
 // other workgroups of this dispatch read it too. The LayerNorm's vectors, the mix and the
 // shift state are read as vec4s (a second view of each; their offsets are multiples of 4:
-// ops/matmul/ln_fuse.rs): with four scalar loads each the 640 workgroups of a 2.9B key
+// ops/matmul/ln_fuse/mod.rs): with four scalar loads each the 640 workgroups of a 2.9B key
 // cost the dispatch the time the fusion saves (H200, benchmarks.md). Mirrors
 // ops/ln_shift.rs's math (its reduction order differs: ≈ 1e-7 relative).
 
@@ -53,7 +53,7 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
     if (mv_first_wg && li == 0u) {
         act[p.ln_stats / 4u] = vec4<f32>(mean, rstd, 0.0, 0.0);
     }
-    // vec4 indices (the offsets are multiples of 4: ops/matmul/ln_fuse.rs).
+    // vec4 indices (the offsets are multiples of 4: ops/matmul/ln_fuse/mod.rs).
     let sb = (seq_meta(tmeta[d.off_tok_seq]).z * p.ln_slot_len + p.ln_state) / 4u;
     let lw = p.ln_w / 4u;
     let lb = p.ln_b / 4u;

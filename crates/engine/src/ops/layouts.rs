@@ -72,30 +72,26 @@ fn product() -> Layout {
 }
 
 /// `ops::matmul::hprod::HParams`: the product's Params (its `base`, at offset 0) and the
-/// fields of its first product, flat as in shaders/matvec/params_hprod.wgsl.
+/// fields of its first product, flat as shaders/matvec/params_hprod.wgsl adds them.
 fn product_hprod() -> Layout {
     use crate::ops::matmul::HParams;
     assert_eq!(std::mem::offset_of!(HParams, base), 0);
-    let own = layout!(HParams {
+    extended(layout!(HParams {
         hp_wgs,
         hp_rows,
         hp_set,
         hp_reset,
         hp_scale,
         hp_spin,
-    });
-    let mut l = product();
-    l.size = own.size;
-    l.fields.extend(own.fields);
-    l
+    }))
 }
 
 /// `ops::matmul::ln_fuse::LnParams`: the product's Params (its `base`, at offset 0) and the
-/// LayerNorm's fields, flat as in shaders/matvec/params_ln.wgsl.
+/// LayerNorm's fields, flat as shaders/matvec/params_ln.wgsl adds them.
 fn product_ln() -> Layout {
     use crate::ops::matmul::LnParams;
     assert_eq!(std::mem::offset_of!(LnParams, base), 0);
-    let own = layout!(LnParams {
+    extended(layout!(LnParams {
         ln_w,
         ln_b,
         ln_mix,
@@ -103,7 +99,12 @@ fn product_ln() -> Layout {
         ln_slot_len,
         ln_eps,
         ln_stats,
-    });
+    }))
+}
+
+/// The product's Params followed by `own`'s fields (a struct whose `base` is the
+/// product's Params), its size `own`'s.
+fn extended(own: Layout) -> Layout {
     let mut l = product();
     l.size = own.size;
     l.fields.extend(own.fields);

@@ -265,16 +265,13 @@ impl KernelSpec for MatvecSpec {
         let (lora, params) = match self.lora {
             MatvecLora::None if self.ln != LnEnd::None => (
                 shader!("matvec/lora_off.wgsl"),
-                shader!("matvec/params_ln.wgsl"),
+                params_with(shader!("matvec/params_ln.wgsl")),
             ),
-            MatvecLora::None => (
-                shader!("matvec/lora_off.wgsl"),
-                shader!("product/params.wgsl"),
-            ),
-            MatvecLora::Term => (shader!("matvec/lora.wgsl"), shader!("product/params.wgsl")),
+            MatvecLora::None => (shader!("matvec/lora_off.wgsl"), params_with("")),
+            MatvecLora::Term => (shader!("matvec/lora.wgsl"), params_with("")),
             MatvecLora::MakesH => (
                 shader!("matvec/lora_hprod.wgsl"),
-                shader!("matvec/params_hprod.wgsl"),
+                params_with(shader!("matvec/params_hprod.wgsl")),
             ),
         };
         let (step, prologue) =
@@ -311,12 +308,21 @@ impl KernelSpec for MatvecSpec {
             .file(&ln)
             .file(shader!("matvec/row.wgsl"))
             .file(lora)
-            .file(params)
+            .file(&params)
             .file(shader!("product/one.wgsl"))
             .file(shader!("product/finish.wgsl"))
             .file(shader!("matvec.wgsl"))
             .build())
     }
+}
+
+/// `Params` of `shaders/product/params.wgsl` with the fields `extra` (a file of field
+/// lines: `shaders/matvec/params_hprod.wgsl`, `params_ln.wgsl`) added inside its braces,
+/// so that an extended product's `Params` repeats none of the base's.
+pub(crate) fn params_with(extra: &str) -> String {
+    let base = shader!("product/params.wgsl");
+    let (head, tail) = base.rsplit_once('}').unwrap_or((base, ""));
+    format!("{head}{extra}}}{tail}")
 }
 
 /// The `matvec` step for an encoding (`mv_step`, `MV_STEP`: `shaders/matvec/`), generic
