@@ -70,6 +70,11 @@ pub struct Tuning {
     /// token shift inside the key's and the value's products (`ops::matmul::ln_fuse`, the
     /// default where they take 8-bit x) or as its own `ln_shift` dispatch (A/B runs).
     pub ln_fuse: bool,
+    /// `RWKV_LN_NEXT=0|1`: whether, where the channel mix's LayerNorm is fused
+    /// (`ln_fuse`), its value's last workgroup also runs the next block's time-mix
+    /// LayerNorm + token shift (`shaders/matvec/ln_next.wgsl`, the default) or that block
+    /// keeps its `ln_shift` dispatch (A/B runs).
+    pub ln_next: bool,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
     pub state_parts: Option<usize>,
@@ -140,6 +145,7 @@ impl Default for Tuning {
             mv_rows: None,
             mv_q8_pair: true,
             ln_fuse: true,
+            ln_next: true,
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
@@ -240,6 +246,7 @@ impl Tuning {
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             ln_fuse: flag("RWKV_LN_FUSE") != Some(false),
+            ln_next: flag("RWKV_LN_NEXT") != Some(false),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
@@ -348,6 +355,7 @@ mod tests {
             mv_rows: Some(2),
             mv_q8_pair: false,
             ln_fuse: false,
+            ln_next: false,
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),

@@ -99,6 +99,15 @@ fn product_ln() -> Layout {
         ln_slot_len,
         ln_eps,
         ln_stats,
+        ln_done,
+        nx_ln_w,
+        nx_ln_b,
+        nx_mix,
+        nx_state,
+        nx_slot_len,
+        nx_out,
+        nx_out_stride,
+        nx_wgs,
     }))
 }
 

@@ -247,9 +247,12 @@ fn body_nodes(b: &Blocks, wts: &GpuWeights) -> Result<Vec<Node>> {
         Count::Tokens,
         LN_EPS,
     )?);
+    // Whether the previous block's value runs this block's LayerNorm + token shift in
+    // one-token passes.
+    let mut ln_made = false;
     for (l, ly) in wts.layers.iter().enumerate() {
-        b.time_mix(l, ly, &mut body)?;
-        b.channel_mix(l, ly, &mut body)?;
+        b.time_mix(l, ly, ln_made, &mut body)?;
+        ln_made = b.channel_mix(l, ly, wts.layers.get(l + 1), &mut body)?;
     }
     body.push(ops::gather_rows::gather_rows(
         cx, c, b.meta, act, rg.x, rg.head_in,

@@ -1,7 +1,8 @@
 //! The channel mix of one RWKV-7 block (steps 13–17 of the list in `mod.rs`), with the
 //! LoRA terms of the active adapters on its key and value (`lora.rs`). The same split as
 //! llama.cpp's `build_rwkv7_channel_mix`; one-token passes without adapters fold steps
-//! 13–15 into the key and the value (`fuse_ln`).
+//! 13–15 into the key and the value (`fuse_ln`), and the next block's steps 1–3 into the
+//! value's last workgroup.
 
 use super::blocks::{mm, Blocks};
 use super::group::one_token_instead;
@@ -10,13 +11,21 @@ use crate::config::LN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{
-    ln_fuse_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, MatmulArgs,
+    ln_fuse_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, LnNext, MatmulArgs,
 };
 use crate::ops::Node;
 
 impl<'a> Blocks<'a> {
-    /// The nodes of block `l`'s channel mix (steps 13–17) onto `body`.
-    pub(super) fn channel_mix(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+    /// The nodes of block `l`'s channel mix (steps 13–17) onto `body`; whether one-token
+    /// passes also run the time mix's LayerNorm + token shift of `next` (the next block,
+    /// steps 1–3) in the value (its `ln_shift` then dispatches nothing for them).
+    pub(super) fn channel_mix(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        next: Option<&GpuLayer>,
+        body: &mut Vec<Node>,
+    ) -> Result<bool> {
         let (c, v) = (self.cfg.n_embd, &ly.vecs);
         // 13–15: ln2, the lerp with the previous token, the shift state (after the time
         // mix's shift state and WKV state in the layer's state).
@@ -32,24 +41,28 @@ impl<'a> Blocks<'a> {
         // One-token passes without adapters: 13–15 inside the key and the value.
         if !key_adapted && !value_adapted && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value) {
             let (key_nodes, value_nodes) = body[ln_at..].split_at_mut(value_at - ln_at);
-            self.fuse_ln(l, ly, state, key_nodes, value_nodes)?;
+            let next = next.filter(|_| self.cx.gpu.tuning.ln_next);
+            return self.fuse_ln(l, ly, state, next, key_nodes, value_nodes);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// One-token passes run the LayerNorm + token shift of steps 13–15 inside the key and
     /// the value (`ops::matmul::ln_fuse`): the key's node, made from the residual in its
     /// prologue, in place of what `key_nodes` (the `ln_shift` and the key's) dispatch; the
     /// value's, which also saves the shift state (at `state` of the layer's state), in
-    /// place of `value_nodes`'. A dispatch less a block.
+    /// place of `value_nodes`'. A dispatch less a block. With `next` (the next block) the
+    /// value's last workgroup also runs that block's time-mix LayerNorm + token shift
+    /// (`LnEnd::Next`): returns whether it does.
     fn fuse_ln(
         &self,
         l: usize,
         ly: &GpuLayer,
         state: usize,
+        next: Option<&GpuLayer>,
         key_nodes: &mut [Node],
         value_nodes: &mut [Node],
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
         let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
         let (buffer, state_off, slot_len) = self.layer_state(l, state);
@@ -65,26 +78,48 @@ impl<'a> Blocks<'a> {
             stats: rg.ln_stats,
         };
         if !ln.aligned() {
-            return Ok(()); // not reached with C a multiple of 4: `ln_shift` stays
+            return Ok(false); // not reached with C a multiple of 4: `ln_shift` stays
         }
         let lid = Some(l);
         let ka = mm(rg.x, c, rg.ffn, f, Act::ReluSq, false, None);
-        let key = matvec_ln(cx, "ffn.key", lid, &ly.ffn_key, v, act, &ka, &ln, LnEnd::In)?;
-        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
-        let value = matvec_ln(
+        let key = matvec_ln(
             cx,
-            "ffn.value",
+            "ffn.key",
             lid,
-            &ly.ffn_value,
+            &ly.ffn_key,
             v,
             act,
-            &va,
+            &ka,
             &ln,
-            LnEnd::Out,
+            LnEnd::In,
+            None,
         )?;
+        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        // The next block's steps 1–3 (the time mix's shift state opens its state).
+        let nx = next.map(|n| {
+            let (state, state_off, slot_len) = self.layer_state(l + 1, 0);
+            LnNext {
+                vecs: &n.vecs,
+                ln_w: LayerVecs::LN1 * c,
+                ln_b: LayerVecs::LN1 * c + c,
+                mix: LayerVecs::MIX * c,
+                state,
+                state_off,
+                slot_len,
+                out: rg.mix,
+                out_stride: self.t_cap * c,
+                done: rg.ln_done,
+            }
+        });
+        let end = match nx {
+            Some(_) => LnEnd::Next,
+            None => LnEnd::Out,
+        };
+        let m = &ly.ffn_value;
+        let value = matvec_ln(cx, "ffn.value", lid, m, v, act, &va, &ln, end, nx.as_ref())?;
         one_token_instead(key_nodes, key);
         one_token_instead(value_nodes, value);
-        Ok(())
+        Ok(nx.is_some())
     }
 
     /// 16: `h = relu(Wk xk)²` of block `l` (with its adapters' term) onto `body`; whether

@@ -34,6 +34,9 @@ pub struct Regions {
     /// (mean, rstd) of the residual's channel-mix LayerNorm, from a one-token pass's key
     /// to its value (`ops::matmul::ln_fuse`): 4 floats at a multiple of 4.
     pub ln_stats: usize,
+    /// A u32 counter of a one-token value's finished workgroups (`ops::matmul::ln_fuse`,
+    /// `LnNext`): 0 in the fresh buffer, and left 0 by each dispatch that counts.
+    pub ln_done: usize,
     pub len: usize,
 }
 
@@ -67,6 +70,7 @@ impl Regions {
         let head_norm = take(r_cap * cfg.n_embd);
         // 4 floats at a multiple of 4 within 7.
         let ln_stats = take(7).next_multiple_of(4);
+        let ln_done = take(1);
         Regions {
             x,
             mix,
@@ -88,6 +92,7 @@ impl Regions {
             head_in,
             head_norm,
             ln_stats,
+            ln_done,
             len: at,
         }
     }

@@ -36,13 +36,26 @@ struct Chain<'m> {
 }
 
 impl<'a> Blocks<'a> {
-    /// The nodes of block `l`'s time mix (steps 1–12) onto `body`.
-    pub(super) fn time_mix(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+    /// The nodes of block `l`'s time mix (steps 1–12) onto `body`; with `ln_made`, one-token
+    /// passes skip steps 1–3 (the previous block's value ran them: `channel_mix`).
+    pub(super) fn time_mix(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        ln_made: bool,
+        body: &mut Vec<Node>,
+    ) -> Result<()> {
         let c = self.cfg.n_embd;
         let v = &ly.vecs;
         // 1–3: ln1, the six lerps with the previous token, the shift state.
         let state = 0; // the time mix's shift state opens the layer's state
-        body.push(self.ln_shift(l, v, 6, LayerVecs::MIX * c, LayerVecs::LN1 * c, state)?);
+        let ln = self.ln_shift(l, v, 6, LayerVecs::MIX * c, LayerVecs::LN1 * c, state)?;
+        let skip = ln.skip();
+        body.push(ln);
+        if ln_made {
+            let at = body.len() - 1;
+            one_token_instead(&mut body[at..], skip);
+        }
         // 5–8, first products: they run before r, k, v together with the adapters' first
         // products of r, k, v (a decode step: one `matvec_group` dispatch).
         let chains = self.chains(ly);

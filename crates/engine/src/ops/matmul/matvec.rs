@@ -152,6 +152,9 @@ pub enum LnEnd {
     /// It adds to the residual and saves the LayerNorm of the residual before the add as
     /// the new shift state (`shaders/matvec/ln_save.wgsl`).
     Out,
+    /// As `Out`, and its last workgroup then runs the next block's time-mix LayerNorm +
+    /// token shift of the new residual (`shaders/matvec/ln_next.wgsl`; bindings 12–14).
+    Next,
 }
 
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
@@ -229,7 +232,9 @@ pub struct MatvecSpec {
     /// many values at a time into workgroup memory (`shaders/matvec/q4_k_q8_wide_step.wgsl`).
     pub wide_q8: u32,
     /// A one-token kernel at an end of a fused LayerNorm + token shift (its params then
-    /// `shaders/matvec/params_ln.wgsl`; the token metadata and the state at bindings 9, 10).
+    /// `shaders/matvec/params_ln.wgsl`; the token metadata and the state at bindings 9, 10;
+    /// with `Next` the next block's vectors, state part and the activations as counters at
+    /// 12–14).
     pub ln: LnEnd,
 }
 
@@ -278,22 +283,31 @@ impl KernelSpec for MatvecSpec {
             step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
         // The ends of a fused LayerNorm: the prologue that makes x (with the shuffle
         // quantizer), or the shift state's save after the usual prologue.
+        // After the rows, the next block's LayerNorm (`Next`) or nothing.
+        let none = shader!("matvec/epilogue_none.wgsl");
         let (prologue, ln) = match self.ln {
-            LnEnd::None => (prologue, shader!("matvec/ln_none.wgsl").to_string()),
+            LnEnd::None => (
+                prologue,
+                format!("{}{none}", shader!("matvec/ln_none.wgsl")),
+            ),
             LnEnd::In => (
                 shader!("matvec/q8_put_sg.wgsl").to_string(),
                 format!(
-                    "{}{}",
+                    "{}{}{none}",
                     shader!("seq_meta.wgsl"),
                     shader!("matvec/q8_x_ln.wgsl")
                 ),
             ),
-            LnEnd::Out => (
+            LnEnd::Out | LnEnd::Next => (
                 prologue,
                 format!(
-                    "{}{}",
+                    "{}{}{}",
                     shader!("seq_meta.wgsl"),
-                    shader!("matvec/ln_save.wgsl")
+                    shader!("matvec/ln_save.wgsl"),
+                    match self.ln {
+                        LnEnd::Next => shader!("matvec/ln_next.wgsl"),
+                        _ => none,
+                    }
                 ),
             ),
         };

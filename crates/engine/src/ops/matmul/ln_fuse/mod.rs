@@ -10,6 +10,13 @@
 //! before the add) and written by one invocation, so each saves its own channel there,
 //! with the (mean, rstd) the key's first workgroup left in the activations. A dispatch a
 //! block less: an H200 spent 6.8 µs of wall time a dispatch on `ln_shift` (2.9B).
+//!
+//! The value can also open the next block ([`LnEnd::Next`], [`LnNext`]): the workgroup that
+//! finishes last (a counter in the activations, behind device-scope fences) runs that
+//! block's time-mix LayerNorm + token shift (steps 1–3: the six lerps and its shift state)
+//! over the whole new residual (`shaders/matvec/ln_next.wgsl`), in place of its `ln_shift`
+//! dispatch: one workgroup's tail, ≈ 2 µs, instead of a dispatch of three (H200, 2.9B:
+//! 9.6 µs of wall time each).
 
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
@@ -35,6 +42,46 @@ pub struct LnFuse<'a> {
     /// Offset (f32, a multiple of 4) in the activations of the 4 floats that carry
     /// (mean, rstd) from the key to the value.
     pub stats: usize,
+}
+
+/// The next block's time-mix LayerNorm + token shift, run by the value's last workgroup
+/// ([`LnEnd::Next`]).
+pub struct LnNext<'a> {
+    /// The next block's vectors, and in them (f32 offsets) its `ln1` weight and bias
+    /// (`[C]` each) and the six lerps' mixes (`[6, C]`).
+    pub vecs: &'a wgpu::Buffer,
+    pub ln_w: usize,
+    pub ln_b: usize,
+    pub mix: usize,
+    /// The state part holding its time-mix shift state, the state's f32 offset in a slot's
+    /// slice, and that slice's length.
+    pub state: &'a wgpu::Buffer,
+    pub state_off: usize,
+    pub slot_len: usize,
+    /// f32 offset in the activations of the first lerp's output `[C]`, and from one to the
+    /// next.
+    pub out: usize,
+    pub out_stride: usize,
+    /// Index (u32) in the activations of the counter of finished workgroups: 0 when the
+    /// graph is made (a fresh buffer), and left 0 by every dispatch.
+    pub done: usize,
+}
+
+impl LnNext<'_> {
+    /// Whether every offset the tail reads or writes as vec4s is a multiple of 4.
+    fn aligned(&self) -> bool {
+        [
+            self.ln_w,
+            self.ln_b,
+            self.mix,
+            self.state_off,
+            self.slot_len,
+            self.out,
+            self.out_stride,
+        ]
+        .iter()
+        .all(|o| o % 4 == 0)
+    }
 }
 
 impl LnFuse<'_> {
@@ -67,7 +114,15 @@ pub(crate) struct LnParams {
     pub(crate) ln_slot_len: u32,
     pub(crate) ln_eps: f32,
     pub(crate) ln_stats: u32,
-    pub(crate) _p: u32,
+    pub(crate) ln_done: u32,
+    pub(crate) nx_ln_w: u32,
+    pub(crate) nx_ln_b: u32,
+    pub(crate) nx_mix: u32,
+    pub(crate) nx_state: u32,
+    pub(crate) nx_slot_len: u32,
+    pub(crate) nx_out: u32,
+    pub(crate) nx_out_stride: u32,
+    pub(crate) nx_wgs: u32,
 }
 
 /// Whether a one-token pass can run the LayerNorm + token shift before `key` (`[F, C]`)
@@ -95,11 +150,15 @@ fn shuffles(cx: &Ctx) -> bool {
 /// LayerNorm + token shift `ln`: [`LnEnd::In`], x is the residual row at `a.x_off`
 /// (`[C]`, C = K) and the product reads `xn + (prev − xn) · mix` of it (8-bit); or
 /// [`LnEnd::Out`], a residual add (`a.accumulate`) that saves the residual's LayerNorm as
-/// the shift state. Run it only for passes of one token, the `In` node before the `Out`.
+/// the shift state; or [`LnEnd::Next`], `Out` whose last workgroup then runs `next` (the
+/// next block's time-mix LayerNorm + token shift of the new residual). Run it only for
+/// passes of one token, the `In` node before the `Out`.
 ///
 /// Errors: `In` without 8-bit x on shuffles ([`ln_fuse_fits`]) or with a residual add;
-/// `Out` without one (or adding before the activation); a LoRA term; gathered rows;
-/// offsets of x or of the statistics not multiples of 4; as [`Ctx::node_at`].
+/// `Out` / `Next` without one (or adding before the activation); `Next` without `next`
+/// or its residual not a whole row `[C]` (`row0` 0, C a multiple of 4); a LoRA term;
+/// gathered rows; offsets of x, of the statistics or of `next`'s vectors, state and
+/// outputs not multiples of 4; as [`Ctx::node_at`].
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_ln(
     cx: &Ctx,
@@ -111,13 +170,18 @@ pub fn matvec_ln(
     a: &MatmulArgs,
     ln: &LnFuse,
     end: LnEnd,
+    next: Option<&LnNext>,
 ) -> Result<Node> {
     let (mut spec, x) = one_token_kernel(cx, m, base_spec(cx, m, false));
     let q8 = spec.q8k != 0 && shuffles(cx);
-    let bad = match end {
-        LnEnd::In => !q8 || a.accumulate || m.row0 != 0,
-        LnEnd::Out => !a.accumulate || a.add_before_act,
-        LnEnd::None => true,
+    let whole = m.row0 == 0 && m.n_out % 4 == 0 && a.y_off % 4 == 0;
+    let bad = match (end, next) {
+        (LnEnd::In, None) => !q8 || a.accumulate || m.row0 != 0,
+        (LnEnd::Out, None) => !a.accumulate || a.add_before_act,
+        (LnEnd::Next, Some(nx)) => {
+            !a.accumulate || a.add_before_act || !whole || !nx.aligned() || !shuffles(cx)
+        }
+        _ => true,
     };
     if bad || a.lora.is_some() || a.rows != Count::Tokens {
         return Err(op_err(
@@ -147,7 +211,15 @@ pub fn matvec_ln(
         ln_slot_len: ln.slot_len as u32,
         ln_eps: ln.eps,
         ln_stats: ln.stats as u32,
-        _p: 0,
+        ln_done: next.map_or(0, |nx| nx.done as u32),
+        nx_ln_w: next.map_or(0, |nx| nx.ln_w as u32),
+        nx_ln_b: next.map_or(0, |nx| nx.ln_b as u32),
+        nx_mix: next.map_or(0, |nx| nx.mix as u32),
+        nx_state: next.map_or(0, |nx| nx.state_off as u32),
+        nx_slot_len: next.map_or(0, |nx| nx.slot_len as u32),
+        nx_out: next.map_or(0, |nx| nx.out as u32),
+        nx_out_stride: next.map_or(0, |nx| nx.out_stride as u32),
+        nx_wgs: x,
     };
     let mut res = vec![
         (2, m.binding()),
@@ -159,6 +231,11 @@ pub fn matvec_ln(
     ];
     if end == LnEnd::In {
         res.push((11, vecs.as_entire_binding()));
+    }
+    if let Some(nx) = next {
+        res.push((12, nx.vecs.as_entire_binding()));
+        res.push((13, nx.state.as_entire_binding()));
+        res.push((14, act.as_entire_binding()));
     }
     let grid = Grid::Tiles {
         x,

@@ -25,6 +25,22 @@ fn encode(dtype: DType, w: &[f32], n: usize, k: usize, h: &Harness) -> (GpuMatri
     (m, wd)
 }
 
+/// LayerNorm of `x` in f64 (eps 1e-5) with weight `w` and bias `b`, and (mean, rstd).
+fn layer_norm(x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f32>, f64, f64) {
+    let n = x.len() as f64;
+    let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+    let var = x
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let rstd = 1.0 / (var + 1e-5).sqrt();
+    let xn = (0..x.len())
+        .map(|i| ((f64::from(x[i]) - mean) * rstd) as f32 * w[i] + b[i])
+        .collect();
+    (xn, mean, rstd)
+}
+
 /// `y[r] = Σ_i w[r, i] x[i]`.
 fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
     w.chunks(x.len())
@@ -110,6 +126,7 @@ fn run(h: &Harness, value_dtype: DType) {
         &ka,
         &ln,
         LnEnd::In,
+        None,
     );
     let vn = matvec_ln(
         &cx,
@@ -121,6 +138,7 @@ fn run(h: &Harness, value_dtype: DType) {
         &va,
         &ln,
         LnEnd::Out,
+        None,
     );
     // The ends are not interchangeable.
     assert!(matvec_ln(
@@ -132,7 +150,8 @@ fn run(h: &Harness, value_dtype: DType) {
         &act_buf,
         &ka,
         &ln,
-        LnEnd::Out
+        LnEnd::Out,
+        None
     )
     .is_err());
     assert!(matvec_ln(
@@ -144,21 +163,13 @@ fn run(h: &Harness, value_dtype: DType) {
         &act_buf,
         &va,
         &ln,
-        LnEnd::In
+        LnEnd::In,
+        None
     )
     .is_err());
 
     // The CPU: LayerNorm in f64, the lerp with slot 2's shift state.
-    let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / C as f64;
-    let var = x
-        .iter()
-        .map(|&v| (f64::from(v) - mean).powi(2))
-        .sum::<f64>()
-        / C as f64;
-    let rstd = 1.0 / (var + 1e-5).sqrt();
-    let xn: Vec<f32> = (0..C)
-        .map(|i| ((f64::from(x[i]) - mean) * rstd) as f32 * ln_w[i] + ln_b[i])
-        .collect();
+    let (xn, mean, rstd) = layer_norm(&x, &ln_w, &ln_b);
     let prev = &state0[SLOT * SLOT_LEN + STATE_OFF..][..C];
     let lerp: Vec<f32> = (0..C).map(|i| xn[i] + (prev[i] - xn[i]) * mix[i]).collect();
 
@@ -218,5 +229,180 @@ fn run(h: &Harness, value_dtype: DType) {
         } else {
             assert_eq!(g, s0, "state [{slot}, {at}] changed");
         }
+    }
+}
+
+/// The value that opens the next block (`LnEnd::Next`), run twice: each run adds `Wv h`
+/// to the residual, saves this block's shift state, and its last workgroup writes the
+/// next block's six lerps of the new residual's LayerNorm with that block's shift state
+/// (a second state buffer, slot 2 of 3) and saves it there; the second run's lerps use
+/// the first run's save, so a counter not back to 0 (no tail, or a tail before every
+/// row was written), another slot, a mix or an output stride mixed up fails.
+#[test]
+fn value_opens_the_next_blocks_lerps() {
+    let h = Harness::new(Dims {
+        n_tokens: 1,
+        n_seqs: 1,
+        off_tok_seq: 1,
+        off_tok_pos: 2,
+        off_seqs: 4,
+        ..Default::default()
+    });
+    if !h.gpu.features.subgroup || h.gpu.features.subgroup_min_size < 8 {
+        eprintln!("skipped: the fused LayerNorm needs subgroups of at least 8");
+        return;
+    }
+    for value_dtype in [DType::Q4_K, DType::F16] {
+        run_next(&h, value_dtype);
+    }
+}
+
+fn run_next(h: &Harness, value_dtype: DType) {
+    let cx = h.ctx();
+    let (value, wv) = encode(value_dtype, &rand_vec(12, C * F, 0.3), C, F, h);
+    let x: Vec<f32> = rand_vec(13, C, 1.0).iter().map(|v| v + 3.0).collect();
+    let hk: Vec<f32> = rand_vec(14, F, 0.5).iter().map(|v| v * v).collect();
+    // This block's LayerNorm (for its save; the key's (mean, rstd) given), the next one's
+    // and its six mixes.
+    let ln_w: Vec<f32> = rand_vec(15, C, 0.5).iter().map(|v| v + 1.0).collect();
+    let ln_b = rand_vec(16, C, 0.2);
+    let vecs: Vec<f32> = [ln_w.clone(), ln_b.clone()].concat();
+    let nx_w: Vec<f32> = rand_vec(17, C, 0.5).iter().map(|v| v + 1.0).collect();
+    let nx_b = rand_vec(18, C, 0.2);
+    let mixes: Vec<f32> = rand_vec(19, 6 * C, 0.5).iter().map(|v| v + 0.5).collect();
+    let nvecs: Vec<f32> = [nx_w.clone(), nx_b.clone(), mixes.clone()].concat();
+    let (out, out_stride) = (C + F + 8, C + 4);
+    let stats = out + 6 * out_stride;
+    let done = stats + 4;
+    let mut act = [x.clone(), hk.clone()].concat();
+    act.resize(done + 4, 0.0);
+    let (mean0, rstd0) = (2.5f32, 0.75f32);
+    act[stats] = mean0;
+    act[stats + 1] = rstd0;
+    let (act_buf, vec_buf, nvec_buf) = (h.f32_buf(&act), h.f32_buf(&vecs), h.f32_buf(&nvecs));
+    let state0 = rand_vec(20, SLOTS * SLOT_LEN, 1.0);
+    let nstate0 = rand_vec(21, SLOTS * SLOT_LEN, 1.0);
+    let (state, nstate) = (h.f32_buf(&state0), h.f32_buf(&nstate0));
+    let meta = h.u32_buf(&[7, 0, 0, 0, 0, 1, SLOT as u32, 0]);
+    let ln = LnFuse {
+        meta: &meta,
+        state: &state,
+        state_off: STATE_OFF,
+        slot_len: SLOT_LEN,
+        ln_w: 0,
+        ln_b: C,
+        mix: 0,
+        eps: 1e-5,
+        stats,
+    };
+    let nx = LnNext {
+        vecs: &nvec_buf,
+        ln_w: 0,
+        ln_b: C,
+        mix: 2 * C,
+        state: &nstate,
+        state_off: STATE_OFF + 4,
+        slot_len: SLOT_LEN,
+        out,
+        out_stride,
+        done,
+    };
+    let va = MatmulArgs {
+        x_off: C,
+        x_stride: F,
+        y_off: 0,
+        y_stride: C,
+        act: Act::None,
+        accumulate: true,
+        add_before_act: false,
+        bias_off: None,
+        rows: Count::Tokens,
+        scale: 1.0,
+        lora: None,
+    };
+    let node = |end, next| {
+        matvec_ln(
+            &cx,
+            "ffn.value",
+            None,
+            &value,
+            &vec_buf,
+            &act_buf,
+            &va,
+            &ln,
+            end,
+            next,
+        )
+    };
+    assert!(
+        node(LnEnd::Next, None).is_err(),
+        "Next without the next block"
+    );
+    assert!(
+        node(LnEnd::Out, Some(&nx)).is_err(),
+        "Out with a next block"
+    );
+    let vn = node(LnEnd::Next, Some(&nx)).unwrap();
+    let h_in = match value_dtype {
+        DType::Q4_K => q8_rounded(&hk),
+        _ => hk.clone(),
+    };
+    let wh = matvec(&wv, &h_in);
+    let (mut xr, mut prev) = (
+        x.clone(),
+        nstate0[SLOT * SLOT_LEN + STATE_OFF + 4..][..C].to_vec(),
+    );
+    for run in 0..2 {
+        h.run(std::slice::from_ref(&vn));
+        // This block's save: its LayerNorm of the residual before the add.
+        let save: Vec<f32> = (0..C)
+            .map(|i| (xr[i] - mean0) * rstd0 * ln_w[i] + ln_b[i])
+            .collect();
+        xr = xr.iter().zip(&wh).map(|(a, b)| a + b).collect();
+        let got_x = h.read(&act_buf, 0, C);
+        for (i, (g, w)) in got_x.iter().zip(&xr).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                "{value_dtype} run {run} x[{i}]: {g} vs {w}"
+            );
+        }
+        let got_save = h.read(&state, SLOT * SLOT_LEN + STATE_OFF, C);
+        for (i, (g, w)) in got_save.iter().zip(&save).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "run {run} save [{i}]: {g} vs {w}"
+            );
+        }
+        let (xn, _, _) = layer_norm(&got_x, &nx_w, &nx_b);
+        for m in 0..6 {
+            let got = h.read(&act_buf, out + m * out_stride, C);
+            for i in 0..C {
+                let want = xn[i] + (prev[i] - xn[i]) * mixes[m * C + i];
+                assert!(
+                    (got[i] - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "{value_dtype} run {run} lerp {m} [{i}]: {} vs {want}",
+                    got[i]
+                );
+            }
+        }
+        let got = h.read(&nstate, 0, nstate0.len());
+        for (i, (g, s0)) in got.iter().zip(&nstate0).enumerate() {
+            let (slot, at) = (i / SLOT_LEN, i % SLOT_LEN);
+            if slot == SLOT && (STATE_OFF + 4..STATE_OFF + 4 + C).contains(&at) {
+                let want = xn[at - STATE_OFF - 4];
+                assert!(
+                    (g - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                    "next shift state [{at}]: {g} vs {want}"
+                );
+            } else {
+                assert_eq!(g, s0, "next state [{slot}, {at}] changed");
+            }
+        }
+        assert_eq!(
+            h.read(&act_buf, done, 1)[0].to_bits(),
+            0,
+            "the counter left at 0"
+        );
+        prev = xn;
     }
 }
