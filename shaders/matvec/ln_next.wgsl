@@ -1,50 +1,81 @@
 // The epilogue of the channel-mix value that also opens the next block (`LnEnd::Next`,
 // after matvec/ln_save.wgsl): once every workgroup has added its rows to the residual,
-// the dispatch's last workgroup to finish runs the next block's time-mix LayerNorm +
-// token shift (RWKV_x070's steps 1–3) for the pass's one token, in place of that block's
-// `ln_shift` dispatch:
+// the dispatch's last p.nx_tail workgroups to finish run the next block's time-mix
+// LayerNorm + token shift (RWKV_x070's steps 1–3) for the pass's one token, in place of
+// that block's `ln_shift` dispatch, each a slice of 256 vec4s (one a thread):
 //   xn      = LayerNorm(x) (weight p.nx_ln_w, bias p.nx_ln_b of the next block's vectors,
 //             eps p.ln_eps; x: the residual this dispatch wrote, p.n values at p.y_off)
 //   out_m   = xn + (prev − xn) · mix_m   (m < 6: the mixes at p.nx_mix, out_m at
 //             p.nx_out + m · p.nx_out_stride; prev: that block's shift state)
 //   state   ← xn
-// "Last" is a counter in the activations (u32 index p.ln_done, 0 between dispatches):
+// The order is a counter in the activations (u32 index p.ln_done, 0 between dispatches):
 // each workgroup, after its rows are written, makes them visible at device scope
 // (storageBarrier: an acquire-release fence of storage memory at device scope, then the
-// workgroup barrier) and adds 1; the one that reads p.nx_wgs − 1 has seen every other
-// workgroup's add, fences again (acquire) so their rows are visible to its loads, resets
-// the counter and normalizes the whole row with 256 invocations (4 channels a thread).
-// The row statistics as ln_shift takes them (Σ e, Σ e² of e = x − x[0]); the sum's order
-// differs (≈ 1e-7 relative). A dispatch less a block (ops/matmul/ln_fuse/mod.rs).
+// workgroup barrier) and takes a ticket. The last p.nx_tail tickets load their slice of
+// the next block's vectors and state first, wait (one invocation polling, bounded) until
+// every workgroup has taken one (the last ticket waits for none), fence again (acquire)
+// so that every row is visible to their loads, and each takes the row statistics over
+// the whole row (the same order in each: the same bits), as ln_shift does (Σ e, Σ e² of
+// e = x − x[0]; its sum's order differs, ≈ 1e-7 relative). Each then counts once more;
+// the last of them puts the counter back to 0. A waiting workgroup only waits for fewer
+// than p.nx_tail others, all of which can run (every other workgroup of the grid is done);
+// the host gives llvmpipe, whose few threads run workgroups to completion, a tail of one.
+// A dispatch less a block (ops/matmul/ln_fuse/mod.rs).
 
 @group(0) @binding(12) var<storage, read> nvecs4: array<vec4<f32>>;        // the next block's vectors
 @group(0) @binding(13) var<storage, read_write> nstate4: array<vec4<f32>>; // its state part
 @group(0) @binding(14) var<storage, read_write> done: array<atomic<u32>>;  // `act` as u32
 
-var<workgroup> nx_last: u32;
+// Polls of the counter before a tail workgroup goes on regardless (never reached while
+// the GPU runs the grid: its other workgroups are done or running).
+const NX_SPIN: u32 = 1048576u;
+
+var<workgroup> nx_ticket: u32;
 var<workgroup> nx_part: array<vec2<f32>, 32>; // Σ e, Σ e² of each run of 8 invocations
 
 fn mv_epilogue(li: u32) {
     let p = &g.seg[gs];
-    storageBarrier(); // this workgroup's rows, before its add
+    let n = p.nx_wgs;
+    let k = p.nx_tail;
+    storageBarrier(); // this workgroup's rows, before its ticket
     if (li == 0u) {
-        let before = atomicAdd(&done[p.ln_done], 1u);
-        nx_last = select(0u, 1u, before + 1u == p.nx_wgs);
+        nx_ticket = atomicAdd(&done[p.ln_done], 1u);
     }
-    if (workgroupUniformLoad(&nx_last) == 0u) {
+    let ticket = workgroupUniformLoad(&nx_ticket);
+    if (ticket + k < n) {
         return; // uniform: the whole workgroup
     }
-    storageBarrier(); // every other workgroup's rows
-    if (li == 0u) {
-        atomicStore(&done[p.ln_done], 0u);
-    }
+    // This workgroup's slice, one vec4 a thread (k · 256 vec4s cover the row), and its
+    // loads that do not wait for the rows.
     let c4 = p.n / 4u;
+    let i = (ticket + k - n) * 256u + li;
+    let live = i < c4;
+    let sb = (seq_meta(tmeta[d.off_tok_seq]).z * p.nx_slot_len + p.nx_state) / 4u + i;
+    var lw = vec4<f32>(0.0);
+    var lb = vec4<f32>(0.0);
+    var prev = vec4<f32>(0.0);
+    var mix: array<vec4<f32>, 6>;
+    if (live) {
+        lw = nvecs4[p.nx_ln_w / 4u + i];
+        lb = nvecs4[p.nx_ln_b / 4u + i];
+        prev = nstate4[sb];
+        for (var m = 0u; m < 6u; m++) {
+            mix[m] = nvecs4[p.nx_mix / 4u + m * c4 + i];
+        }
+    }
+    if (li == 0u) {
+        var seen = atomicLoad(&done[p.ln_done]);
+        for (var s = 0u; seen < n && s < NX_SPIN; s++) {
+            seen = atomicLoad(&done[p.ln_done]);
+        }
+    }
+    storageBarrier(); // every other workgroup's rows
     let x0 = p.y_off / 4u;
     let k0 = act[x0].x;
     let one = vec4<f32>(1.0);
     var a = vec2<f32>(0.0);
-    for (var i = li; i < c4; i += 256u) {
-        let e = act[x0 + i] - k0;
+    for (var j = li; j < c4; j += 256u) {
+        let e = act[x0 + j] - k0;
         a += vec2<f32>(dot(e, one), dot(e, e));
     }
     a += subgroupShuffleXor(a, 1u);
@@ -61,19 +92,18 @@ fn mv_epilogue(li: u32) {
     s /= f32(p.n);
     let mean = k0 + s.x;
     let rstd = inverseSqrt(max(s.y - s.x * s.x, 0.0) + p.ln_eps);
-    // vec4 indices (the offsets are multiples of 4: ops/matmul/ln_fuse/mod.rs).
-    let sb = (seq_meta(tmeta[d.off_tok_seq]).z * p.nx_slot_len + p.nx_state) / 4u;
-    let lw = p.nx_ln_w / 4u;
-    let lb = p.nx_ln_b / 4u;
-    let lm = p.nx_mix / 4u;
-    let o0 = p.nx_out / 4u;
-    let os = p.nx_out_stride / 4u;
-    for (var i = li; i < c4; i += 256u) {
-        let xn = (act[x0 + i] - mean) * rstd * nvecs4[lw + i] + nvecs4[lb + i];
-        let dx = nstate4[sb + i] - xn;
-        nstate4[sb + i] = xn;
+    if (live) {
+        let xn = (act[x0 + i] - mean) * rstd * lw + lb;
+        let dx = prev - xn;
+        nstate4[sb] = xn;
+        let o = p.nx_out / 4u + i;
         for (var m = 0u; m < 6u; m++) {
-            act[o0 + m * os + i] = xn + dx * nvecs4[lm + m * c4 + i];
+            act[o + m * (p.nx_out_stride / 4u)] = xn + dx * mix[m];
         }
+    }
+    // The tail's second count: its last puts the counter back for the next dispatch
+    // (every tail workgroup has seen n by then).
+    if (li == 0u && atomicAdd(&done[p.ln_done], 1u) + 1u == n + k) {
+        atomicStore(&done[p.ln_done], 0u);
     }
 }

@@ -19,3 +19,7 @@
     nx_out: u32,      // act f32 offset of the first lerp's output [C]
     nx_out_stride: u32, // f32 from one lerp's output to the next
     nx_wgs: u32,      // workgroups of the dispatch
+    nx_tail: u32,     // workgroups that run the next block's LayerNorm (their slices: 256 vec4s)
+    _nx0: u32,
+    _nx1: u32,
+    _nx2: u32,

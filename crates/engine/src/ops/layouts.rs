@@ -108,6 +108,7 @@ fn product_ln() -> Layout {
         nx_out,
         nx_out_stride,
         nx_wgs,
+        nx_tail,
     }))
 }
 

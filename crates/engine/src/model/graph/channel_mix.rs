@@ -11,7 +11,8 @@ use crate::config::LN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{
-    ln_fuse_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, LnNext, MatmulArgs,
+    ln_fuse_fits, ln_next_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, LnNext,
+    MatmulArgs,
 };
 use crate::ops::Node;
 
@@ -41,7 +42,7 @@ impl<'a> Blocks<'a> {
         // One-token passes without adapters: 13–15 inside the key and the value.
         if !key_adapted && !value_adapted && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value) {
             let (key_nodes, value_nodes) = body[ln_at..].split_at_mut(value_at - ln_at);
-            let next = next.filter(|_| self.cx.gpu.tuning.ln_next);
+            let next = next.filter(|_| ln_next_fits(self.cx, &ly.ffn_value));
             return self.fuse_ln(l, ly, state, next, key_nodes, value_nodes);
         }
         Ok(false)

@@ -15,8 +15,8 @@
 //! finishes last (a counter in the activations, behind device-scope fences) runs that
 //! block's time-mix LayerNorm + token shift (steps 1–3: the six lerps and its shift state)
 //! over the whole new residual (`shaders/matvec/ln_next.wgsl`), in place of its `ln_shift`
-//! dispatch: one workgroup's tail, ≈ 2 µs, instead of a dispatch of three (H200, 2.9B:
-//! 9.6 µs of wall time each).
+//! dispatch: C / 1024 workgroups' tail instead of a dispatch of as many (H200, 2.9B: 7–10
+//! µs of wall time each).
 
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
@@ -123,6 +123,8 @@ pub(crate) struct LnParams {
     pub(crate) nx_out: u32,
     pub(crate) nx_out_stride: u32,
     pub(crate) nx_wgs: u32,
+    pub(crate) nx_tail: u32,
+    pub(crate) _nx: [u32; 3],
 }
 
 /// Whether a one-token pass can run the LayerNorm + token shift before `key` (`[F, C]`)
@@ -138,6 +140,21 @@ pub fn ln_fuse_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
         && value.n_out == key.n_in
         && key.row0 == 0
         && value.row0 == 0
+}
+
+/// Whether a one-token `value` (`[C, F]`) can open the next block ([`LnEnd::Next`]): on
+/// (`RWKV_LN_NEXT`) and [`tail_wgs`] has workgroups for its C.
+pub fn ln_next_fits(cx: &Ctx, value: &GpuMatrix) -> bool {
+    cx.gpu.tuning.ln_next && tail_wgs(cx, value.n_out).is_some()
+}
+
+/// The workgroups of the value's last that run the next block's LayerNorm + token shift
+/// of `c` channels, one vec4 a thread (`shaders/matvec/ln_next.wgsl`): c / 1024 rounded up;
+/// on llvmpipe, whose few threads each run a workgroup to its end (a tail workgroup that
+/// waited for another might wait for one no thread runs), only one, so only for c ≤ 1024.
+fn tail_wgs(cx: &Ctx, c: usize) -> Option<u32> {
+    let k = c.div_ceil(1024) as u32;
+    (k == 1 || !cx.gpu.is_llvmpipe()).then_some(k)
 }
 
 /// Whether the device's subgroups (as the kernels use them) hold runs of 8 invocations:
@@ -179,7 +196,8 @@ pub fn matvec_ln(
         (LnEnd::In, None) => !q8 || a.accumulate || m.row0 != 0,
         (LnEnd::Out, None) => !a.accumulate || a.add_before_act,
         (LnEnd::Next, Some(nx)) => {
-            !a.accumulate || a.add_before_act || !whole || !nx.aligned() || !shuffles(cx)
+            let tail = tail_wgs(cx, m.n_out).is_some_and(|k| k <= x);
+            !a.accumulate || a.add_before_act || !whole || !nx.aligned() || !shuffles(cx) || !tail
         }
         _ => true,
     };
@@ -220,6 +238,8 @@ pub fn matvec_ln(
         nx_out: next.map_or(0, |nx| nx.out as u32),
         nx_out_stride: next.map_or(0, |nx| nx.out_stride as u32),
         nx_wgs: x,
+        nx_tail: next.map_or(0, |_| tail_wgs(cx, m.n_out).unwrap_or(0)),
+        _nx: [0; 3],
     };
     let mut res = vec![
         (2, m.binding()),
