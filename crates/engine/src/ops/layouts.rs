@@ -257,7 +257,16 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
             }),
         )),
         Variant::Group(_) => {
-            m.push(("Params", layout!(o::matvec_group::Params { nseg, seg })));
+            m.push((
+                "Params",
+                layout!(o::matvec_group::Params {
+                    nseg,
+                    hreset,
+                    hreset_len,
+                    hspin,
+                    seg,
+                }),
+            ));
             m.push((
                 "Seg",
                 layout!(o::matvec_group::Seg {
@@ -278,6 +287,9 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
                     lora_h,
                     lora_stride,
                     lora_b,
+                    hp,
+                    hc,
+                    hseg,
                 }),
             ));
         }
