@@ -68,4 +68,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             chain_publish(sg, r, v);
         }
     }
+    chain_done(sg, li);
 }

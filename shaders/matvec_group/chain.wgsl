@@ -2,29 +2,31 @@
 // (the low-rank chains of a decode step: the first products w1, a1, g1, v1 beside r, k, v,
 // and the second products w2, a2, g2, v2 after them, which read the first products'
 // outputs h; ops/matvec_group/chain.rs). A producer segment (`hp` not NONE) publishes each
-// row's output, after its epilogue, in the h sets (`hs`, binding 9) with an atomic store;
-// a consumer segment (`hc` not NONE: F16 rows, x = the h its producer `hseg` publishes at
-// hc) first gathers its k values of h into workgroup memory — 256 invocations, one value
-// each, an atomic load polled until the value is there — then computes CR rounds of
-// ROWS rows a workgroup as `matvec` does, x read from workgroup memory. The producers are
-// the group's first segments (dispatched first; the consumers last, behind r, k and v), so
-// by the time a consumer runs its values are long published. A value still empty after
-// `hspin` polls is made by the invocation itself (`h_self`: the producer's row, its
-// epilogue, the same math), so a scheduler that starts the consumers first costs time,
-// never a hang.
+// row's output, after its epilogue, in the h sets (`hs`, binding 9) with an atomic store,
+// and each producer workgroup, its rows published, fences (device scope) and counts
+// itself done at `hcount`. A consumer segment (`hc` not NONE: F16 rows, x = the h its
+// producer `hseg` publishes at hc) waits — one invocation polling the count until all
+// `hwgs` producer workgroups are done, so that waiting workgroups do not flood the memory
+// system the producers and r, k, v need — then gathers its k values of h into workgroup
+// memory (an atomic load each, polled again should one still be empty) and computes CR
+// rounds of ROWS rows a workgroup as `matvec` does, x read from workgroup memory. The
+// producers are the group's first segments and the consumers its last. A value still
+// empty after `hspin` polls is made by the invocation itself (`h_self`: the producer's
+// row, its epilogue, the same math), so a scheduler that starts the consumers first costs
+// time, never a hang.
 //
 // As in matvec/lora_hprod.wgsl: an empty slot is H_EMPTY (a NaN bit pattern arithmetic
 // never makes; a made value with those bits is stored as the quiet NaN). Each dispatch
 // publishes into its own set and workgroup 0 empties the next dispatch's (`hreset`,
-// `hreset_len` slots): that set's previous run ended before this dispatch began and its
-// next run begins after this one ends.
+// `hreset_len` slots, the last of them its count, set to 0): that set's previous run ended
+// before this dispatch began and its next run begins after this one ends.
 
 @group(0) @binding(9) var<storage, read_write> hs: array<atomic<u32>>;
 
 const H_EMPTY: u32 = 0xffffffffu;
 const H_NONE: u32 = 0xffffffffu;
 
-var<workgroup> hw: array<f32, 256>; // a consumer's x
+var<workgroup> hw: array<f32, 512>; // a consumer's x
 
 fn chain_consumer(sg: Seg) -> bool {
     return sg.hc != H_NONE;
@@ -33,8 +35,22 @@ fn chain_consumer(sg: Seg) -> bool {
 // Workgroup 0 empties the next dispatch's set.
 fn chain_reset(wgx: u32, li: u32) {
     if (wgx == 0u) {
-        for (var i = li; i < p.hreset_len; i += 256u) {
+        let n = p.hreset_len - 1u;
+        for (var i = li; i < n; i += 256u) {
             atomicStore(&hs[p.hreset + i], H_EMPTY);
+        }
+        if (li == 0u) {
+            atomicStore(&hs[p.hreset + n], 0u);
+        }
+    }
+}
+
+// The end of a producer workgroup: its rows published, it counts itself done.
+fn chain_done(sg: Seg, li: u32) {
+    if (sg.hp != H_NONE) {
+        storageBarrier();
+        if (li == 0u) {
+            atomicAdd(&hs[p.hcount], 1u);
         }
     }
 }
@@ -100,8 +116,15 @@ fn hw_row(src: u32, rb: u32, k: u32, lane: u32) -> f32 {
 
 // Consumer workgroup `wi` of segment `sg`: rows [wi · CR · ROWS, (wi + 1) · CR · ROWS).
 fn chain_rows(sg: Seg, wi: u32, li: u32) {
-    if (li < sg.k) {
-        hw[li] = h_get(sg, li);
+    if (li == 0u) {
+        var done = atomicLoad(&hs[p.hcount]);
+        for (var n = 0u; done < p.hwgs && n < p.hspin; n++) {
+            done = atomicLoad(&hs[p.hcount]);
+        }
+    }
+    storageBarrier(); // the producers' values, once they all counted themselves done
+    for (var j = li; j < sg.k; j += 256u) {
+        hw[j] = h_get(sg, j);
     }
     workgroupBarrier();
     let lane = li % LANES;

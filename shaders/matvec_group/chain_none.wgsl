@@ -7,3 +7,5 @@ fn chain_reset(wgx: u32, li: u32) {}
 fn chain_publish(sg: Seg, r: u32, v: f32) {}
 
 fn chain_rows(sg: Seg, wi: u32, li: u32) {}
+
+fn chain_done(sg: Seg, li: u32) {}

@@ -30,6 +30,10 @@ struct Params {
     hreset: u32,     // chained groups: the set workgroup 0 empties, and its slots
     hreset_len: u32,
     hspin: u32,      // polls of an unpublished h value before an invocation makes it
+    hcount: u32,     // the slot where producer workgroups count themselves done
+    hwgs: u32,       // producer workgroups
+    _p0: u32,
+    _p1: u32,
     seg: array<Seg, 12>,
 }
 

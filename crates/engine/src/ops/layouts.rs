@@ -264,6 +264,8 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
                     hreset,
                     hreset_len,
                     hspin,
+                    hcount,
+                    hwgs,
                     seg,
                 }),
             ));

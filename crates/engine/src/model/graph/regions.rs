@@ -107,9 +107,9 @@ impl Regions {
     }
 
     /// u32 slots of a layer's set of the chains' first-product outputs
-    /// (`ops::matvec_group::Chained`): the four chains' widths at most.
+    /// (`ops::matvec_group::Chained`): the four chains' widths at most, and a count.
     pub fn chain_set_len(cfg: &Rwkv7Config) -> usize {
-        4 * Regions::lora_width(cfg)
+        4 * Regions::lora_width(cfg) + 1
     }
 
     /// Slot `i` (0–2) of the adapters' `h`.

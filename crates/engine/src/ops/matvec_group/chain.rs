@@ -22,7 +22,7 @@ use crate::DType;
 pub const CHAIN_ROUNDS: u32 = 4;
 
 /// Most values a consumer reads (its depth: the rank of its chain).
-pub const CHAIN_MAX_K: usize = 256;
+pub const CHAIN_MAX_K: usize = 512;
 
 /// The producer → consumer pairs of a chained group and the h sets they publish into.
 pub struct Chained<'a> {
@@ -35,7 +35,8 @@ pub struct Chained<'a> {
     /// The h sets: u32 slots, empty where nothing is published.
     pub sets: &'a wgpu::Buffer,
     /// This dispatch's set and the set its workgroup 0 empties (u32 offsets, different),
-    /// and the slots of a set.
+    /// and the slots of a set: the producers' rows, then the count of producer workgroups
+    /// done (the last slot).
     pub set: usize,
     pub reset: usize,
     pub len: usize,
@@ -99,7 +100,7 @@ pub(super) fn chain_table(
     if !consumers_last {
         return bad("the consumers must be the group's last segments".into());
     }
-    if at > ch.len || ch.set.abs_diff(ch.reset) < ch.len {
+    if at + 1 > ch.len || ch.set.abs_diff(ch.reset) < ch.len {
         return bad(format!(
             "{at} published rows for sets of {} at {} and {}",
             ch.len, ch.set, ch.reset
@@ -108,6 +109,7 @@ pub(super) fn chain_table(
     p.hreset = ch.reset as u32;
     p.hreset_len = ch.len as u32;
     p.hspin = ch.spin;
+    p.hcount = (ch.set + ch.len - 1) as u32;
     let mut wg = 0u32;
     for (i, m) in mats.iter().enumerate() {
         p.seg[i].wg0 = wg;
@@ -115,7 +117,11 @@ pub(super) fn chain_table(
             u32::MAX => 256 / lanes,
             _ => CHAIN_ROUNDS * 256 / lanes,
         };
-        wg += (m.n_out as u32).div_ceil(rows);
+        let n_wg = (m.n_out as u32).div_ceil(rows);
+        if published[i].is_some() {
+            p.hwgs += n_wg;
+        }
+        wg += n_wg;
     }
     Ok(wg)
 }

@@ -147,6 +147,11 @@ pub(crate) struct Params {
     pub(crate) hreset: u32,
     pub(crate) hreset_len: u32,
     pub(crate) hspin: u32,
+    /// Chained groups: the slot where producer workgroups count themselves done, and
+    /// how many there are.
+    pub(crate) hcount: u32,
+    pub(crate) hwgs: u32,
+    pub(crate) _p: [u32; 2],
     pub(crate) seg: [Seg; MAX_SEGS],
 }
 

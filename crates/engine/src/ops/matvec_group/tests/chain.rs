@@ -104,7 +104,7 @@ fn run(q4k: bool, subgroup: bool) {
     let bias = rand_vec(160, 256, 0.5);
     let bias_buf = h.f32_buf(&bias);
     let act_buf = h.f32_buf(&vec![0.0; len]);
-    let set_len = 96;
+    let set_len = 97; // 64 + 32 rows and the count
     let sets = h_sets(&h.gpu, 2 * set_len).unwrap();
     let segs: Vec<(&GpuMatrix, MatmulArgs)> = gm.iter().zip(margs.iter().copied()).collect();
     let node = |set: usize, reset: usize, unpublished: bool| {
