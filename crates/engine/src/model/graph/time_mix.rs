@@ -159,8 +159,8 @@ impl<'a> Blocks<'a> {
 
     /// Steps 4–8 of a one-token pass as one chained `matvec_group` dispatch
     /// (`att.lora1+rkv+lora2`, `ops::matvec_group::Chained`): the chains' first products
-    /// (first in the grid; they publish their outputs in layer `l`'s h set), r, k, v, then
-    /// the chains' second products, which read those outputs in the same dispatch. `None`
+    /// (first in the grid; they publish their outputs in layer `l`'s h set), the chains'
+    /// second products, which read those outputs in the same dispatch, then r, k, v. `None`
     /// where it does not apply: `RWKV_LORA2_CHAIN=0` (off by default on llvmpipe, whose
     /// threads run the consumers' polls and fallbacks slower than a dispatch of its own),
     /// fewer than 2 layers (a layer's
@@ -181,6 +181,17 @@ impl<'a> Blocks<'a> {
             let d = ch.first.n_out;
             segs.push((ch.first, mm(ch.x, c, ch.hidden, d, ch.act1, false, None)));
         }
+        // The consumers right after their producers in the grid: they start early and run
+        // beside r, k and v instead of after them.
+        let mut links = Vec::new();
+        for (i, ch) in chains.iter().enumerate() {
+            let d = ch.first.n_out;
+            links.push((i, segs.len()));
+            segs.push((
+                ch.second,
+                mm(ch.hidden, d, ch.out, c, ch.act2, false, ch.bias),
+            ));
+        }
         let lead = segs.len();
         segs.push((
             &ly.receptance,
@@ -191,20 +202,10 @@ impl<'a> Blocks<'a> {
             &ly.value,
             mm(self.mix(3), c, rg.v, c, Act::None, false, None),
         ));
-        let mut links = Vec::new();
-        for (i, ch) in chains.iter().enumerate() {
-            let d = ch.first.n_out;
-            links.push((i, segs.len()));
-            segs.push((
-                ch.second,
-                mm(ch.hidden, d, ch.out, c, ch.act2, false, ch.bias),
-            ));
-        }
         let mut mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
         mats.swap(0, lead);
-        let fits = segs
+        let fits = segs[chains.len()..lead]
             .iter()
-            .skip(lead + 3)
             .all(|(m, _)| m.dtype == crate::DType::F16 && m.n_in <= CHAIN_MAX_K && m.n_in % 8 == 0);
         if !fits || !groupable(&mats, self.cx.gpu.max_binding()) {
             return Ok(None);
