@@ -1,8 +1,6 @@
 // Several matrix × vector products in one dispatch (decode: the first products of the
 // four low-rank chains w, a, g, v with the LoRA first products of r, k, v; or the second
-// products of the chains; or r, k, v; or in a one-token pass the chains' first products,
-// r, k, v and the chains' second products, which read the first ones' outputs in the
-// same dispatch: matvec_group/chain.wgsl): up to 12 segments, each its own matrix, input,
+// products of the chains; or r, k, v): up to 8 segments, each its own matrix, input,
 // output, epilogue (scale, LoRA term, bias, activation). A matrix is read from one of
 // three sources (`src`): 0, the group's buffer in its first encoding (`mv_row` over
 // `mv_step`); 1, the same buffer in the second encoding (F16 beside F32: `mv_row2`);
@@ -20,13 +18,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
     let sg = p.seg[seg_of(wid.x)];
-    // Chained groups (matvec_group/chain.wgsl): workgroup 0 empties the next dispatch's h
-    // set; a consumer segment's workgroups read the h published in this one.
-    chain_reset(wid.x, li);
-    if (chain_consumer(sg)) {
-        chain_rows(sg, wid.x - sg.wg0, li);
-        return; // uniform: the workgroup's segment
-    }
     let t_count = d.n_tokens;
     let lane = li % LANES;
     let r = (wid.x - sg.wg0) * ROWS + li / LANES;
@@ -63,10 +54,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (lane == 0u && r < sg.n) {
         for (var j = 0u; j < nt; j++) {
             let idx = sg.y_off + (t0 + j) * sg.y_stride + r;
-            let v = finish(sum[j], r, sg);
-            y_store(idx, v);
-            chain_publish(sg, r, v);
+            y_store(idx, finish(sum[j], r, sg));
         }
     }
-    chain_done(sg, li);
 }

@@ -19,22 +19,17 @@ struct Seg {
     lora_h: u32,
     lora_stride: u32,
     lora_b: u32,
-    hp: u32,    // chained groups (matvec_group/chain.wgsl): u32 offset in `hs` where this
-                // producer publishes its rows, or H_NONE
-    hc: u32,    // a consumer: offset of the h it reads (its x, k values), or H_NONE
-    hseg: u32,  // a consumer: its producer's segment
+    _p0: u32,
+    _p1: u32,
+    _p2: u32,
 }
 
 struct Params {
     nseg: u32,
-    hreset: u32,     // chained groups: the set workgroup 0 empties, and its slots
-    hreset_len: u32,
-    hspin: u32,      // polls of an unpublished h value before an invocation makes it
-    hcount: u32,     // the slot where producer workgroups count themselves done
-    hwgs: u32,       // producer workgroups
     _p0: u32,
     _p1: u32,
-    seg: array<Seg, 12>,
+    _p2: u32,
+    seg: array<Seg, 8>,
 }
 
 @group(0) @binding(0) var<uniform> d: Dims;

@@ -22,6 +22,3 @@ fn mv_step3(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     }
     return out;
 }
-
-// The second buffer's 16 bytes at vec4 index i (a chained consumer's rows: matvec_group/chain.wgsl).
-fn wb4_at(i: u32) -> vec4<u32> { return wb4[i]; }

@@ -75,11 +75,6 @@ pub struct Tuning {
     /// LayerNorm + token shift (`shaders/matvec/ln_next.wgsl`, the default) or that block
     /// keeps its `ln_shift` dispatch (A/B runs).
     pub ln_next: bool,
-    /// `RWKV_LORA2_CHAIN=0|1`: whether a one-token pass without adapters runs the low-rank
-    /// chains' second products in the dispatch of their first products and r, k, v
-    /// (`ops::matvec_group::Chained`) or as their own `att.lora2` dispatch; `None`: chained
-    /// except on llvmpipe.
-    pub lora2_chain: Option<bool>,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
     pub state_parts: Option<usize>,
@@ -151,7 +146,6 @@ impl Default for Tuning {
             mv_q8_pair: true,
             ln_fuse: true,
             ln_next: true,
-            lora2_chain: None,
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
@@ -253,7 +247,6 @@ impl Tuning {
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             ln_fuse: flag("RWKV_LN_FUSE") != Some(false),
             ln_next: flag("RWKV_LN_NEXT") != Some(false),
-            lora2_chain: flag("RWKV_LORA2_CHAIN"),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
@@ -363,7 +356,6 @@ mod tests {
             mv_q8_pair: false,
             ln_fuse: false,
             ln_next: false,
-            lora2_chain: Some(false),
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),

@@ -418,28 +418,15 @@ impl GpuWeights {
             let v: Vec<u8> = bytemuck::cast_slice(&v).to_vec();
             up.bytes += v.len() as u64;
             let vecs = up.buffer(&format!("blk.{l}.vecs"), v.len(), Source::Owned(v));
-            // The low-rank chains' first and second products in one buffer: a decode step
-            // reads them all in one dispatch (with r, k, v: `ops::matvec_group::Chained`).
-            let mut chain = vec![&a.w1, &a.a1, &a.g1];
-            let n_firsts = if a.v1.is_some() && a.v2.is_some() {
-                4
-            } else {
-                3
-            };
-            if let (Some(v1), Some(_)) = (&a.v1, &a.v2) {
-                chain.push(v1);
+            // The low-rank chains' first and second products, each set in one buffer.
+            let mut firsts = vec![&a.w1, &a.a1, &a.g1];
+            let mut seconds = vec![&a.w2, &a.a2, &a.g2];
+            if let (Some(v1), Some(v2)) = (&a.v1, &a.v2) {
+                firsts.push(v1);
+                seconds.push(v2);
             }
-            chain.extend([&a.w2, &a.a2, &a.g2]);
-            if let (Some(_), Some(v2)) = (&a.v1, &a.v2) {
-                chain.push(v2);
-            }
-            let mut chain = up.group(&chain)?.into_iter();
-            let mut firsts = chain
-                .by_ref()
-                .take(n_firsts)
-                .collect::<Vec<_>>()
-                .into_iter();
-            let mut seconds = chain;
+            let mut firsts = up.group(&firsts)?.into_iter();
+            let mut seconds = up.group(&seconds)?.into_iter();
             let missing = || EngineError::Op {
                 op: "upload",
                 what: format!("block {l}: a matrix went missing while grouping"),

@@ -257,18 +257,7 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
             }),
         )),
         Variant::Group(_) => {
-            m.push((
-                "Params",
-                layout!(o::matvec_group::Params {
-                    nseg,
-                    hreset,
-                    hreset_len,
-                    hspin,
-                    hcount,
-                    hwgs,
-                    seg,
-                }),
-            ));
+            m.push(("Params", layout!(o::matvec_group::Params { nseg, seg })));
             m.push((
                 "Seg",
                 layout!(o::matvec_group::Seg {
@@ -289,9 +278,6 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
                     lora_h,
                     lora_stride,
                     lora_b,
-                    hp,
-                    hc,
-                    hseg,
                 }),
             ));
         }

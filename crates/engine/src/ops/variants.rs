@@ -239,25 +239,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     wide: false,
                     q8k: 0,
                     wide_q8: 0,
-                    chain_rounds: 0,
                 }));
-                // One token with the chains' second products in the same dispatch.
-                if one_token {
-                    out.push(Variant::Group(MatvecGroupSpec {
-                        dtype: d,
-                        lanes,
-                        row_sum,
-                        second,
-                        second_buffer,
-                        lora: false,
-                        one_token,
-                        unroll,
-                        wide: false,
-                        q8k: 0,
-                        wide_q8: 0,
-                        chain_rounds: 4,
-                    }));
-                }
             }
         }
         if d == DType::Q4_K {
@@ -273,26 +255,17 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide: true,
                 q8k: 0,
                 wide_q8: 0,
-                chain_rounds: 0,
             };
             // And with 8-bit x a chunk of 2,560 (r, k and v of a 2.9B model).
             out.push(Variant::Group(MatvecGroupSpec {
                 wide_q8: 2560,
                 ..wide.clone()
             }));
-            // And one token with 8-bit x (r, k and v of a 2.9B model), alone and chained.
+            // And one token with 8-bit x (r, k and v of a 2.9B model).
             out.push(Variant::Group(MatvecGroupSpec {
                 one_token: true,
                 wide: false,
                 q8k: 2560,
-                ..wide.clone()
-            }));
-            out.push(Variant::Group(MatvecGroupSpec {
-                one_token: true,
-                wide: false,
-                q8k: 2560,
-                second_buffer: true,
-                chain_rounds: 4,
                 ..wide.clone()
             }));
             out.push(Variant::Group(wide));
@@ -367,12 +340,10 @@ pub(crate) fn every_variant() -> Vec<Variant> {
                     ..m.clone()
                 }))
             }
-            Variant::Group(g) if !g.wide && g.q8k == 0 && g.chain_rounds == 0 => {
-                Some(Variant::Group(MatvecGroupSpec {
-                    lora: true,
-                    ..g.clone()
-                }))
-            }
+            Variant::Group(g) if !g.wide && g.q8k == 0 => Some(Variant::Group(MatvecGroupSpec {
+                lora: true,
+                ..g.clone()
+            })),
             _ => None,
         })
         .collect();

@@ -54,8 +54,6 @@ pub(super) struct Blocks<'a> {
     pub loras: Option<&'a ActiveLoras>,
     /// The products that make their own LoRA h in one-token passes (`hplan.rs`).
     pub hplan: Option<&'a HPlan>,
-    /// The chains' h sets: a set of `Regions::chain_set_len` slots a layer.
-    pub chain_sets: &'a wgpu::Buffer,
 }
 
 impl<'a> Blocks<'a> {

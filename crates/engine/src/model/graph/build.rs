@@ -11,7 +11,7 @@ use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
 use crate::model::lora::ActiveLoras;
 use crate::ops::matmul::{
-    coop_ksplit, h_sets, matmul, medium_plan, waves_plan, Act, MatmulArgs, MEDIUM_T, SMALL_T,
+    coop_ksplit, matmul, medium_plan, waves_plan, Act, MatmulArgs, MEDIUM_T, SMALL_T,
 };
 use crate::ops::{self, Count, Ctx, Dims, Node};
 
@@ -56,9 +56,6 @@ pub struct Graph {
     pub(crate) timing_skip: Vec<String>,
     /// The LoRA h sets of the one-token products that make their own (bound by them).
     h_sets: Option<wgpu::Buffer>,
-    /// The h sets of the low-rank chains' first products, read by their second products
-    /// in the same one-token dispatch (`ops::matvec_group::Chained`): a set a layer.
-    chain_sets: wgpu::Buffer,
 }
 
 impl Graph {
@@ -66,8 +63,7 @@ impl Graph {
     /// (and the LoRA h sets).
     pub fn bytes(&self) -> u64 {
         let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
-        let sets = self.chain_sets.size();
-        self.act.size() + self.state.bytes() + self.logits.size() + h_sets + sets
+        self.act.size() + self.state.bytes() + self.logits.size() + h_sets
     }
 
     /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
@@ -115,7 +111,6 @@ impl Graph {
             dims: &dims,
             lora: loras.map(|l| &l.b),
         };
-        let chain_sets = h_sets(gpu, cfg.n_layer * Regions::chain_set_len(&cfg))?;
         let hplan = match loras {
             Some(l) => HPlan::new(gpu, l, cfg.n_layer)?,
             None => None,
@@ -132,7 +127,6 @@ impl Graph {
             split_ok,
             loras,
             hplan: hplan.as_ref(),
-            chain_sets: &chain_sets,
         };
         let body = body_nodes(&blocks, wts)?;
         let head = head_nodes(&cx, wts, &regions, &act, &logits)?;
@@ -166,7 +160,6 @@ impl Graph {
             invariant: false,
             timing_skip: Vec::new(),
             h_sets: hplan.map(|p| p.sets),
-            chain_sets,
         })
     }
 }

@@ -106,12 +106,6 @@ impl Regions {
             .max(cfg.lora.gate_g)
     }
 
-    /// u32 slots of a layer's set of the chains' first-product outputs
-    /// (`ops::matvec_group::Chained`): the four chains' widths at most, and a count.
-    pub fn chain_set_len(cfg: &Rwkv7Config) -> usize {
-        4 * Regions::lora_width(cfg) + 1
-    }
-
     /// Slot `i` (0–2) of the adapters' `h`.
     pub fn adapter_slot(&self, i: usize, t_cap: usize) -> usize {
         self.adapter_h + i * t_cap * self.adapter_rank

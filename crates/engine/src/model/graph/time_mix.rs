@@ -5,15 +5,12 @@
 
 use super::blocks::{mm, Blocks};
 use super::group::{group_decode, one_token_instead, push_grouped, Member};
-use super::regions::Regions;
 use crate::adapter::LoraTarget;
 use crate::config::GN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{matmul_split, Act, LoraArgs, MatmulArgs};
-use crate::ops::matvec_group::{
-    groupable, matvec_group_chained, matvec_group_one_token, Chained, CHAIN_MAX_K,
-};
+use crate::ops::matvec_group::{groupable, matvec_group_one_token};
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
@@ -84,8 +81,11 @@ impl<'a> Blocks<'a> {
         )?;
         // 4: r, k, v (one `matvec_group` dispatch in a decode step).
         self.rkv(l, ly, &terms, body)?;
+        // One-token passes without adapters: the first products and r, k, v as one dispatch.
+        if !adapted {
+            self.fuse_lora1_rkv(l, ly, &chains, &mut body[lora1_at..])?;
+        }
         // 5–8, second products (another dispatch).
-        let lora2_at = body.len();
         let seconds = self.chain_products(l, v, &chains, true)?;
         push_grouped(
             self.cx,
@@ -97,11 +97,6 @@ impl<'a> Blocks<'a> {
             self.tiles(),
             body,
         )?;
-        // One-token passes without adapters: the first products, r, k, v and the second
-        // products as one dispatch (or the first two as one).
-        if !adapted {
-            self.fuse_lora1_rkv(l, ly, &chains, lora2_at - lora1_at, &mut body[lora1_at..])?;
-        }
         // 9–11: WKV.
         self.wkv(l, v, body)?;
         // 12: x += Wo o
@@ -115,22 +110,13 @@ impl<'a> Blocks<'a> {
     /// ([`groupable`]): a dispatch less a block. Passes of 2–8 tokens keep the two groups (r, k,
     /// v then take the 8-token kernel). H200, 2.9B Q4_K: `att.lora1` took ≈ 11 µs a block
     /// of GPU time for ≈ 300 rows.
-    ///
-    /// With the chains' second products too (`nodes[split..]`, `att.lora2`): where
-    /// [`Blocks::lora2_chained`] makes that dispatch, it takes the place of all of `nodes`.
     fn fuse_lora1_rkv(
         &self,
         l: usize,
         ly: &GpuLayer,
         chains: &[Chain<'_>],
-        split: usize,
         nodes: &mut [Node],
     ) -> Result<()> {
-        if let Some(fused) = self.lora2_chained(l, ly, chains)? {
-            one_token_instead(nodes, fused);
-            return Ok(());
-        }
-        let nodes = &mut nodes[..split];
         let (rg, c) = (&self.rg, self.cfg.n_embd);
         let mut segs: Vec<(&GpuMatrix, MatmulArgs)> = vec![
             (
@@ -155,76 +141,6 @@ impl<'a> Blocks<'a> {
             matvec_group_one_token(self.cx, "att.lora1+rkv", Some(l), &segs, &ly.vecs, self.act)?;
         one_token_instead(nodes, fused);
         Ok(())
-    }
-
-    /// Steps 4–8 of a one-token pass as one chained `matvec_group` dispatch
-    /// (`att.lora1+rkv+lora2`, `ops::matvec_group::Chained`): the chains' first products
-    /// (first in the grid; they publish their outputs in layer `l`'s h set), the chains'
-    /// second products, which read those outputs in the same dispatch, then r, k, v. `None`
-    /// where it does not apply: `RWKV_LORA2_CHAIN=0` (off by default on llvmpipe, whose
-    /// threads run the consumers' polls and fallbacks slower than a dispatch of its own),
-    /// fewer than 2 layers (a layer's
-    /// dispatch empties the next one's set), or matrices that do not group that way.
-    fn lora2_chained(&self, l: usize, ly: &GpuLayer, chains: &[Chain<'_>]) -> Result<Option<Node>> {
-        let (rg, c, n_layer) = (&self.rg, self.cfg.n_embd, self.cfg.n_layer);
-        let on = self
-            .cx
-            .gpu
-            .tuning
-            .lora2_chain
-            .unwrap_or(!self.cx.gpu.is_llvmpipe());
-        if !on || n_layer < 2 {
-            return Ok(None);
-        }
-        let mut segs: Vec<(&GpuMatrix, MatmulArgs)> = Vec::new();
-        for ch in chains {
-            let d = ch.first.n_out;
-            segs.push((ch.first, mm(ch.x, c, ch.hidden, d, ch.act1, false, None)));
-        }
-        // The consumers right after their producers in the grid: they start early and run
-        // beside r, k and v instead of after them.
-        let mut links = Vec::new();
-        for (i, ch) in chains.iter().enumerate() {
-            let d = ch.first.n_out;
-            links.push((i, segs.len()));
-            segs.push((
-                ch.second,
-                mm(ch.hidden, d, ch.out, c, ch.act2, false, ch.bias),
-            ));
-        }
-        let lead = segs.len();
-        segs.push((
-            &ly.receptance,
-            mm(self.mix(0), c, rg.r, c, Act::None, false, None),
-        ));
-        segs.push((&ly.key, mm(self.mix(2), c, rg.k, c, Act::None, false, None)));
-        segs.push((
-            &ly.value,
-            mm(self.mix(3), c, rg.v, c, Act::None, false, None),
-        ));
-        let mut mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
-        mats.swap(0, lead);
-        let fits = segs[chains.len()..lead]
-            .iter()
-            .all(|(m, _)| m.dtype == crate::DType::F16 && m.n_in <= CHAIN_MAX_K && m.n_in % 8 == 0);
-        if !fits || !groupable(&mats, self.cx.gpu.max_binding()) {
-            return Ok(None);
-        }
-        let len = Regions::chain_set_len(&self.cfg);
-        let chained = Chained {
-            links,
-            lead,
-            sets: self.chain_sets,
-            set: l * len,
-            reset: ((l + 1) % n_layer) * len,
-            len,
-            spin: self.cx.gpu.tuning.hprod_spin,
-            unpublished: false,
-        };
-        let name = "att.lora1+rkv+lora2";
-        let node =
-            matvec_group_chained(self.cx, name, Some(l), &segs, &chained, &ly.vecs, self.act)?;
-        Ok(Some(node))
     }
 
     /// Offset of lerp output `i` (`xr, xw, xk, xv, xa, xg`).

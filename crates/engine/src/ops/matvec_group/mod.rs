@@ -14,11 +14,8 @@ use crate::ops::matmul::{
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, COMMON};
 use crate::DType;
 
-mod chain;
-pub use chain::{Chained, CHAIN_MAX_K, CHAIN_ROUNDS};
-
 /// Segments one dispatch takes.
-pub const MAX_SEGS: usize = 12;
+pub const MAX_SEGS: usize = 8;
 
 /// The `matvec_group` kernel: the group's buffer in `dtype`, with F32 beside F16 (or F16
 /// beside F32) matrices in it (`second`), with a second buffer of F16 matrices
@@ -43,9 +40,6 @@ pub struct MatvecGroupSpec {
     /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x a chunk of this many values
     /// at a time (`shaders/matvec/q4_k_q8_wide_step.wgsl`), as `MatvecSpec::wide_q8`.
     pub wide_q8: u32,
-    /// Not 0: a one-token group with chained segments (`chain.rs`,
-    /// `shaders/matvec_group/chain.wgsl`), its consumers' rounds of rows a workgroup.
-    pub chain_rounds: u32,
 }
 
 impl KernelSpec for MatvecGroupSpec {
@@ -68,8 +62,7 @@ impl KernelSpec for MatvecGroupSpec {
         let mut w = Wgsl::new()
             .u32("LANES", self.lanes)
             .flag("NT1", self.one_token)
-            .u32("UNR", self.unroll)
-            .u32("CR", self.chain_rounds.max(1));
+            .u32("UNR", self.unroll);
         if self.q8k != 0 {
             w = w.u32("Q8K", self.q8k);
         }
@@ -96,10 +89,6 @@ impl KernelSpec for MatvecGroupSpec {
             .file(third)
             .file(shader!("matvec_group/rows.wgsl"))
             .file(shader!("matvec_group/head.wgsl"))
-            .file(match self.chain_rounds {
-                0 => shader!("matvec_group/chain_none.wgsl"),
-                _ => shader!("matvec_group/chain.wgsl"),
-            })
             .file(match self.lora {
                 true => shader!("matvec/lora.wgsl"),
                 false => shader!("matvec/lora_off.wgsl"),
@@ -130,11 +119,7 @@ pub(crate) struct Seg {
     pub(crate) lora_h: u32,
     pub(crate) lora_stride: u32,
     pub(crate) lora_b: u32,
-    /// Chained groups (`chain.rs`): where a producer publishes, where a consumer reads
-    /// (u32 offsets in the h sets; `u32::MAX`: neither), the consumer's producer.
-    pub(crate) hp: u32,
-    pub(crate) hc: u32,
-    pub(crate) hseg: u32,
+    pub(crate) _p: [u32; 3],
 }
 
 /// Mirrors `Params` of `shaders/matvec_group.wgsl`.
@@ -142,16 +127,7 @@ pub(crate) struct Seg {
 #[derive(Debug, Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
 pub(crate) struct Params {
     pub(crate) nseg: u32,
-    /// Chained groups: the h set workgroup 0 empties, its slots, the polls before an
-    /// invocation makes an unpublished value itself.
-    pub(crate) hreset: u32,
-    pub(crate) hreset_len: u32,
-    pub(crate) hspin: u32,
-    /// Chained groups: the slot where producer workgroups count themselves done, and
-    /// how many there are.
-    pub(crate) hcount: u32,
-    pub(crate) hwgs: u32,
-    pub(crate) _p: [u32; 2],
+    pub(crate) _p: [u32; 3],
     pub(crate) seg: [Seg; MAX_SEGS],
 }
 
@@ -235,9 +211,7 @@ fn segment<'c>(
         lora_h: lora[1],
         lora_stride: lora[2],
         lora_b: lora[3],
-        hp: u32::MAX,
-        hc: u32::MAX,
-        hseg: 0,
+        _p: [0; 3],
     };
     Ok((sg, buf))
 }
@@ -256,7 +230,7 @@ pub fn matvec_group(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    group_node(cx, op, layer, segs, vecs, act, false, None)
+    group_node(cx, op, layer, segs, vecs, act, false)
 }
 
 /// The one-token kernel of [`matvec_group`] alone (its small variant, without the 2–8-token
@@ -269,27 +243,9 @@ pub fn matvec_group_one_token(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    group_node(cx, op, layer, segs, vecs, act, true, None)
+    group_node(cx, op, layer, segs, vecs, act, true)
 }
 
-/// [`matvec_group_one_token`] whose consumers of `chained.links` read their producers'
-/// outputs in the same dispatch ([`chain`]): the producers first, the consumers last.
-///
-/// Errors: as [`matvec_group`], a LoRA term, and as `chain::chain_table`.
-#[allow(clippy::too_many_arguments)]
-pub fn matvec_group_chained(
-    cx: &Ctx,
-    op: &'static str,
-    layer: Option<usize>,
-    segs: &[(&GpuMatrix, MatmulArgs)],
-    chained: &Chained,
-    vecs: &wgpu::Buffer,
-    act: &wgpu::Buffer,
-) -> Result<Node> {
-    group_node(cx, op, layer, segs, vecs, act, true, Some(chained))
-}
-
-#[allow(clippy::too_many_arguments)]
 fn group_node(
     cx: &Ctx,
     op: &'static str,
@@ -298,18 +254,12 @@ fn group_node(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
     one_token_only: bool,
-    chained: Option<&Chained>,
 ) -> Result<Node> {
-    // The segment whose buffer and encoding are the group's first (`Chained::lead`: the
-    // chained producers come first in the grid, r, k, v's encoding leads).
-    let lead = chained.map_or(0, |c| c.lead);
-    let Some((first, _)) = segs.get(lead) else {
+    let Some((first, _)) = segs.first() else {
         return Err(op_err(op, "a group needs a matrix"));
     };
     let mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
-    let mut led = mats.clone();
-    led.swap(0, lead);
-    if !groupable(&led, u64::MAX) {
+    if !groupable(&mats, u64::MAX) {
         return Err(op_err(
             op,
             format!(
@@ -351,19 +301,9 @@ fn group_node(
         .tuning
         .mv_lanes
         .unwrap_or_else(|| mv_lanes(steps, rows_max));
-    match chained {
-        Some(ch) => {
-            if lora_buf.is_some() {
-                return Err(op_err(op, "a chained group takes no LoRA term"));
-            }
-            wg = chain::chain_table(op, &mut p, &mats, ch, lanes)?;
-        }
-        None => {
-            for (i, (m, _)) in segs.iter().enumerate() {
-                p.seg[i].wg0 = wg;
-                wg += (m.n_out as u32).div_ceil(256 / lanes);
-            }
-        }
+    for (i, (m, _)) in segs.iter().enumerate() {
+        p.seg[i].wg0 = wg;
+        wg += (m.n_out as u32).div_ceil(256 / lanes);
     }
     // The 8-token variant's table: twice the rows a workgroup of `lanes` lanes a row.
     let wide_table = |lanes: u32| {
@@ -387,7 +327,6 @@ fn group_node(
         wide: false,
         q8k: 0,
         wide_q8: 0,
-        chain_rounds: chained.map_or(0, |_| chain::CHAIN_ROUNDS),
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -402,9 +341,6 @@ fn group_node(
     if let Some(b) = lora_buf {
         spec.lora = true;
         res.push((7, b.as_entire_binding()));
-    }
-    if let Some(ch) = chained {
-        res.push((9, ch.sets.as_entire_binding()));
     }
     let grid = Grid::Tiles {
         x: wg,

@@ -268,5 +268,4 @@ fn refuses_what_it_cannot_group() {
 
 /// Q4_K matrices with F16 ones of a second buffer in one group (the one-token
 /// `att.lora1+rkv` dispatch: r, k, v beside the low-rank chains' first products).
-mod chain;
 mod mixed;
