@@ -75,9 +75,6 @@ pub struct Tuning {
     /// LayerNorm + token shift (`shaders/matvec/ln_next.wgsl`, the default) or that block
     /// keeps its `ln_shift` dispatch (A/B runs).
     pub ln_next: bool,
-    /// `RWKV_HEAD_Q8=0|1`: whether the one-token head (the logits' product) takes 8-bit x
-    /// like the other Q4_K / Q6_K products (measurement runs; off: f32 x).
-    pub head_q8: bool,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
     pub state_parts: Option<usize>,
@@ -149,7 +146,6 @@ impl Default for Tuning {
             mv_q8_pair: true,
             ln_fuse: true,
             ln_next: true,
-            head_q8: false,
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
@@ -251,7 +247,6 @@ impl Tuning {
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             ln_fuse: flag("RWKV_LN_FUSE") != Some(false),
             ln_next: flag("RWKV_LN_NEXT") != Some(false),
-            head_q8: flag("RWKV_HEAD_Q8") == Some(true),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
@@ -361,7 +356,6 @@ mod tests {
             mv_q8_pair: false,
             ln_fuse: false,
             ln_next: false,
-            head_q8: false,
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),

@@ -16,7 +16,7 @@ use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
 pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, spec: &MatvecSpec) -> bool {
     matches!(m.dtype, DType::Q4_K | DType::Q6_K)
         && spec.lora == MatvecLora::None
-        && (!spec.logits || cx.gpu.tuning.head_q8)
+        && !spec.logits
         && q8_depth_fits(cx, m.n_in)
 }
 
