@@ -323,6 +323,7 @@ mod tests {
             ("RWKV_MV_ROWS", "2"),
             ("RWKV_MV_Q8_PAIR", "0"),
             ("RWKV_LN_FUSE", "0"),
+            ("RWKV_LN_NEXT", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),

@@ -161,9 +161,10 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 }
             }
             // The ends of a fused LayerNorm + token shift: the key's prologue (shuffles:
-            // kernels on subgroups) and the value's save of the shift state.
-            for ln in [LnEnd::In, LnEnd::Out] {
-                if ln == LnEnd::In && row_sum == RowSum::Tree {
+            // kernels on subgroups), the value's save of the shift state, and the value
+            // that opens the next block (its tail's sums: shuffles), with or without a save.
+            for ln in [LnEnd::In, LnEnd::Out, LnEnd::Next, LnEnd::NextOnly] {
+                if ln != LnEnd::Out && row_sum == RowSum::Tree {
                     continue;
                 }
                 let q8k = if ln == LnEnd::In { 2560 } else { 10240 };

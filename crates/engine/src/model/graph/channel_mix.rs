@@ -40,12 +40,85 @@ impl<'a> Blocks<'a> {
         let value_at = body.len();
         let value_adapted = self.ffn_value(l, ly, body)?;
         // One-token passes without adapters: 13–15 inside the key and the value.
+        let next = next.filter(|_| ln_next_fits(self.cx, &ly.ffn_value));
         if !key_adapted && !value_adapted && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value) {
             let (key_nodes, value_nodes) = body[ln_at..].split_at_mut(value_at - ln_at);
-            let next = next.filter(|_| ln_next_fits(self.cx, &ly.ffn_value));
             return self.fuse_ln(l, ly, state, next, key_nodes, value_nodes);
         }
-        Ok(false)
+        // Keys without 8-bit x keep their `ln_shift`; the value can still open the next
+        // block (its adapters aside).
+        match next {
+            Some(n) if !value_adapted => self.value_opens_next(l, ly, n, &mut body[value_at..]),
+            _ => Ok(false),
+        }
+    }
+
+    /// One-token passes run block `l`'s value (`value_nodes`: what step 17 pushed) with the
+    /// next block's time-mix LayerNorm + token shift in its last workgroups
+    /// ([`LnEnd::NextOnly`]), the channel mix's own LayerNorm left to its `ln_shift`:
+    /// returns whether it does (then the next block's `ln_shift` dispatches nothing).
+    fn value_opens_next(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+        next: &GpuLayer,
+        value_nodes: &mut [Node],
+    ) -> Result<bool> {
+        let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
+        let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
+        // Only the metadata and eps of `ln` are read (`NextOnly` saves no state).
+        let (buffer, state_off, slot_len) = self.layer_state(l, 0);
+        let ln = LnFuse {
+            meta: self.meta,
+            state: buffer,
+            state_off,
+            slot_len,
+            ln_w: 0,
+            ln_b: 0,
+            mix: 0,
+            eps: LN_EPS,
+            stats: rg.ln_stats,
+        };
+        let nx = self.ln_next(l, next);
+        if !ln.aligned() || !nx.aligned() {
+            return Ok(false);
+        }
+        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let m = &ly.ffn_value;
+        let end = LnEnd::NextOnly;
+        let value = matvec_ln(
+            cx,
+            "ffn.value",
+            Some(l),
+            m,
+            v,
+            act,
+            &va,
+            &ln,
+            end,
+            Some(&nx),
+        )?;
+        one_token_instead(value_nodes, value);
+        Ok(true)
+    }
+
+    /// Where block `l`'s value writes the time-mix LayerNorm + token shift of `next`
+    /// (block `l + 1`): its `ln1`, six mixes and shift state (which opens its state).
+    fn ln_next<'n>(&'n self, l: usize, next: &'n GpuLayer) -> LnNext<'n> {
+        let c = self.cfg.n_embd;
+        let (state, state_off, slot_len) = self.layer_state(l + 1, 0);
+        LnNext {
+            vecs: &next.vecs,
+            ln_w: LayerVecs::LN1 * c,
+            ln_b: LayerVecs::LN1 * c + c,
+            mix: LayerVecs::MIX * c,
+            state,
+            state_off,
+            slot_len,
+            out: self.rg.mix,
+            out_stride: self.t_cap * c,
+            done: self.rg.ln_done,
+        }
     }
 
     /// One-token passes run the LayerNorm + token shift of steps 13–15 inside the key and
@@ -97,21 +170,7 @@ impl<'a> Blocks<'a> {
         )?;
         let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
         // The next block's steps 1–3 (the time mix's shift state opens its state).
-        let nx = next.map(|n| {
-            let (state, state_off, slot_len) = self.layer_state(l + 1, 0);
-            LnNext {
-                vecs: &n.vecs,
-                ln_w: LayerVecs::LN1 * c,
-                ln_b: LayerVecs::LN1 * c + c,
-                mix: LayerVecs::MIX * c,
-                state,
-                state_off,
-                slot_len,
-                out: rg.mix,
-                out_stride: self.t_cap * c,
-                done: rg.ln_done,
-            }
-        });
+        let nx = next.map(|n| self.ln_next(l, n));
         let end = match nx {
             Some(_) => LnEnd::Next,
             None => LnEnd::Out,

@@ -152,9 +152,13 @@ pub enum LnEnd {
     /// It adds to the residual and saves the LayerNorm of the residual before the add as
     /// the new shift state (`shaders/matvec/ln_save.wgsl`).
     Out,
-    /// As `Out`, and its last workgroup then runs the next block's time-mix LayerNorm +
+    /// As `Out`, and its last workgroups then run the next block's time-mix LayerNorm +
     /// token shift of the new residual (`shaders/matvec/ln_next.wgsl`; bindings 12–14).
     Next,
+    /// A residual add whose last workgroups run the next block's time-mix LayerNorm +
+    /// token shift, with no shift state of its own to save (a channel mix whose LayerNorm
+    /// keeps its `ln_shift` dispatch: keys without 8-bit x, such as F16 ones).
+    NextOnly,
 }
 
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
@@ -289,6 +293,16 @@ impl KernelSpec for MatvecSpec {
             LnEnd::None => (
                 prologue,
                 format!("{}{none}", shader!("matvec/ln_none.wgsl")),
+            ),
+            LnEnd::NextOnly => (
+                prologue,
+                format!(
+                    "{}{}{}{}",
+                    shader!("matvec/ln_none.wgsl"),
+                    shader!("matvec/ln_meta.wgsl"),
+                    shader!("seq_meta.wgsl"),
+                    shader!("matvec/ln_next.wgsl")
+                ),
             ),
             LnEnd::In => (
                 shader!("matvec/q8_put_sg.wgsl").to_string(),

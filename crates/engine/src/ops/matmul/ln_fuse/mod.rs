@@ -69,7 +69,7 @@ pub struct LnNext<'a> {
 
 impl LnNext<'_> {
     /// Whether every offset the tail reads or writes as vec4s is a multiple of 4.
-    fn aligned(&self) -> bool {
+    pub fn aligned(&self) -> bool {
         [
             self.ln_w,
             self.ln_b,
@@ -167,12 +167,15 @@ fn shuffles(cx: &Ctx) -> bool {
 /// LayerNorm + token shift `ln`: [`LnEnd::In`], x is the residual row at `a.x_off`
 /// (`[C]`, C = K) and the product reads `xn + (prev − xn) · mix` of it (8-bit); or
 /// [`LnEnd::Out`], a residual add (`a.accumulate`) that saves the residual's LayerNorm as
-/// the shift state; or [`LnEnd::Next`], `Out` whose last workgroup then runs `next` (the
-/// next block's time-mix LayerNorm + token shift of the new residual). Run it only for
-/// passes of one token, the `In` node before the `Out`.
+/// the shift state; or [`LnEnd::Next`], `Out` whose last workgroups then run `next` (the
+/// next block's time-mix LayerNorm + token shift of the new residual); or
+/// [`LnEnd::NextOnly`], that without the save (`ln`'s metadata and eps only: the channel
+/// mix's LayerNorm has its own dispatch). Run it only for passes of one token, the `In`
+/// node before the `Out`.
 ///
 /// Errors: `In` without 8-bit x on shuffles ([`ln_fuse_fits`]) or with a residual add;
-/// `Out` / `Next` without one (or adding before the activation); `Next` without `next`
+/// `Out` / `Next` / `NextOnly` without one (or adding before the activation); `Next` /
+/// `NextOnly` without `next`
 /// or its residual not a whole row `[C]` (`row0` 0, C a multiple of 4); a LoRA term;
 /// gathered rows; offsets of x, of the statistics or of `next`'s vectors, state and
 /// outputs not multiples of 4; as [`Ctx::node_at`].
@@ -195,7 +198,7 @@ pub fn matvec_ln(
     let bad = match (end, next) {
         (LnEnd::In, None) => !q8 || a.accumulate || m.row0 != 0,
         (LnEnd::Out, None) => !a.accumulate || a.add_before_act,
-        (LnEnd::Next, Some(nx)) => {
+        (LnEnd::Next | LnEnd::NextOnly, Some(nx)) => {
             let tail = tail_wgs(cx, m.n_out).is_some_and(|k| k <= x);
             !a.accumulate || a.add_before_act || !whole || !nx.aligned() || !shuffles(cx) || !tail
         }
@@ -247,8 +250,10 @@ pub fn matvec_ln(
         (4, act.as_entire_binding()),
         (5, m.binding()),
         (9, ln.meta.as_entire_binding()),
-        (10, ln.state.as_entire_binding()),
     ];
+    if end != LnEnd::NextOnly {
+        res.push((10, ln.state.as_entire_binding()));
+    }
     if end == LnEnd::In {
         res.push((11, vecs.as_entire_binding()));
     }
