@@ -7,7 +7,7 @@
 // `mv_prologue`: 8-bit x in workgroup memory (q4_k_q8_x.wgsl), made from a LayerNorm +
 // token shift of the residual first (q8_x_ln.wgsl), or nothing; `ln_save`: the new shift
 // state from the residual before its add (ln_save.wgsl) or nothing (ln_none.wgsl);
-// `mv_epilogue`: the next block's LayerNorm + token shift in the dispatch's last workgroup
+// `mv_epilogue`: the next block's LayerNorm + token shift in the dispatch's last workgroups
 // (ln_next.wgsl) or nothing (epilogue_none.wgsl).
 // `Params`, `p` and
 // `finish`: product/; `act` is seen as vec4s, the weights also as `w4`.
@@ -89,6 +89,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
     // After the rows: nothing, or the next block's LayerNorm + token shift in the last
-    // workgroup (matvec/ln_next.wgsl).
+    // workgroups (matvec/ln_next.wgsl).
     mv_epilogue(li);
 }

@@ -1,5 +1,6 @@
 // The epilogue of the channel-mix value that also opens the next block (`LnEnd::Next`,
-// after matvec/ln_save.wgsl): once every workgroup has added its rows to the residual,
+// after matvec/ln_save.wgsl; `LnEnd::NextOnly`, after matvec/ln_none.wgsl and
+// matvec/ln_meta.wgsl): once every workgroup has added its rows to the residual,
 // the dispatch's last p.nx_tail workgroups to finish run the next block's time-mix
 // LayerNorm + token shift (RWKV_x070's steps 1–3) for the pass's one token, in place of
 // that block's `ln_shift` dispatch, each a slice of 256 vec4s (one a thread):

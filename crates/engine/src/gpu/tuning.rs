@@ -70,10 +70,10 @@ pub struct Tuning {
     /// token shift inside the key's and the value's products (`ops::matmul::ln_fuse`, the
     /// default where they take 8-bit x) or as its own `ln_shift` dispatch (A/B runs).
     pub ln_fuse: bool,
-    /// `RWKV_LN_NEXT=0|1`: whether, where the channel mix's LayerNorm is fused
-    /// (`ln_fuse`), its value's last workgroup also runs the next block's time-mix
-    /// LayerNorm + token shift (`shaders/matvec/ln_next.wgsl`, the default) or that block
-    /// keeps its `ln_shift` dispatch (A/B runs).
+    /// `RWKV_LN_NEXT=0|1`: whether a one-token pass's channel-mix value (without
+    /// adapters) has its last workgroups run the next block's time-mix LayerNorm + token
+    /// shift (`shaders/matvec/ln_next.wgsl`, the default) or that block keeps its
+    /// `ln_shift` dispatch (A/B runs).
     pub ln_next: bool,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).

@@ -2,7 +2,7 @@
 //! LoRA terms of the active adapters on its key and value (`lora.rs`). The same split as
 //! llama.cpp's `build_rwkv7_channel_mix`; one-token passes without adapters fold steps
 //! 13–15 into the key and the value (`fuse_ln`), and the next block's steps 1–3 into the
-//! value's last workgroup.
+//! value's last workgroups (with or without that fusion: `value_opens_next`).
 
 use super::blocks::{mm, Blocks};
 use super::group::one_token_instead;
@@ -126,8 +126,8 @@ impl<'a> Blocks<'a> {
     /// prologue, in place of what `key_nodes` (the `ln_shift` and the key's) dispatch; the
     /// value's, which also saves the shift state (at `state` of the layer's state), in
     /// place of `value_nodes`'. A dispatch less a block. With `next` (the next block) the
-    /// value's last workgroup also runs that block's time-mix LayerNorm + token shift
-    /// (`LnEnd::Next`): returns whether it does.
+    /// value's last workgroups also run that block's time-mix LayerNorm + token shift
+    /// (`LnEnd::Next`): returns whether they do.
     fn fuse_ln(
         &self,
         l: usize,

@@ -237,8 +237,8 @@ pub struct MatvecSpec {
     pub wide_q8: u32,
     /// A one-token kernel at an end of a fused LayerNorm + token shift (its params then
     /// `shaders/matvec/params_ln.wgsl`; the token metadata and the state at bindings 9, 10;
-    /// with `Next` the next block's vectors, state part and the activations as counters at
-    /// 12–14).
+    /// with `Next` / `NextOnly` the next block's vectors, state part and the activations as
+    /// counters at 12–14; `NextOnly` binds no state at 10).
     pub ln: LnEnd,
 }
 
@@ -286,8 +286,8 @@ impl KernelSpec for MatvecSpec {
         let (step, prologue) =
             step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
         // The ends of a fused LayerNorm: the prologue that makes x (with the shuffle
-        // quantizer), or the shift state's save after the usual prologue.
-        // After the rows, the next block's LayerNorm (`Next`) or nothing.
+        // quantizer), or the shift state's save after the usual prologue; after the rows,
+        // the next block's LayerNorm (`Next`, `NextOnly`) or nothing.
         let none = shader!("matvec/epilogue_none.wgsl");
         let (prologue, ln) = match self.ln {
             LnEnd::None => (

@@ -11,12 +11,13 @@
 //! with the (mean, rstd) the key's first workgroup left in the activations. A dispatch a
 //! block less: an H200 spent 6.8 µs of wall time a dispatch on `ln_shift` (2.9B).
 //!
-//! The value can also open the next block ([`LnEnd::Next`], [`LnNext`]): the workgroup that
-//! finishes last (a counter in the activations, behind device-scope fences) runs that
+//! The value can also open the next block ([`LnEnd::Next`], [`LnNext`]): the workgroups
+//! that finish last (a counter in the activations, behind device-scope fences) run that
 //! block's time-mix LayerNorm + token shift (steps 1–3: the six lerps and its shift state)
 //! over the whole new residual (`shaders/matvec/ln_next.wgsl`), in place of its `ln_shift`
 //! dispatch: C / 1024 workgroups' tail instead of a dispatch of as many (H200, 2.9B: 7–10
-//! µs of wall time each).
+//! µs of wall time each). Where the channel mix keeps its own `ln_shift` (keys without
+//! 8-bit x), the value does that alone ([`LnEnd::NextOnly`]).
 
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
@@ -44,8 +45,8 @@ pub struct LnFuse<'a> {
     pub stats: usize,
 }
 
-/// The next block's time-mix LayerNorm + token shift, run by the value's last workgroup
-/// ([`LnEnd::Next`]).
+/// The next block's time-mix LayerNorm + token shift, run by the value's last workgroups
+/// ([`LnEnd::Next`], [`LnEnd::NextOnly`]).
 pub struct LnNext<'a> {
     /// The next block's vectors, and in them (f32 offsets) its `ln1` weight and bias
     /// (`[C]` each) and the six lerps' mixes (`[6, C]`).
@@ -142,10 +143,11 @@ pub fn ln_fuse_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
         && value.row0 == 0
 }
 
-/// Whether a one-token `value` (`[C, F]`) can open the next block ([`LnEnd::Next`]): on
-/// (`RWKV_LN_NEXT`) and [`tail_wgs`] has workgroups for its C.
+/// Whether a one-token `value` (`[C, F]`) can open the next block ([`LnEnd::Next`],
+/// [`LnEnd::NextOnly`]): on (`RWKV_LN_NEXT`), subgroups of at least 8 (the tail's row
+/// statistics are shuffles within runs of 8), and [`tail_wgs`] has workgroups for its C.
 pub fn ln_next_fits(cx: &Ctx, value: &GpuMatrix) -> bool {
-    cx.gpu.tuning.ln_next && tail_wgs(cx, value.n_out).is_some()
+    cx.gpu.tuning.ln_next && shuffles(cx) && tail_wgs(cx, value.n_out).is_some()
 }
 
 /// The workgroups of the value's last that run the next block's LayerNorm + token shift

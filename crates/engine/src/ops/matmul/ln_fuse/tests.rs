@@ -233,7 +233,7 @@ fn run(h: &Harness, value_dtype: DType) {
 }
 
 /// The value that opens the next block (`LnEnd::Next`), run twice: each run adds `Wv h`
-/// to the residual, saves this block's shift state, and its last workgroup writes the
+/// to the residual, saves this block's shift state, and its last workgroups write the
 /// next block's six lerps of the new residual's LayerNorm with that block's shift state
 /// (a second state buffer, slot 2 of 3) and saves it there; the second run's lerps use
 /// the first run's save, so a counter not back to 0 (no tail, or a tail before every
@@ -422,4 +422,15 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         );
         prev = xn;
     }
+}
+
+/// Without subgroups (the tail's statistics are shuffles) no value opens the next block:
+/// the graph keeps the next block's `ln_shift` rather than ask for a kernel it cannot make.
+#[test]
+fn no_next_block_without_subgroups() {
+    let mut plain = (*gpu()).clone();
+    plain.features.subgroup = false;
+    let h = Harness::with_gpu(Dims::default(), std::sync::Arc::new(plain));
+    let (value, _) = encode(DType::F16, &rand_vec(22, C * F, 0.3), C, F, &h);
+    assert!(!ln_next_fits(&h.ctx(), &value));
 }
