@@ -16,8 +16,8 @@
 // the next block's vectors and state first, wait (one invocation polling, bounded) until
 // every workgroup has taken one (the last ticket waits for none), fence again (acquire)
 // so that every row is visible to their loads, and each takes the row statistics over
-// the whole row (the same order in each: the same bits), as ln_shift does (Σ e, Σ e² of
-// e = x − x[0]; its sum's order differs, ≈ 1e-7 relative). Each then counts once more;
+// the whole row (`ln_row_stats`, matvec/ln_row_stats.wgsl: the same bits in each; ln_shift's
+// sum's order differs, ≈ 1e-7 relative). Each then counts once more;
 // the last of them puts the counter back to 0. A waiting workgroup only waits for fewer
 // than p.nx_tail others, all of which can run (every other workgroup of the grid is done);
 // the host gives llvmpipe, whose few threads run workgroups to completion, a tail of one.
@@ -32,7 +32,6 @@
 const NX_SPIN: u32 = 1048576u;
 
 var<workgroup> nx_ticket: u32;
-var<workgroup> nx_part: array<vec2<f32>, 32>; // Σ e, Σ e² of each run of 8 invocations
 
 fn mv_epilogue(li: u32) {
     let p = &g.seg[gs];
@@ -72,27 +71,9 @@ fn mv_epilogue(li: u32) {
     }
     storageBarrier(); // every other workgroup's rows
     let x0 = p.y_off / 4u;
-    let k0 = act[x0].x;
-    let one = vec4<f32>(1.0);
-    var a = vec2<f32>(0.0);
-    for (var j = li; j < c4; j += 256u) {
-        let e = act[x0 + j] - k0;
-        a += vec2<f32>(dot(e, one), dot(e, e));
-    }
-    a += subgroupShuffleXor(a, 1u);
-    a += subgroupShuffleXor(a, 2u);
-    a += subgroupShuffleXor(a, 4u);
-    if ((li & 7u) == 0u) {
-        nx_part[li / 8u] = a;
-    }
-    workgroupBarrier();
-    var s = vec2<f32>(0.0);
-    for (var j = 0u; j < 32u; j++) {
-        s += nx_part[j];
-    }
-    s /= f32(p.n);
-    let mean = k0 + s.x;
-    let rstd = inverseSqrt(max(s.y - s.x * s.x, 0.0) + p.ln_eps);
+    let st = ln_row_stats(x0, p.n, p.ln_eps, li);
+    let mean = st.x;
+    let rstd = st.y;
     if (live) {
         let xn = (act[x0 + i] - mean) * rstd * lw + lb;
         let dx = prev - xn;

@@ -4,9 +4,8 @@
 //   xn = LayerNorm(x) (weight p.ln_w, bias p.ln_b, eps as torch; x: the residual row at
 //        x0, vec4 index, k values)
 //   x' = xn + (prev − xn) · mix    (prev: the shift state of the token's slot; mix at p.ln_mix)
-// Every workgroup computes the row's statistics itself (one load of the row, shuffles
-// within runs of 8 invocations, 32 partial sums through workgroup memory: the same
-// order in every workgroup, so the same bits), and the dispatch's first workgroup
+// Every workgroup computes the row's statistics itself (`ln_row_stats`,
+// matvec/ln_row_stats.wgsl: the same bits in every workgroup), and the dispatch's first workgroup
 // writes (mean, rstd) at act f32 offset p.ln_stats for the product after it that saves
 // the new shift state (matvec/ln_save.wgsl). The shift state itself is only read here:
 // other workgroups of this dispatch read it too. The LayerNorm's vectors, the mix and the
@@ -19,37 +18,15 @@
 @group(0) @binding(10) var<storage, read> lstate4: array<vec4<f32>>;  // [slots, slot_len / 4]
 @group(0) @binding(11) var<storage, read> vecs4: array<vec4<f32>>;    // `vecs` as vec4s
 
-var<workgroup> lnp: array<vec2<f32>, 32>; // Σ e, Σ e² of each run of 8 invocations
-
 // Whether this workgroup is the dispatch's first (set by `main`).
 var<private> mv_first_wg: bool;
 
 fn mv_prologue(x0: u32, k: u32, li: u32) {
     let p = &g.seg[gs];
     let n4 = k / 4u;
-    // Σ e and Σ e² of e = x − x[0] (a value of the row, so that E[e²] − E[e]² does not
-    // cancel), as ln_shift does.
-    let k0 = act[x0].x;
-    let one = vec4<f32>(1.0);
-    var a = vec2<f32>(0.0);
-    for (var i = li; i < n4; i += 256u) {
-        let e = act[x0 + i] - k0;
-        a += vec2<f32>(dot(e, one), dot(e, e));
-    }
-    a += subgroupShuffleXor(a, 1u);
-    a += subgroupShuffleXor(a, 2u);
-    a += subgroupShuffleXor(a, 4u);
-    if ((li & 7u) == 0u) {
-        lnp[li / 8u] = a;
-    }
-    workgroupBarrier();
-    var s = vec2<f32>(0.0);
-    for (var j = 0u; j < 32u; j++) {
-        s += lnp[j];
-    }
-    s /= f32(k);
-    let mean = k0 + s.x;
-    let rstd = inverseSqrt(max(s.y - s.x * s.x, 0.0) + p.ln_eps);
+    let st = ln_row_stats(x0, k, p.ln_eps, li);
+    let mean = st.x;
+    let rstd = st.y;
     if (mv_first_wg && li == 0u) {
         act[p.ln_stats / 4u] = vec4<f32>(mean, rstd, 0.0, 0.0);
     }

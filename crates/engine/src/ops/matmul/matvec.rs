@@ -297,18 +297,20 @@ impl KernelSpec for MatvecSpec {
             LnEnd::NextOnly => (
                 prologue,
                 format!(
-                    "{}{}{}{}",
+                    "{}{}{}{}{}",
                     shader!("matvec/ln_none.wgsl"),
                     shader!("matvec/ln_meta.wgsl"),
                     shader!("seq_meta.wgsl"),
+                    shader!("matvec/ln_row_stats.wgsl"),
                     shader!("matvec/ln_next.wgsl")
                 ),
             ),
             LnEnd::In => (
                 shader!("matvec/q8_put_sg.wgsl").to_string(),
                 format!(
-                    "{}{}{none}",
+                    "{}{}{}{none}",
                     shader!("seq_meta.wgsl"),
+                    shader!("matvec/ln_row_stats.wgsl"),
                     shader!("matvec/q8_x_ln.wgsl")
                 ),
             ),
@@ -319,7 +321,10 @@ impl KernelSpec for MatvecSpec {
                     shader!("seq_meta.wgsl"),
                     shader!("matvec/ln_save.wgsl"),
                     match self.ln {
-                        LnEnd::Next => shader!("matvec/ln_next.wgsl"),
+                        LnEnd::Next => concat!(
+                            shader!("matvec/ln_row_stats.wgsl"),
+                            shader!("matvec/ln_next.wgsl")
+                        ),
                         _ => none,
                     }
                 ),

@@ -41,6 +41,23 @@ fn layer_norm(x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f32>, f64, f64) {
     (xn, mean, rstd)
 }
 
+/// A one-token product's arguments: x `[K]` at `x_off`, y `[N]` at `y_off`.
+fn args(x_off: usize, k: usize, y_off: usize, n: usize, act: Act, accumulate: bool) -> MatmulArgs {
+    MatmulArgs {
+        x_off,
+        x_stride: k,
+        y_off,
+        y_stride: n,
+        act,
+        accumulate,
+        add_before_act: false,
+        bias_off: None,
+        rows: Count::Tokens,
+        scale: 1.0,
+        lora: None,
+    }
+}
+
 /// `y[r] = Σ_i w[r, i] x[i]`.
 fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
     w.chunks(x.len())
@@ -100,19 +117,6 @@ fn run(h: &Harness, value_dtype: DType) {
         mix: 2 * C,
         eps: 1e-5,
         stats,
-    };
-    let args = |x_off, k, y_off, n, act, accumulate| MatmulArgs {
-        x_off,
-        x_stride: k,
-        y_off,
-        y_stride: n,
-        act,
-        accumulate,
-        add_before_act: false,
-        bias_off: None,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
     };
     let ka = args(0, C, C, F, Act::ReluSq, false);
     let va = args(C, F, 0, C, Act::None, true);
@@ -320,19 +324,7 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         out_stride,
         done,
     };
-    let va = MatmulArgs {
-        x_off: c,
-        x_stride: F,
-        y_off: 0,
-        y_stride: c,
-        act: Act::None,
-        accumulate: true,
-        add_before_act: false,
-        bias_off: None,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
-    };
+    let va = args(c, F, 0, c, Act::None, true);
     let node = |end, next| {
         matvec_ln(
             &cx,
