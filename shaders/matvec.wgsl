@@ -8,7 +8,8 @@
 // token shift of the residual first (q8_x_ln.wgsl), or nothing; `ln_save`: the new shift
 // state from the residual before its add (ln_save.wgsl) or nothing (ln_none.wgsl);
 // `mv_epilogue`: the next block's LayerNorm + token shift in the dispatch's last workgroups
-// (ln_next.wgsl) or nothing (epilogue_none.wgsl).
+// (ln_next.wgsl), the output handed on as 8-bit x (x8_out.wgsl, with the rows kept by
+// `mv_row_out`), or nothing (epilogue_none.wgsl).
 // `Params`, `p` and
 // `finish`: product/; `act` is seen as vec4s, the weights also as `w4`.
 // The LoRA term: shaders/matvec/lora.wgsl, or lora_hprod.wgsl (HPROD = 1) where the
@@ -82,6 +83,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     }
                 }
                 y_store(idx, v);
+                if (j == 0u) {
+                    mv_row_out(rr * ROWS + li / LANES, v); // the row, for the epilogue
+                }
             }
         }
         if (MVR > 1u) {
@@ -90,5 +94,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     // After the rows: nothing, or the next block's LayerNorm + token shift in the last
     // workgroups (matvec/ln_next.wgsl).
-    mv_epilogue(li);
+    mv_epilogue(wg, li);
 }

@@ -33,7 +33,9 @@ const NX_SPIN: u32 = 1048576u;
 
 var<workgroup> nx_ticket: u32;
 
-fn mv_epilogue(li: u32) {
+fn mv_row_out(rl: u32, v: f32) {}
+
+fn mv_epilogue(wg: u32, li: u32) {
     let p = &g.seg[gs];
     let n = p.nx_wgs;
     let k = p.nx_tail;

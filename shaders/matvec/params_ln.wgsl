@@ -20,6 +20,6 @@
     nx_out_stride: u32, // f32 from one lerp's output to the next
     nx_wgs: u32,      // workgroups of the dispatch
     nx_tail: u32,     // workgroups that run the next block's LayerNorm (their slices: 256 vec4s)
-    _nx0: u32,
+    x8: u32,          // act u32 index of the output as 8-bit x (the key), of x as 8-bit x (the value)
     _nx1: u32,
     _nx2: u32,

@@ -15,18 +15,25 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     let s1 = kscale_min(hd.y, hd.z, hd.w, 2u * pr + 1u);
     let qa = w4[b4 + 1u + 2u * pr];
     let qb = w4[b4 + 2u + 2u * pr];
-    let sb = 8u * (g >> 2u) + 2u * pr; // x run of sub-block 2 pr
-    let xa = 8u * sb;
+    let sb = 8u * (g >> 2u) + 2u * pr; // x run of sub-block 2 pr (even)
+    // x's words of runs sb (lo) and sb + 1 (hi): 8-bit x from the prologue's workgroup
+    // memory, or handed over in the activations (`xq4`, `xds4`).
+    let xv = 2u * sb; // runs are 8 words: two vec4s
+    let xl0 = xq4(xv);
+    let xl1 = xq4(xv + 1u);
+    let xh0 = xq4(xv + 2u);
+    let xh1 = xq4(xv + 3u);
     var lo = 0;
     var hi = 0;
     for (var k = 0u; k < 4u; k++) {
-        lo += dot4I8Packed(qa[k] & 0x0f0f0f0fu, xq[xa + k]);
-        hi += dot4I8Packed((qa[k] >> 4u) & 0x0f0f0f0fu, xq[xa + 8u + k]);
-        lo += dot4I8Packed(qb[k] & 0x0f0f0f0fu, xq[xa + 4u + k]);
-        hi += dot4I8Packed((qb[k] >> 4u) & 0x0f0f0f0fu, xq[xa + 12u + k]);
+        lo += dot4I8Packed(qa[k] & 0x0f0f0f0fu, xl0[k]);
+        hi += dot4I8Packed((qa[k] >> 4u) & 0x0f0f0f0fu, xh0[k]);
+        lo += dot4I8Packed(qb[k] & 0x0f0f0f0fu, xl1[k]);
+        hi += dot4I8Packed((qb[k] >> 4u) & 0x0f0f0f0fu, xh1[k]);
     }
-    let x0 = xds[sb];
-    let x1 = xds[sb + 1u];
+    let xs = xds4(sb);
+    let x0 = xs.xy;
+    let x1 = xs.zw;
     let v = dm.x * (s0.x * x0.x * f32(lo) + s1.x * x1.x * f32(hi))
         - dm.y * (s0.y * x0.y + s1.y * x1.y);
     return vec4<f32>(v, 0.0, 0.0, 0.0);

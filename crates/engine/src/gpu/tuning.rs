@@ -75,6 +75,11 @@ pub struct Tuning {
     /// shift (`shaders/matvec/ln_next.wgsl`, the default) or that block keeps its
     /// `ln_shift` dispatch (A/B runs).
     pub ln_next: bool,
+    /// `RWKV_Q8_HANDOFF=0|1`: whether a one-token pass's fused channel-mix key hands its
+    /// ReLU² to a Q4_K value as 8-bit x through the activations
+    /// (`shaders/matvec/x8_out.wgsl`, `x8_in.wgsl`: the default) or the value's every
+    /// workgroup quantizes it itself (A/B runs).
+    pub q8_handoff: bool,
     /// `RWKV_STATE_PARTS`: the states' layers split over at least this many buffers (1–8;
     /// `None`: as few as the binding limit allows, `model::graph::StateParts`).
     pub state_parts: Option<usize>,
@@ -146,6 +151,7 @@ impl Default for Tuning {
             mv_q8_pair: true,
             ln_fuse: true,
             ln_next: true,
+            q8_handoff: true,
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
@@ -247,6 +253,7 @@ impl Tuning {
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
             ln_fuse: flag("RWKV_LN_FUSE") != Some(false),
             ln_next: flag("RWKV_LN_NEXT") != Some(false),
+            q8_handoff: flag("RWKV_Q8_HANDOFF") != Some(false),
             state_parts: u32_in("RWKV_STATE_PARTS", "1 to 8", &one_to_8).map(|n| n as usize),
             mv_rows: u32_in("RWKV_MV_ROWS", "1, 2, 4 or 8", &|n| {
                 n.is_power_of_two() && (1..=8).contains(&n)
@@ -324,6 +331,7 @@ mod tests {
             ("RWKV_MV_Q8_PAIR", "0"),
             ("RWKV_LN_FUSE", "0"),
             ("RWKV_LN_NEXT", "0"),
+            ("RWKV_Q8_HANDOFF", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
             ("RWKV_KSPLIT_C", "3"),
@@ -357,6 +365,7 @@ mod tests {
             mv_q8_pair: false,
             ln_fuse: false,
             ln_next: false,
+            q8_handoff: false,
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),

@@ -109,6 +109,7 @@ fn product_ln() -> Layout {
         nx_out_stride,
         nx_wgs,
         nx_tail,
+        x8,
     }))
 }
 

@@ -11,7 +11,8 @@ use crate::ops::gather_rows::GatherRowsSpec;
 use crate::ops::layer_norm::LayerNormSpec;
 use crate::ops::ln_shift::LnShiftSpec;
 use crate::ops::matmul::{
-    mv_unroll, CoopSpec, LnEnd, MatmulSpec, MatvecLora, MatvecSpec, ReduceSpec, RowSum, COOP_TILES,
+    mv_unroll, CoopSpec, LnEnd, MatmulSpec, MatvecLora, MatvecSpec, Q8Handoff, ReduceSpec, RowSum,
+    COOP_TILES,
 };
 use crate::ops::matvec_group::MatvecGroupSpec;
 use crate::ops::wkv::WkvSpec;
@@ -132,6 +133,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 q8_pair: false,
                 wide_q8: 0,
                 ln: LnEnd::None,
+                x8: Q8Handoff::None,
             }));
         }
         if matches!(d, DType::Q4_K | DType::Q6_K) && !logits {
@@ -157,6 +159,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                         q8_pair,
                         wide_q8: 0,
                         ln: LnEnd::None,
+                        x8: Q8Handoff::None,
                     }));
                 }
             }
@@ -182,6 +185,38 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     q8_pair: d == DType::Q4_K,
                     wide_q8: 0,
                     ln,
+                    x8: Q8Handoff::None,
+                }));
+            }
+            // The key that hands its ReLU² on as 8-bit x (8 lanes, 32 rows a workgroup)
+            // and the value that reads it, with or without the next block's tail.
+            let handoff = [
+                (LnEnd::In, Q8Handoff::Writes),
+                (LnEnd::Out, Q8Handoff::Reads),
+                (LnEnd::Next, Q8Handoff::Reads),
+            ];
+            for (ln, x8) in handoff {
+                let writes = x8 == Q8Handoff::Writes;
+                // (The key's lanes are its own: once, beside the subgroup row sums.)
+                let once = !writes || (lanes, row_sum) == (32, RowSum::Subgroup);
+                if d != DType::Q4_K || row_sum == RowSum::Tree || !once {
+                    continue;
+                }
+                out.push(Variant::Matvec(MatvecSpec {
+                    dtype: d,
+                    logits,
+                    lanes: if writes { 8 } else { lanes },
+                    row_sum,
+                    one_token: true,
+                    lora: MatvecLora::None,
+                    unroll,
+                    wide: false,
+                    q8k: if writes { 2560 } else { 10240 },
+                    rows: 1,
+                    q8_pair: true,
+                    wide_q8: 0,
+                    ln,
+                    x8,
                 }));
             }
         }
@@ -203,6 +238,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 q8_pair: false,
                 wide_q8: 0,
                 ln: LnEnd::None,
+                x8: Q8Handoff::None,
             }));
             // With 8-bit x, a chunk of 2,560 (both depths of a 2.9B model) and of 256.
             for wide_q8 in [2560, 256] {
@@ -220,6 +256,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     q8_pair: false,
                     wide_q8,
                     ln: LnEnd::None,
+                    x8: Q8Handoff::None,
                 }));
             }
         }
@@ -475,6 +512,7 @@ mod tests {
             q8_pair: false,
             wide_q8: 0,
             ln: LnEnd::None,
+            x8: Q8Handoff::None,
         };
         cache.get(gpu, &m).unwrap();
         cache

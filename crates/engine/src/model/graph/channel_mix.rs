@@ -11,8 +11,8 @@ use crate::config::LN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{
-    ln_fuse_fits, ln_next_fits, lora_in_tiles, matmul, matvec_ln, Act, LnEnd, LnFuse, LnNext,
-    MatmulArgs,
+    ln_fuse_fits, ln_next_fits, lora_in_tiles, matmul, matvec_ln, q8_handoff_fits, Act, LnEnd,
+    LnFuse, LnNext, MatmulArgs,
 };
 use crate::ops::Node;
 
@@ -78,6 +78,7 @@ impl<'a> Blocks<'a> {
             mix: 0,
             eps: LN_EPS,
             stats: rg.ln_stats,
+            x8: None,
         };
         let nx = self.ln_next(l, next);
         if !ln.aligned() || !nx.aligned() {
@@ -150,6 +151,8 @@ impl<'a> Blocks<'a> {
             mix: LayerVecs::FFN_X_K * c,
             eps: LN_EPS,
             stats: rg.ln_stats,
+            // The key's ReLU² to the value as 8-bit x, where the value takes it.
+            x8: q8_handoff_fits(cx, &ly.ffn_key, &ly.ffn_value).then_some(rg.ffn_q8),
         };
         if !ln.aligned() {
             return Ok(false); // not reached with C a multiple of 4: `ln_shift` stays

@@ -37,6 +37,10 @@ pub struct Regions {
     /// A u32 counter of a one-token value's finished workgroups (`ops::matmul::ln_fuse`,
     /// `LnNext`): 0 in the fresh buffer, and left 0 by each dispatch that counts.
     pub ln_done: usize,
+    /// The channel-mix key's output as 8-bit x for a one-token pass's value
+    /// (`ops::matmul::ln_fuse`, `LnFuse::x8`): F / 4 words, then F / 16 f32, at a
+    /// multiple of 4.
+    pub ffn_q8: usize,
     pub len: usize,
 }
 
@@ -71,6 +75,8 @@ impl Regions {
         // 4 floats at a multiple of 4 within 7.
         let ln_stats = take(7).next_multiple_of(4);
         let ln_done = take(1);
+        let f = cfg.ffn_dim;
+        let ffn_q8 = take(f / 4 + f / 16 + 3).next_multiple_of(4);
         Regions {
             x,
             mix,
@@ -93,6 +99,7 @@ impl Regions {
             head_norm,
             ln_stats,
             ln_done,
+            ffn_q8,
             len: at,
         }
     }

@@ -132,6 +132,7 @@ pub fn matvec_hprod(
         q8_pair: false,
         wide_q8: 0,
         ln: super::LnEnd::None,
+        x8: super::Q8Handoff::None,
     };
     let res = vec![
         (2, m.binding()),

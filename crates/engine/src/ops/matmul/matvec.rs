@@ -161,6 +161,21 @@ pub enum LnEnd {
     NextOnly,
 }
 
+/// Whether a one-token product with 8-bit x hands it over through the activations instead
+/// of each consumer workgroup quantizing its own (`ops::matmul::ln_fuse`: the channel-mix
+/// key's ReLU² for the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Q8Handoff {
+    /// Neither.
+    None,
+    /// Its epilogue writes its output as 8-bit x, runs of 32 whole in each workgroup
+    /// (`shaders/matvec/x8_out.wgsl`; the LayerNorm prologue's key).
+    Writes,
+    /// Its 64-value Q4_K step reads x as 8-bit x from the activations, with no prologue
+    /// (`shaders/matvec/x8_in.wgsl`).
+    Reads,
+}
+
 /// How the matrix × vector kernels sum a row's LANES lanes (`shaders/matvec/row_sum_*.wgsl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RowSum {
@@ -240,6 +255,9 @@ pub struct MatvecSpec {
     /// with `Next` / `NextOnly` the next block's vectors, state part and the activations as
     /// counters at 12–14; `NextOnly` binds no state at 10).
     pub ln: LnEnd,
+    /// 8-bit x handed over through the activations (binding 15, `act` as u32): written
+    /// by this product's epilogue (with `LnEnd::In`) or read by its step (with `q8_pair`).
+    pub x8: Q8Handoff,
 }
 
 impl KernelSpec for MatvecSpec {
@@ -285,6 +303,10 @@ impl KernelSpec for MatvecSpec {
         };
         let (step, prologue) =
             step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
+        let prologue = match self.x8 {
+            Q8Handoff::Reads => shader!("matvec/x8_in.wgsl").to_string(),
+            _ => prologue,
+        };
         // The ends of a fused LayerNorm: the prologue that makes x (with the shuffle
         // quantizer), or the shift state's save after the usual prologue; after the rows,
         // the next block's LayerNorm (`Next`, `NextOnly`) or nothing.
@@ -308,10 +330,14 @@ impl KernelSpec for MatvecSpec {
             LnEnd::In => (
                 shader!("matvec/q8_put_sg.wgsl").to_string(),
                 format!(
-                    "{}{}{}{none}",
+                    "{}{}{}{}",
                     shader!("seq_meta.wgsl"),
                     shader!("matvec/ln_row_stats.wgsl"),
-                    shader!("matvec/q8_x_ln.wgsl")
+                    shader!("matvec/q8_x_ln.wgsl"),
+                    match self.x8 {
+                        Q8Handoff::Writes => shader!("matvec/x8_out.wgsl"),
+                        _ => none,
+                    }
                 ),
             ),
             LnEnd::Out | LnEnd::Next => (
@@ -572,6 +598,7 @@ pub(crate) fn base_spec(cx: &Ctx, m: &GpuMatrix, logits: bool) -> MatvecSpec {
         q8_pair: false,
         wide_q8: 0,
         ln: LnEnd::None,
+        x8: Q8Handoff::None,
     }
 }
 

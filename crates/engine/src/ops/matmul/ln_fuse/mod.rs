@@ -18,11 +18,17 @@
 //! dispatch: C / 1024 workgroups' tail instead of a dispatch of as many (H200, 2.9B: 7–10
 //! µs of wall time each). Where the channel mix keeps its own `ln_shift` (keys without
 //! 8-bit x), the value does that alone ([`LnEnd::NextOnly`]).
+//!
+//! And the key can hand its ReLU² to a Q4_K value as 8-bit x ([`LnFuse::x8`],
+//! [`Q8Handoff`]): its workgroups of 32 rows quantize their rows (runs of 32) in an
+//! epilogue, and the value's step reads them, with no prologue of its own — where each of
+//! its workgroups (320 on a 2.9B model) would read and quantize the whole x (10,240 values).
+//! The same bits as the value's own quantization.
 
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 
-use super::matvec::{base_spec, one_token_kernel, q8_pays, LnEnd};
+use super::matvec::{base_spec, one_token_kernel, q8_pays, row_sum_mode, LnEnd, Q8Handoff};
 use super::{MatmulArgs, Params};
 
 /// Where the fused LayerNorm + token shift reads and writes.
@@ -43,6 +49,10 @@ pub struct LnFuse<'a> {
     /// Offset (f32, a multiple of 4) in the activations of the 4 floats that carry
     /// (mean, rstd) from the key to the value.
     pub stats: usize,
+    /// Where the key hands its output to the value as 8-bit x ([`q8_handoff_fits`]):
+    /// u32 index (a multiple of 4) in the activations of F / 4 words of int8 values then F / 16
+    /// f32 of (d, d · Σ q) per run of 32; `None`: the value quantizes x itself.
+    pub x8: Option<usize>,
 }
 
 /// The next block's time-mix LayerNorm + token shift, run by the value's last workgroups
@@ -96,6 +106,7 @@ impl LnFuse<'_> {
             self.mix,
             self.state_off,
             self.slot_len,
+            self.x8.unwrap_or(0),
         ]
         .iter()
         .all(|o| o % 4 == 0)
@@ -125,7 +136,8 @@ pub(crate) struct LnParams {
     pub(crate) nx_out_stride: u32,
     pub(crate) nx_wgs: u32,
     pub(crate) nx_tail: u32,
-    pub(crate) _nx: [u32; 3],
+    pub(crate) x8: u32,
+    pub(crate) _nx: [u32; 2],
 }
 
 /// Whether a one-token pass can run the LayerNorm + token shift before `key` (`[F, C]`)
@@ -141,6 +153,21 @@ pub fn ln_fuse_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
         && value.n_out == key.n_in
         && key.row0 == 0
         && value.row0 == 0
+}
+
+/// Whether the one-token `key` (`[F, C]`, with the LayerNorm prologue: [`ln_fuse_fits`])
+/// can hand its output to `value` (`[C, F]`) as 8-bit x ([`LnFuse::x8`]): on
+/// (`RWKV_Q8_HANDOFF`), the value's one-token kernel a Q4_K one with 8-bit x and 64-value
+/// steps, F a multiple of 32 (whole runs in the key's workgroups of 32 rows), and the
+/// value's storage bindings (ten with the next block's tail) within the device's limit.
+pub fn q8_handoff_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
+    let (spec, _) = one_token_kernel(cx, value, base_spec(cx, value, false));
+    cx.gpu.tuning.q8_handoff
+        && spec.q8k != 0
+        && spec.q8_pair
+        && key.n_out == value.n_in
+        && key.n_out % 32 == 0
+        && cx.gpu.limits.max_storage_buffers_per_shader_stage >= 10
 }
 
 /// Whether a one-token `value` (`[C, F]`) can open the next block ([`LnEnd::Next`],
@@ -180,7 +207,8 @@ fn shuffles(cx: &Ctx) -> bool {
 /// `NextOnly` without `next`
 /// or its residual not a whole row `[C]` (`row0` 0, C a multiple of 4); a LoRA term;
 /// gathered rows; offsets of x, of the statistics or of `next`'s vectors, state and
-/// outputs not multiples of 4; as [`Ctx::node_at`].
+/// outputs not multiples of 4; `ln.x8` where the key's rows are not whole runs of 32 or
+/// the value has no 64-value Q4_K step with 8-bit x; as [`Ctx::node_at`].
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_ln(
     cx: &Ctx,
@@ -194,7 +222,7 @@ pub fn matvec_ln(
     end: LnEnd,
     next: Option<&LnNext>,
 ) -> Result<Node> {
-    let (mut spec, x) = one_token_kernel(cx, m, base_spec(cx, m, false));
+    let (mut spec, mut x) = one_token_kernel(cx, m, base_spec(cx, m, false));
     let q8 = spec.q8k != 0 && shuffles(cx);
     let whole = m.row0 == 0 && m.n_out % 4 == 0 && a.y_off % 4 == 0;
     let bad = match (end, next) {
@@ -225,6 +253,27 @@ pub fn matvec_ln(
         ));
     }
     spec.ln = end;
+    // The 8-bit handoff: the key in workgroups of 32 rows (8 lanes a row: H200 sweeps of
+    // the fused key, benchmarks.md), the value with the 64-value step.
+    if let (Some(_), LnEnd::In | LnEnd::Out | LnEnd::Next) = (ln.x8, end) {
+        let fits = if end == LnEnd::In {
+            spec.x8 = Q8Handoff::Writes;
+            spec.lanes = 8;
+            spec.rows = 1;
+            spec.row_sum = row_sum_mode(cx, 8);
+            x = (m.n_out as u32).div_ceil(32);
+            m.n_out % 32 == 0
+        } else {
+            spec.x8 = Q8Handoff::Reads;
+            spec.q8_pair && m.n_in % 32 == 0
+        };
+        if !fits {
+            return Err(op_err(
+                op,
+                format!("{}: no 8-bit handoff for this product", m.name),
+            ));
+        }
+    }
     let p = LnParams {
         base: Params::of(m, a, a.scale, [0; 4], 1),
         ln_w: ln.ln_w as u32,
@@ -244,7 +293,8 @@ pub fn matvec_ln(
         nx_out_stride: next.map_or(0, |nx| nx.out_stride as u32),
         nx_wgs: x,
         nx_tail: next.map_or(0, |_| tail_wgs(cx, m.n_out).unwrap_or(0)),
-        _nx: [0; 3],
+        x8: ln.x8.unwrap_or(0) as u32,
+        _nx: [0; 2],
     };
     let mut res = vec![
         (2, m.binding()),
@@ -264,6 +314,9 @@ pub fn matvec_ln(
         res.push((13, nx.state.as_entire_binding()));
         res.push((14, act.as_entire_binding()));
     }
+    if spec.x8 != Q8Handoff::None {
+        res.push((15, act.as_entire_binding()));
+    }
     let grid = Grid::Tiles {
         x,
         count: Count::Tokens,
@@ -272,5 +325,7 @@ pub fn matvec_ln(
     cx.node_at(op, layer, &spec, &p, res, grid)
 }
 
+#[cfg(test)]
+mod handoff_tests;
 #[cfg(test)]
 mod tests;

@@ -7,15 +7,21 @@ use crate::ops::testing::*;
 use crate::ops::Dims;
 use crate::DType;
 
-const C: usize = 256;
-const F: usize = 1024;
-const SLOT: usize = 2;
-const SLOTS: usize = 3;
-const SLOT_LEN: usize = C + 8;
-const STATE_OFF: usize = 4;
+pub(super) const C: usize = 256;
+pub(super) const F: usize = 1024;
+pub(super) const SLOT: usize = 2;
+pub(super) const SLOTS: usize = 3;
+pub(super) const SLOT_LEN: usize = C + 8;
+pub(super) const STATE_OFF: usize = 4;
 
 /// `bytes` of `[n, k]` `dtype` values from `w`, and the values the GPU sees.
-fn encode(dtype: DType, w: &[f32], n: usize, k: usize, h: &Harness) -> (GpuMatrix, Vec<f32>) {
+pub(super) fn encode(
+    dtype: DType,
+    w: &[f32],
+    n: usize,
+    k: usize,
+    h: &Harness,
+) -> (GpuMatrix, Vec<f32>) {
     let bytes: Vec<u8> = match dtype {
         DType::Q4_K => bytemuck::cast_slice(&crate::quant::quantize_q4_k(w)).to_vec(),
         _ => bytemuck::cast_slice(&crate::quant::quantize_f16(w)).to_vec(),
@@ -42,7 +48,14 @@ fn layer_norm(x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f32>, f64, f64) {
 }
 
 /// A one-token product's arguments: x `[K]` at `x_off`, y `[N]` at `y_off`.
-fn args(x_off: usize, k: usize, y_off: usize, n: usize, act: Act, accumulate: bool) -> MatmulArgs {
+pub(super) fn args(
+    x_off: usize,
+    k: usize,
+    y_off: usize,
+    n: usize,
+    act: Act,
+    accumulate: bool,
+) -> MatmulArgs {
     MatmulArgs {
         x_off,
         x_stride: k,
@@ -117,6 +130,7 @@ fn run(h: &Harness, value_dtype: DType) {
         mix: 2 * C,
         eps: 1e-5,
         stats,
+        x8: None,
     };
     let ka = args(0, C, C, F, Act::ReluSq, false);
     let va = args(C, F, 0, C, Act::None, true);
@@ -311,6 +325,7 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         mix: 0,
         eps: 1e-5,
         stats,
+        x8: None,
     };
     let nx = LnNext {
         vecs: &nvec_buf,
