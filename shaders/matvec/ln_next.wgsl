@@ -33,6 +33,22 @@ const NX_SPIN: u32 = 1048576u;
 
 var<workgroup> nx_ticket: u32;
 
+// The new residual, rows other workgroups of this dispatch wrote, for the tail's
+// statistics (matvec/ln_row_stats.wgsl) and its LayerNorm: atomic loads, which go to the
+// device's coherent level. A plain load may be answered by this SM's L1 with a line some
+// workgroup here cached before those writes (a line holds 32 rows: several workgroups'),
+// fences or not — storage buffers carry no Coherent decoration (naga emits none). Seen on
+// an H200 as a lerp 1 % off now and then with other work on the GPU (the op test at four
+// threads).
+fn ln_x4(i: u32) -> vec4<f32> {
+    let j = 4u * i;
+    return vec4<f32>(
+        bitcast<f32>(atomicLoad(&done[j])),
+        bitcast<f32>(atomicLoad(&done[j + 1u])),
+        bitcast<f32>(atomicLoad(&done[j + 2u])),
+        bitcast<f32>(atomicLoad(&done[j + 3u])));
+}
+
 fn mv_row_out(rl: u32, v: f32) {}
 
 fn mv_epilogue(wg: u32, li: u32) {
@@ -77,7 +93,7 @@ fn mv_epilogue(wg: u32, li: u32) {
     let mean = st.x;
     let rstd = st.y;
     if (live) {
-        let xn = (act[x0 + i] - mean) * rstd * lw + lb;
+        let xn = (ln_x4(x0 + i) - mean) * rstd * lw + lb;
         let dx = prev - xn;
         nstate4[sb] = xn;
         let o = p.nx_out / 4u + i;

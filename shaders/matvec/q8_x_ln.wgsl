@@ -18,6 +18,11 @@
 @group(0) @binding(10) var<storage, read> lstate4: array<vec4<f32>>;  // [slots, slot_len / 4]
 @group(0) @binding(11) var<storage, read> vecs4: array<vec4<f32>>;    // `vecs` as vec4s
 
+// The residual row, written by an earlier dispatch: plain loads (matvec/ln_row_stats.wgsl).
+fn ln_x4(i: u32) -> vec4<f32> {
+    return act[i];
+}
+
 // Whether this workgroup is the dispatch's first (set by `main`).
 var<private> mv_first_wg: bool;
 

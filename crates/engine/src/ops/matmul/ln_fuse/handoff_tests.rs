@@ -93,7 +93,8 @@ fn key_hands_its_relu_squared_to_the_value_as_8_bit_x() {
                 }
                 let d = amax / 127.0;
                 let (gd, gsq) = (got[words + 2 * run], got[words + 2 * run + 1]);
-                assert_eq!(gd, d, "run {run}: d");
+                // (GPU division: within 2.5 ulp.)
+                assert!((gd - d).abs() <= d * 1e-6, "run {run}: d {gd} vs {d}");
                 let sq: i32 = q.iter().sum();
                 assert!(
                     (gsq - d * sq as f32).abs() <= d * 4.0,
