@@ -92,27 +92,25 @@ fn mv_epilogue(wg: u32, li: u32) {
     let st = ln_row_stats(x0, p.n, p.ln_eps, li);
     let mean = st.x;
     let rstd = st.y;
-    let o = p.nx_out / 4u + i;
+    var xn = vec4<f32>(0.0);
+    var dx = vec4<f32>(0.0);
     if (live) {
-        let xn = (ln_x4(x0 + i) - mean) * rstd * lw + lb;
-        let dx = prev - xn;
+        xn = (ln_x4(x0 + i) - mean) * rstd * lw + lb;
+        dx = prev - xn;
         nstate4[sb] = xn;
-        for (var m = 0u; m < 6u; m++) {
-            act[o + m * (p.nx_out_stride / 4u)] = xn + dx * mix[m];
-        }
     }
-    // With p.nx_x8 set, lerps 0, 2, 3 also as 8-bit x for the next block's Q4_K r, k, v (their
-    // group reads them with no prologue: matvec/x8_in.wgsl): lerp m's C / 4 words at u32
-    // index p.nx_x8 + m · 5C / 16, then its runs' (d, d · Σ q). A run of 32 is 8
-    // consecutive invocations (slices start at multiples of 256 vec4s). A loop apart from
-    // the f32 lerps', which stays as it was where nothing is handed over (F16 models).
-    if (p.nx_x8 != 0xffffffffu) {
-        for (var j = 0u; j < 3u; j++) {
-            let m = j + u32(j > 0u); // xr, xk, xv: lerps 0, 2, 3
-            var v = vec4<f32>(0.0);
-            if (live) {
-                v = act[o + m * (p.nx_out_stride / 4u)]; // this invocation's own write
-            }
+    // The lerps, and with p.nx_x8 set each also as 8-bit x for the next block's Q4_K
+    // r, k, v (their group reads it with no prologue: matvec/x8_in.wgsl): lerp m's C / 4
+    // words at u32 index p.nx_x8 + m · 5C / 16, then its runs' (d, d · Σ q). A run of 32
+    // is 8 consecutive invocations (slices start at multiples of 256 vec4s).
+    let o = p.nx_out / 4u + i;
+    let q8 = p.nx_x8 != 0xffffffffu;
+    for (var m = 0u; m < 6u; m++) {
+        let v = xn + dx * mix[m];
+        if (live) {
+            act[o + m * (p.nx_out_stride / 4u)] = v;
+        }
+        if (q8) {
             let q = q8_run(v); // every invocation: shuffles within runs of 8
             let b = p.nx_x8 + m * (5u * p.n / 16u);
             if (live) {

@@ -76,10 +76,10 @@ pub struct LnNext<'a> {
     /// Index (u32) in the activations of the counter of finished workgroups: 0 when the
     /// graph is made (a fresh buffer), and left 0 by every dispatch.
     pub done: usize,
-    /// Where the tail also writes lerps 0, 2, 3 (xr, xk, xv) as 8-bit x for the next
-    /// block's Q4_K r, k, v ([`lerps_q8_fit`]): u32 index (a multiple of 4) of lerp 0's
-    /// C / 4 words of int8 values then C / 16 f32 of (d, d · Σ q) per run of 32, lerp m at
-    /// m · 5C / 16 from it; `None`: f32 lerps only.
+    /// Where the tail also writes the six lerps as 8-bit x for the next block's Q4_K r, k,
+    /// v ([`lerps_q8_fit`]): u32 index (a multiple of 4) of lerp 0's C / 4 words of int8
+    /// values then C / 16 f32 of (d, d · Σ q) per run of 32, each lerp 5C / 16 after the
+    /// one before; `None`: f32 lerps only.
     pub x8: Option<usize>,
 }
 

@@ -410,11 +410,9 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
                     got[i]
                 );
             }
-            // And xr, xk, xv as 8-bit x for the next block's r, k, v.
-            if [0, 2, 3].contains(&m) {
-                let q8 = h.read(&act_buf, x8 + m * (5 * c / 16), 5 * c / 16);
-                assert_q8_form(&q8, &q8_form(&got), &format!("run {run} lerp {m}"));
-            }
+            // And as 8-bit x for the next block's r, k, v.
+            let q8 = h.read(&act_buf, x8 + m * (5 * c / 16), 5 * c / 16);
+            assert_q8_form(&q8, &q8_form(&got), &format!("run {run} lerp {m}"));
         }
         let got = h.read(&nstate, 0, nstate0.len());
         for (i, (g, s0)) in got.iter().zip(&nstate0).enumerate() {
