@@ -15,7 +15,6 @@ use crate::ops::matmul::{
     Act, LnEnd, LnFuse, LnNext, MatmulArgs,
 };
 use crate::ops::Node;
-use crate::DType;
 
 impl<'a> Blocks<'a> {
     /// The nodes of block `l`'s channel mix (steps 13–17) onto `body`; whether one-token
@@ -120,10 +119,8 @@ impl<'a> Blocks<'a> {
             out: self.rg.mix,
             out_stride: self.t_cap * c,
             done: self.rg.ln_done,
-            // The lerps also as 8-bit x, for the next block's Q4_K r, k, v (`time_mix` reads
-            // them where its group takes 8-bit x, which needs Q4_K r first).
-            x8: (lerps_q8_fit(self.cx, c) && next.receptance.dtype == DType::Q4_K)
-                .then_some(self.rg.mix_q8),
+            // The lerps also as 8-bit x, for the next block's r, k, v (`time_mix`).
+            x8: lerps_q8_fit(self.cx, c).then_some(self.rg.mix_q8),
         }
     }
 
