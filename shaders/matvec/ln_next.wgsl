@@ -92,34 +92,13 @@ fn mv_epilogue(wg: u32, li: u32) {
     let st = ln_row_stats(x0, p.n, p.ln_eps, li);
     let mean = st.x;
     let rstd = st.y;
-    var xn = vec4<f32>(0.0);
-    var dx = vec4<f32>(0.0);
     if (live) {
-        xn = (ln_x4(x0 + i) - mean) * rstd * lw + lb;
-        dx = prev - xn;
+        let xn = (ln_x4(x0 + i) - mean) * rstd * lw + lb;
+        let dx = prev - xn;
         nstate4[sb] = xn;
-    }
-    // The lerps, and with p.nx_x8 set each also as 8-bit x for the next block's Q4_K
-    // r, k, v (their group reads it with no prologue: matvec/x8_in.wgsl): lerp m's C / 4
-    // words at u32 index p.nx_x8 + m · 5C / 16, then its runs' (d, d · Σ q). A run of 32
-    // is 8 consecutive invocations (slices start at multiples of 256 vec4s).
-    let o = p.nx_out / 4u + i;
-    let q8 = p.nx_x8 != 0xffffffffu;
-    for (var m = 0u; m < 6u; m++) {
-        let v = xn + dx * mix[m];
-        if (live) {
-            act[o + m * (p.nx_out_stride / 4u)] = v;
-        }
-        if (q8) {
-            let q = q8_run(v); // every invocation: shuffles within runs of 8
-            let b = p.nx_x8 + m * (5u * p.n / 16u);
-            if (live) {
-                atomicStore(&done[b + i], q.v);
-                if ((li & 7u) == 0u) {
-                    y_store(b + p.n / 4u + 2u * (i / 8u), q.d);
-                    y_store(b + p.n / 4u + 2u * (i / 8u) + 1u, q.dsq);
-                }
-            }
+        let o = p.nx_out / 4u + i;
+        for (var m = 0u; m < 6u; m++) {
+            act[o + m * (p.nx_out_stride / 4u)] = xn + dx * mix[m];
         }
     }
     // The tail's second count: its last puts the counter back for the next dispatch

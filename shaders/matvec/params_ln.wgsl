@@ -21,5 +21,5 @@
     nx_wgs: u32,      // workgroups of the dispatch
     nx_tail: u32,     // workgroups that run the next block's LayerNorm (their slices: 256 vec4s)
     x8: u32,          // act u32 index of the output as 8-bit x (the key), of x as 8-bit x (the value)
-    nx_x8: u32,       // u32 index in act of the lerps as 8-bit x (the tail), or 0xffffffff
+    _nx1: u32,
     _nx2: u32,

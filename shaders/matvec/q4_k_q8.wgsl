@@ -15,16 +15,12 @@ const MV_STEP: u32 = 16u;
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     let st = q4k_pair(rb, g);
     let sb = 8u * (g >> 4u) + 2u * st.pr; // x run of sub-block 2 pr
-    let xa = 8u * sb + st.i; // even
-    // 8-bit x from the prologue's workgroup memory or handed over (`xq2`, `xds4`).
-    let xl = xq2(xa);
-    let xh = xq2(xa + 8u);
-    let lo = dot4I8Packed(st.q.x & 0x0f0f0f0fu, xl.x) + dot4I8Packed(st.q.y & 0x0f0f0f0fu, xl.y);
-    let hi = dot4I8Packed((st.q.x >> 4u) & 0x0f0f0f0fu, xh.x)
-        + dot4I8Packed((st.q.y >> 4u) & 0x0f0f0f0fu, xh.y);
-    let xs = xds4(sb);
-    let x0 = xs.xy;
-    let x1 = xs.zw;
+    let xa = 8u * sb + st.i;
+    let lo = dot4I8Packed(st.q.x & 0x0f0f0f0fu, xq[xa]) + dot4I8Packed(st.q.y & 0x0f0f0f0fu, xq[xa + 1u]);
+    let hi = dot4I8Packed((st.q.x >> 4u) & 0x0f0f0f0fu, xq[xa + 8u])
+        + dot4I8Packed((st.q.y >> 4u) & 0x0f0f0f0fu, xq[xa + 9u]);
+    let x0 = xds[sb];
+    let x1 = xds[sb + 1u];
     let mins = select(0.0, st.s0.y * x0.y + st.s1.y * x1.y, st.i == 0u);
     let v = st.dm.x * (st.s0.x * x0.x * f32(lo) + st.s1.x * x1.x * f32(hi)) - st.dm.y * mins;
     return vec4<f32>(v, 0.0, 0.0, 0.0);

@@ -35,12 +35,8 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
 }
 
 
-// The steps' reads of 8-bit x (q4_k_q8.wgsl, q4_k_q8_pair.wgsl): words i, i + 1 (i even),
-// words 4v .. 4v + 4, and the (d, d · Σ q) of runs sb and sb + 1 (sb even).
-fn xq2(i: u32) -> vec2<u32> {
-    return vec2<u32>(xq[i], xq[i + 1u]);
-}
-
+// The 64-value step's reads (q4_k_q8_pair.wgsl): words 4v .. 4v + 4 of x, and the
+// (d, d · Σ q) of runs sb and sb + 1.
 fn xq4(v: u32) -> vec4<u32> {
     let i = 4u * v;
     return vec4<u32>(xq[i], xq[i + 1u], xq[i + 2u], xq[i + 3u]);

@@ -1,6 +1,6 @@
 // The epilogue of a one-token product that hands its output on as 8-bit x (`Q8Handoff::
 // Writes`: the channel-mix key, whose ReLU² the value reads, after the LayerNorm prologue
-// of matvec/q8_x_ln.wgsl; the quantizer: matvec/q8_run.wgsl). The workgroup's MVR ·
+// of matvec/q8_x_ln.wgsl and its quantizer, matvec/q8_put_sg.wgsl). The workgroup's MVR ·
 // ROWS rows (a multiple of 32, from a multiple of 32) are whole runs of 32: their values,
 // kept by `mv_row_out`, are quantized by `q8_run` as the consumer's own prologue would
 // have quantized them (the same bits), and written at act u32 index p.x8 — the p.n / 4

@@ -110,7 +110,6 @@ fn product_ln() -> Layout {
         nx_wgs,
         nx_tail,
         x8,
-        nx_x8,
     }))
 }
 

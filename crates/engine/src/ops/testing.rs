@@ -121,66 +121,6 @@ pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
 /// x as the 8-bit kernels see it (`shaders/matvec/q4_k_q8_x.wgsl`): per run of 32, d =
 /// max|x| / 127 and each value d · round(x / max|x| · 127), ties to even as WGSL's
 /// `pack4x8snorm`.
-/// The 8-bit form of `x` (a multiple of 32 values) as a product hands it over
-/// (`shaders/matvec/x8_in.wgsl`), as f32 bits: x.len() / 4 words of int8 values (q =
-/// round(x / d), d = max|x| / 127 per run of 32, ties to even), then (d, d · Σ q) a run.
-pub fn q8_form(x: &[f32]) -> Vec<f32> {
-    let mut words = Vec::new();
-    let mut pairs = Vec::new();
-    for run in x.chunks(32) {
-        let amax = run.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
-        let q: Vec<i32> = run
-            .iter()
-            .map(|v| ((v * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even() as i32)
-            .collect();
-        for four in q.chunks(4) {
-            let w = (0..4).fold(0u32, |w, b| w | ((four[b] as u8 as u32) << (8 * b)));
-            words.push(f32::from_bits(w));
-        }
-        let d = amax / 127.0;
-        pairs.extend([d, d * q.iter().sum::<i32>() as f32]);
-    }
-    words.extend(pairs);
-    words
-}
-
-/// `got` (an 8-bit form a GPU kernel wrote, as [`q8_form`] lays it out) against `want`
-/// ([`q8_form`] of the same values): each int8 value within one level (the GPU's
-/// `pack4x8snorm` rounds ties away from zero) and each d and d · Σ q within 1e-6 of the
-/// run's scale (GPU division within 2.5 ulp; Σ q within 4 levels).
-pub fn assert_q8_form(got: &[f32], want: &[f32], what: &str) {
-    let words = want.len() * 4 / 5;
-    for (i, (g, w)) in got[..words].iter().zip(&want[..words]).enumerate() {
-        let (g, w) = (g.to_bits(), w.to_bits());
-        for b in 0..4 {
-            let (gb, wb) = ((g >> (8 * b)) as u8 as i8, (w >> (8 * b)) as u8 as i8);
-            assert!(
-                (i32::from(gb) - i32::from(wb)).abs() <= 1,
-                "{what}: word {i}: {g:08x} vs {w:08x}"
-            );
-        }
-    }
-    for (r, (g, w)) in got[words..]
-        .chunks(2)
-        .zip(want[words..].chunks(2))
-        .enumerate()
-    {
-        let d = w[0];
-        assert!(
-            (g[0] - d).abs() <= d * 1e-6,
-            "{what}: run {r} d {} vs {d}",
-            g[0]
-        );
-        assert!(
-            (g[1] - w[1]).abs() <= d * 4.0,
-            "{what}: run {r} d · Σ q {} vs {}",
-            g[1],
-            w[1]
-        );
-    }
-}
-
 pub fn q8_rounded(x: &[f32]) -> Vec<f32> {
     x.chunks(32)
         .flat_map(|c| {

@@ -277,7 +277,6 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     wide: false,
                     q8k: 0,
                     wide_q8: 0,
-                    x8: false,
                 }));
             }
         }
@@ -294,26 +293,19 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide: true,
                 q8k: 0,
                 wide_q8: 0,
-                x8: false,
             };
             // And with 8-bit x a chunk of 2,560 (r, k and v of a 2.9B model).
             out.push(Variant::Group(MatvecGroupSpec {
                 wide_q8: 2560,
                 ..wide.clone()
             }));
-            // And one token with 8-bit x (r, k and v of a 2.9B model), quantized by the
-            // group or handed over by the previous block's value (with F16 first products
-            // of a second buffer beside them).
-            for (x8, second_buffer) in [(false, false), (true, true)] {
-                out.push(Variant::Group(MatvecGroupSpec {
-                    one_token: true,
-                    wide: false,
-                    q8k: 2560,
-                    x8,
-                    second_buffer,
-                    ..wide.clone()
-                }));
-            }
+            // And one token with 8-bit x (r, k and v of a 2.9B model).
+            out.push(Variant::Group(MatvecGroupSpec {
+                one_token: true,
+                wide: false,
+                q8k: 2560,
+                ..wide.clone()
+            }));
             out.push(Variant::Group(wide));
         }
     }

@@ -11,8 +11,8 @@ use crate::config::LN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
 use crate::ops::matmul::{
-    lerps_q8_fit, ln_fuse_fits, ln_next_fits, lora_in_tiles, matmul, matvec_ln, q8_handoff_fits,
-    Act, LnEnd, LnFuse, LnNext, MatmulArgs,
+    ln_fuse_fits, ln_next_fits, lora_in_tiles, matmul, matvec_ln, q8_handoff_fits, Act, LnEnd,
+    LnFuse, LnNext, MatmulArgs,
 };
 use crate::ops::Node;
 
@@ -119,8 +119,6 @@ impl<'a> Blocks<'a> {
             out: self.rg.mix,
             out_stride: self.t_cap * c,
             done: self.rg.ln_done,
-            // The lerps also as 8-bit x, for the next block's r, k, v (`time_mix`).
-            x8: lerps_q8_fit(self.cx, c).then_some(self.rg.mix_q8),
         }
     }
 

@@ -41,9 +41,6 @@ pub struct Regions {
     /// (`ops::matmul::ln_fuse`, `LnFuse::x8`): F / 4 words, then F / 16 f32, at a
     /// multiple of 4.
     pub ffn_q8: usize,
-    /// The six time-mix lerps of a one-token pass as 8-bit x, from the previous block's
-    /// value for r, k, v (`LnNext::x8`): 5C / 16 words and f32 each, at a multiple of 4.
-    pub mix_q8: usize,
     pub len: usize,
 }
 
@@ -80,7 +77,6 @@ impl Regions {
         let ln_done = take(1);
         let f = cfg.ffn_dim;
         let ffn_q8 = take(f / 4 + f / 16 + 3).next_multiple_of(4);
-        let mix_q8 = take(6 * (5 * cfg.n_embd).div_ceil(16) + 3).next_multiple_of(4);
         Regions {
             x,
             mix,
@@ -104,7 +100,6 @@ impl Regions {
             ln_stats,
             ln_done,
             ffn_q8,
-            mix_q8,
             len: at,
         }
     }

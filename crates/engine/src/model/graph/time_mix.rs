@@ -9,8 +9,8 @@ use crate::adapter::LoraTarget;
 use crate::config::GN_EPS;
 use crate::error::Result;
 use crate::model::gpu_weights::{GpuLayer, LayerVecs};
-use crate::ops::matmul::{lerps_q8_fit, matmul_split, Act, LoraArgs, MatmulArgs};
-use crate::ops::matvec_group::{group_q8, groupable, matvec_group_one_token};
+use crate::ops::matmul::{matmul_split, Act, LoraArgs, MatmulArgs};
+use crate::ops::matvec_group::{groupable, matvec_group_one_token};
 use crate::ops::wkv::WkvArgs;
 use crate::ops::wkv_fused::WkvFusedArgs;
 use crate::ops::wkv_out::WkvOutArgs;
@@ -83,7 +83,7 @@ impl<'a> Blocks<'a> {
         self.rkv(l, ly, &terms, body)?;
         // One-token passes without adapters: the first products and r, k, v as one dispatch.
         if !adapted {
-            self.fuse_lora1_rkv(l, ly, &chains, ln_made, &mut body[lora1_at..])?;
+            self.fuse_lora1_rkv(l, ly, &chains, &mut body[lora1_at..])?;
         }
         // 5–8, second products (another dispatch).
         let seconds = self.chain_products(l, v, &chains, true)?;
@@ -110,15 +110,11 @@ impl<'a> Blocks<'a> {
     /// ([`groupable`]): a dispatch less a block. Passes of 2–8 tokens keep the two groups (r, k,
     /// v then take the 8-token kernel). H200, 2.9B Q4_K: `att.lora1` took ≈ 11 µs a block
     /// of GPU time for ≈ 300 rows.
-    ///
-    /// With `ln_made` (the previous block's value made the lerps, also as 8-bit x: its
-    /// `LnNext::x8`), a Q4_K group's r, k, v read them so, with no prologue of their own.
     fn fuse_lora1_rkv(
         &self,
         l: usize,
         ly: &GpuLayer,
         chains: &[Chain<'_>],
-        ln_made: bool,
         nodes: &mut [Node],
     ) -> Result<()> {
         let (rg, c) = (&self.rg, self.cfg.n_embd);
@@ -141,15 +137,8 @@ impl<'a> Blocks<'a> {
         if !groupable(&mats, self.cx.gpu.max_binding()) {
             return Ok(());
         }
-        // r, k, v from the lerps' 8-bit form (xr, xk, xv: lerps 0, 2, 3).
-        let x8 = ln_made && lerps_q8_fit(self.cx, c) && group_q8(self.cx, &segs);
-        if x8 {
-            for (seg, m) in segs.iter_mut().zip([0, 2, 3]) {
-                seg.1.x_off = rg.mix_q8 + m * (5 * c / 16);
-            }
-        }
-        let (cx, v) = (self.cx, &ly.vecs);
-        let fused = matvec_group_one_token(cx, "att.lora1+rkv", Some(l), &segs, v, self.act, x8)?;
+        let fused =
+            matvec_group_one_token(self.cx, "att.lora1+rkv", Some(l), &segs, &ly.vecs, self.act)?;
         one_token_instead(nodes, fused);
         Ok(())
     }

@@ -124,8 +124,7 @@ pub(crate) fn step_files(
 pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> String {
     if shuffle_prologue(row_sum, lanes) {
         format!(
-            "{}{}{}",
-            shader!("matvec/q8_run.wgsl"),
+            "{}{}",
             shader!("matvec/q8_put_sg.wgsl"),
             shader!("matvec/q4_k_q8_x_sg.wgsl")
         )
@@ -308,12 +307,6 @@ impl KernelSpec for MatvecSpec {
             Q8Handoff::Reads => shader!("matvec/x8_in.wgsl").to_string(),
             _ => prologue,
         };
-        // The next block's tail quantizes its lerps (`q8_run`), which the shuffle
-        // prologue brings along where it is there.
-        let run = match prologue.contains("fn q8_run(") {
-            true => "",
-            false => shader!("matvec/q8_run.wgsl"),
-        };
         // The ends of a fused LayerNorm: the prologue that makes x (with the shuffle
         // quantizer), or the shift state's save after the usual prologue; after the rows,
         // the next block's LayerNorm (`Next`, `NextOnly`) or nothing.
@@ -326,7 +319,7 @@ impl KernelSpec for MatvecSpec {
             LnEnd::NextOnly => (
                 prologue,
                 format!(
-                    "{run}{}{}{}{}{}",
+                    "{}{}{}{}{}",
                     shader!("matvec/ln_none.wgsl"),
                     shader!("matvec/ln_meta.wgsl"),
                     shader!("seq_meta.wgsl"),
@@ -335,11 +328,7 @@ impl KernelSpec for MatvecSpec {
                 ),
             ),
             LnEnd::In => (
-                format!(
-                    "{}{}",
-                    shader!("matvec/q8_run.wgsl"),
-                    shader!("matvec/q8_put_sg.wgsl")
-                ),
+                shader!("matvec/q8_put_sg.wgsl").to_string(),
                 format!(
                     "{}{}{}{}",
                     shader!("seq_meta.wgsl"),
@@ -358,12 +347,11 @@ impl KernelSpec for MatvecSpec {
                     shader!("seq_meta.wgsl"),
                     shader!("matvec/ln_save.wgsl"),
                     match self.ln {
-                        LnEnd::Next => format!(
-                            "{run}{}{}",
+                        LnEnd::Next => concat!(
                             shader!("matvec/ln_row_stats.wgsl"),
                             shader!("matvec/ln_next.wgsl")
                         ),
-                        _ => none.to_string(),
+                        _ => none,
                     }
                 ),
             ),

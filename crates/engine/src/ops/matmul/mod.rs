@@ -18,9 +18,7 @@ mod waves;
 pub use coop::{CoopSpec, ReduceSpec};
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
 pub use hprod::{h_sets, matvec_hprod, HProd};
-pub use ln_fuse::{
-    lerps_q8_fit, ln_fuse_fits, ln_next_fits, matvec_ln, q8_handoff_fits, LnFuse, LnNext,
-};
+pub use ln_fuse::{ln_fuse_fits, ln_next_fits, matvec_ln, q8_handoff_fits, LnFuse, LnNext};
 pub(crate) use matvec::{
     matvec_lanes, mv_lanes, q8_depth_fits, row_sum_mode, step_files, wide_body, wide_lanes,
     wide_q8_chunk, wide_q8_lanes,

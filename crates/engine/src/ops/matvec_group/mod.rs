@@ -40,10 +40,6 @@ pub struct MatvecGroupSpec {
     /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x a chunk of this many values
     /// at a time (`shaders/matvec/q4_k_q8_wide_step.wgsl`), as `MatvecSpec::wide_q8`.
     pub wide_q8: u32,
-    /// With `q8k`: the segments of the first encoding read their x as 8-bit x handed over
-    /// in the activations (`shaders/matvec/x8_in.wgsl`, binding 15: r, k, v after the
-    /// previous block's value wrote their lerps so) instead of quantizing it.
-    pub x8: bool,
 }
 
 impl KernelSpec for MatvecGroupSpec {
@@ -72,10 +68,6 @@ impl KernelSpec for MatvecGroupSpec {
         }
         let w = w.file(COMMON);
         let (step, prologue) = step_files(self.dtype, self.q8k, false, self.row_sum, self.lanes);
-        let prologue = match self.x8 {
-            true => shader!("matvec/x8_in.wgsl").to_string(),
-            false => prologue,
-        };
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),
@@ -238,15 +230,11 @@ pub fn matvec_group(
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
 ) -> Result<Node> {
-    group_node(cx, op, layer, segs, vecs, act, None)
+    group_node(cx, op, layer, segs, vecs, act, false)
 }
 
 /// The one-token kernel of [`matvec_group`] alone (its small variant, without the 2–8-token
-/// one): for a fused dispatch that only one-token passes take. With `x8`, the segments of
-/// the first encoding read x as 8-bit x handed over at their x offsets ([`group_q8`]
-/// groups only; `MatvecGroupSpec::x8`).
-///
-/// Errors as [`matvec_group`]; `x8` for a group without 8-bit x.
+/// one): for a fused dispatch that only one-token passes take. Errors as [`matvec_group`].
 pub fn matvec_group_one_token(
     cx: &Ctx,
     op: &'static str,
@@ -254,25 +242,8 @@ pub fn matvec_group_one_token(
     segs: &[(&GpuMatrix, MatmulArgs)],
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
-    x8: bool,
 ) -> Result<Node> {
-    group_node(cx, op, layer, segs, vecs, act, Some(x8))
-}
-
-/// Whether the one-token kernel of a group of `segs` takes 8-bit x
-/// ([`MatvecGroupSpec::q8k`]): Q4_K matrices in one encoding in its first buffer (F16 ones
-/// of a second buffer beside them read f32 x), no LoRA term, depths that fit
-/// ([`q8_depth_fits`]).
-pub fn group_q8(cx: &Ctx, segs: &[(&GpuMatrix, MatmulArgs)]) -> bool {
-    let Some((first, _)) = segs.first() else {
-        return false;
-    };
-    first.dtype == DType::Q4_K
-        && segs.iter().all(|(_, a)| a.lora.is_none())
-        && segs
-            .iter()
-            .filter(|(m, _)| m.buffer == first.buffer)
-            .all(|(m, _)| m.dtype == first.dtype && q8_depth_fits(cx, m.n_in))
+    group_node(cx, op, layer, segs, vecs, act, true)
 }
 
 fn group_node(
@@ -282,7 +253,7 @@ fn group_node(
     segs: &[(&GpuMatrix, MatmulArgs)],
     vecs: &wgpu::Buffer,
     act: &wgpu::Buffer,
-    one_token_only: Option<bool>,
+    one_token_only: bool,
 ) -> Result<Node> {
     let Some((first, _)) = segs.first() else {
         return Err(op_err(op, "a group needs a matrix"));
@@ -356,7 +327,6 @@ fn group_node(
         wide: false,
         q8k: 0,
         wide_q8: 0,
-        x8: false,
     };
     let mut res = vec![
         (2, buffer_range(&first.buffer, range1)),
@@ -388,17 +358,10 @@ fn group_node(
             .filter(|(_, sg)| sg.src == 0)
             .map(|((m, _), _)| m.n_in)
     };
-    if group_q8(cx, segs) {
+    if first.dtype == DType::Q4_K && !dt2 && !spec.lora && firsts().all(|k| q8_depth_fits(cx, k)) {
         one.q8k = firsts().max().unwrap_or(0) as u32;
     }
-    if let Some(x8) = one_token_only {
-        if x8 {
-            if one.q8k == 0 {
-                return Err(op_err(op, "8-bit x handed to a group without 8-bit x"));
-            }
-            one.x8 = true;
-            res.push((15, act.as_entire_binding()));
-        }
+    if one_token_only {
         return cx.node_at(op, layer, &one, &p, res, grid);
     }
     // Groups serve decode passes only: the 2–8-token variant compiles late. On Q4_K

@@ -76,11 +76,6 @@ pub struct LnNext<'a> {
     /// Index (u32) in the activations of the counter of finished workgroups: 0 when the
     /// graph is made (a fresh buffer), and left 0 by every dispatch.
     pub done: usize,
-    /// Where the tail also writes the six lerps as 8-bit x for the next block's Q4_K r, k,
-    /// v ([`lerps_q8_fit`]): u32 index (a multiple of 4) of lerp 0's C / 4 words of int8
-    /// values then C / 16 f32 of (d, d · Σ q) per run of 32, each lerp 5C / 16 after the
-    /// one before; `None`: f32 lerps only.
-    pub x8: Option<usize>,
 }
 
 impl LnNext<'_> {
@@ -94,7 +89,6 @@ impl LnNext<'_> {
             self.slot_len,
             self.out,
             self.out_stride,
-            self.x8.unwrap_or(0),
         ]
         .iter()
         .all(|o| o % 4 == 0)
@@ -143,8 +137,7 @@ pub(crate) struct LnParams {
     pub(crate) nx_wgs: u32,
     pub(crate) nx_tail: u32,
     pub(crate) x8: u32,
-    pub(crate) nx_x8: u32,
-    pub(crate) _nx: u32,
+    pub(crate) _nx: [u32; 2],
 }
 
 /// Whether a one-token pass can run the LayerNorm + token shift before `key` (`[F, C]`)
@@ -175,14 +168,6 @@ pub fn q8_handoff_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
         && key.n_out == value.n_in
         && key.n_out % 32 == 0
         && cx.gpu.limits.max_storage_buffers_per_shader_stage >= 10
-}
-
-/// Whether the value's tail can hand the next block's lerps of `c` channels to its r, k, v
-/// as 8-bit x ([`LnNext::x8`]): on (`RWKV_Q8_HANDOFF`), whole runs of 32 in each lerp and
-/// each lerp's 8-bit form (5C / 16 words and floats) at a multiple of 4 (C a multiple of
-/// 64).
-pub fn lerps_q8_fit(cx: &Ctx, c: usize) -> bool {
-    cx.gpu.tuning.q8_handoff && c % 64 == 0
 }
 
 /// Whether a one-token `value` (`[C, F]`) can open the next block ([`LnEnd::Next`],
@@ -289,16 +274,6 @@ pub fn matvec_ln(
             ));
         }
     }
-    // A value that reads its x handed over reads it at its 8-bit form (matvec/x8_in.wgsl).
-    let read = MatmulArgs {
-        x_off: ln.x8.unwrap_or(0),
-        ..*a
-    };
-    let a = if spec.x8 == Q8Handoff::Reads {
-        &read
-    } else {
-        a
-    };
     let p = LnParams {
         base: Params::of(m, a, a.scale, [0; 4], 1),
         ln_w: ln.ln_w as u32,
@@ -319,8 +294,7 @@ pub fn matvec_ln(
         nx_wgs: x,
         nx_tail: next.map_or(0, |_| tail_wgs(cx, m.n_out).unwrap_or(0)),
         x8: ln.x8.unwrap_or(0) as u32,
-        nx_x8: next.and_then(|nx| nx.x8).map_or(u32::MAX, |o| o as u32),
-        _nx: 0,
+        _nx: [0; 2],
     };
     let mut res = vec![
         (2, m.binding()),

@@ -36,15 +36,12 @@ fn q4k_beside_f16_of_a_second_buffer_one_token() {
         }
     }
     // Subgroup sums with 8 lanes a row (the subgroup prologue) and by default, the tree,
-    // and f32 x throughout (`RWKV_MV_Q8=0`); and the Q4_K segments' x handed over as 8-bit
-    // x (`handed`: read from the activations, no prologue).
-    for (subgroup, lanes, q8, handed) in [
-        (true, Some(8), true, false),
-        (true, None, true, false),
-        (false, None, true, false),
-        (true, None, false, false),
-        (true, None, true, true),
-        (false, None, true, true),
+    // and f32 x throughout (`RWKV_MV_Q8=0`).
+    for (subgroup, lanes, q8) in [
+        (true, Some(8), true),
+        (true, None, true),
+        (false, None, true),
+        (true, None, false),
     ] {
         let mut g = (*gpu()).clone();
         g.features.subgroup &= subgroup;
@@ -94,31 +91,12 @@ fn q4k_beside_f16_of_a_second_buffer_one_token() {
                 lora: None,
             });
         }
-        if handed {
-            // Each Q4_K segment's x as 8-bit x at an offset of its own; its f32 x NaN.
-            for (i, &(_, k, _, bi)) in shapes.iter().enumerate() {
-                if bi == 0 {
-                    let at = act.len().next_multiple_of(4);
-                    act.resize(at, 0.0);
-                    act.extend(q8_form(&xs[i]));
-                    act[margs[i].x_off..][..k].fill(f32::NAN);
-                    margs[i].x_off = at;
-                }
-            }
-        }
         let bias = rand_vec(131, 512, 0.5);
         let act_buf = h.f32_buf(&act);
         let segs: Vec<(&GpuMatrix, MatmulArgs)> = gm.iter().zip(margs.iter().copied()).collect();
-        let node = matvec_group_one_token(
-            &h.ctx(),
-            "mixed",
-            None,
-            &segs,
-            &h.f32_buf(&bias),
-            &act_buf,
-            handed,
-        )
-        .unwrap();
+        let node =
+            matvec_group_one_token(&h.ctx(), "mixed", None, &segs, &h.f32_buf(&bias), &act_buf)
+                .unwrap();
         h.run(&[node]);
         for (i, &(n, k, a, bi)) in shapes.iter().enumerate() {
             let got = h.read(&act_buf, margs[i].y_off, n);
