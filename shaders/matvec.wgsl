@@ -92,7 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             workgroupBarrier(); // the row sums' workgroup memory is reused
         }
     }
-    // After the rows: nothing, or the next block's LayerNorm + token shift in the last
-    // workgroups (matvec/ln_next.wgsl).
+    // After the rows: nothing, the next block's LayerNorm + token shift in the last
+    // workgroups (matvec/ln_next.wgsl), or the rows handed on as 8-bit x (x8_out.wgsl).
     mv_epilogue(wg, li);
 }

@@ -34,7 +34,6 @@ fn mv_prologue(x0: u32, k: u32, li: u32) {
     workgroupBarrier();
 }
 
-
 // The 64-value step's reads (q4_k_q8_pair.wgsl): words 4v .. 4v + 4 of x, and the
 // (d, d · Σ q) of runs sb and sb + 1.
 fn xq4(v: u32) -> vec4<u32> {
