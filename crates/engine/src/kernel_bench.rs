@@ -9,6 +9,10 @@
 //!   memory bandwidth;
 //! - **prefill**: the tiled kernel (tensor cores where the adapter has them) at T = 512, as
 //!   TFLOP/s (2·rows·K·T / time);
+//! - **decode with 8-bit x handed over** (`matvec/x8`, Q4_K): the one-token kernel as a
+//!   decode step runs the channel-mix value — x already 8-bit in the activations (the key
+//!   quantized it: `ops::matmul::ln_fuse`), no prologue, a residual add saving the shift
+//!   state — the kernel's own distance to the bandwidth;
 //!
 //! plus the per-dispatch floor (a chain of dispatches of a 32 × 32 product) and the WKV
 //! scan at T = 512 for 12 and 40 heads. Each figure is the median of `repeats` compute
@@ -24,7 +28,7 @@ use crate::error::{EngineError, Result};
 use crate::format::DType;
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
-use crate::ops::matmul::{matmul, Act, MatmulArgs};
+use crate::ops::matmul::{matmul, matvec_ln, Act, LnEnd, LnFuse, MatmulArgs};
 use crate::ops::wkv::{wkv, WkvArgs};
 use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node};
 
@@ -117,6 +121,12 @@ pub fn run(
                 match time_product(gpu, &pipelines, dtype, n, k, t, opts) {
                     Ok(f) => push(f, &mut out),
                     Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
+                }
+            }
+            if dtype == DType::Q4_K {
+                match time_value_x8(gpu, &pipelines, n, k, opts) {
+                    Ok(f) => push(f, &mut out),
+                    Err(e) => log::warn!("kernel bench {dtype} {n}x{k} x8: {e}"),
                 }
             }
             for &lanes in &opts.mv_lanes {
@@ -267,6 +277,116 @@ fn time_product(
     })
 }
 
+/// Times the one-token Q4_K product `x += W x8` as a decode step runs the channel-mix
+/// value with its x handed over as 8-bit x (`matvec/x8`: no prologue; the residual add
+/// saves the shift state of state slot 0).
+///
+/// Errors: a product that cannot read 8-bit x (depth not whole Q4_K blocks, `RWKV_MV_Q8=0`
+/// or 16-value steps); GPU errors.
+fn time_value_x8(
+    gpu: &GpuContext,
+    pipelines: &PipelineCache,
+    n: usize,
+    k: usize,
+    opts: &KernelBenchOptions,
+) -> Result<KernelFigure> {
+    let bytes = matrix_bytes(DType::Q4_K, n, k)?;
+    // One token of sequence 0 in state slot 0 (the metadata as the graph lays it out).
+    let dims = Dims {
+        n_tokens: 1,
+        n_seqs: 1,
+        off_tok_seq: 1,
+        off_tok_pos: 2,
+        off_seqs: 4,
+        ..Default::default()
+    };
+    let dims_buf = buffer::uniform(gpu, "dims", &dims);
+    let cx = Ctx {
+        gpu,
+        pipelines,
+        dims: &dims_buf,
+        lora: None,
+    };
+    let m = GpuMatrix::upload(
+        gpu,
+        format!("bench Q4_K {n}x{k} x8"),
+        DType::Q4_K,
+        &bytes,
+        n,
+        k,
+    )?;
+    // act: the residual y [n], (mean, rstd) [4], x as 8-bit x (k / 4 words, k / 16 pairs:
+    // random words, d 1 / 127, so the sums stay finite).
+    let (stats, x8) = (n.next_multiple_of(4), n.next_multiple_of(4) + 4);
+    let mut host = rand_vec(9, n, 1.0);
+    host.resize(x8, 0.0);
+    host.extend(
+        rand_vec(10, k / 4, 1.0)
+            .iter()
+            .map(|v| f32::from_bits(v.to_bits() & 0x7f7f_7f7f)),
+    );
+    host.extend((0..k / 32).flat_map(|_| [1.0 / 127.0, 0.0]));
+    let act = buffer::storage_init(gpu, "bench.act", bytemuck::cast_slice(&host))?;
+    let vecs = buffer::storage_init(
+        gpu,
+        "bench.vecs",
+        bytemuck::cast_slice(&vec![1.0f32; 2 * n]),
+    )?;
+    let meta = buffer::storage_init(
+        gpu,
+        "bench.meta",
+        bytemuck::cast_slice(&[7u32, 0, 0, 0, 0, 1, 0, 0]),
+    )?;
+    let state = buffer::storage_init(gpu, "bench.state", bytemuck::cast_slice(&vec![0f32; n]))?;
+    let ln = LnFuse {
+        meta: &meta,
+        state: &state,
+        state_off: 0,
+        slot_len: n,
+        ln_w: 0,
+        ln_b: n,
+        mix: 0,
+        eps: 1e-5,
+        stats,
+        x8: Some(x8),
+    };
+    let args = MatmulArgs {
+        x_off: x8,
+        x_stride: k,
+        y_off: 0,
+        y_stride: n,
+        act: Act::None,
+        accumulate: true,
+        add_before_act: false,
+        bias_off: None,
+        rows: Count::Tokens,
+        scale: 1.0,
+        lora: None,
+    };
+    let node = matvec_ln(
+        &cx,
+        "bench",
+        None,
+        &m,
+        &vecs,
+        &act,
+        &args,
+        &ln,
+        LnEnd::Out,
+        None,
+    )?;
+    let us = time_chain(gpu, &node, &dims, opts)?;
+    Ok(KernelFigure {
+        kernel: "matvec/x8".into(),
+        dtype: Some(DType::Q4_K.to_string()),
+        shape: format!("{n}x{k}"),
+        tokens: 1,
+        us,
+        gb_s: Some(bytes.len() as f64 / (us * 1e-6) / 1e9),
+        tflop_s: None,
+    })
+}
+
 /// Times the WKV scan over `prefill_tokens` tokens of one sequence with `heads` heads.
 fn time_wkv(
     gpu: &GpuContext,
@@ -405,5 +525,28 @@ mod tests {
             "{names:?}"
         );
         assert!(figs.iter().all(|f| f.us.is_finite() && f.us >= 0.0));
+    }
+
+    /// Q4_K also gets the value's kernel with its x handed over as 8-bit x (`matvec/x8`),
+    /// one token, with its bandwidth.
+    #[test]
+    fn q4k_gets_the_handed_over_x_figure() {
+        let gpu = crate::ops::testing::gpu();
+        if !gpu.features.timestamp {
+            return; // the bench refuses (a_tiny_run_gives_every_figure checks it)
+        }
+        let opts = KernelBenchOptions {
+            dtypes: vec![DType::Q4_K],
+            shapes: vec![(64, 512)],
+            prefill_tokens: 16,
+            chain: 2,
+            repeats: 1,
+            mv_lanes: vec![],
+        };
+        let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
+        let x8: Vec<&KernelFigure> = figs.iter().filter(|f| f.kernel == "matvec/x8").collect();
+        assert_eq!(x8.len(), 1, "{figs:?}");
+        assert_eq!((x8[0].tokens, x8[0].shape.as_str()), (1, "64x512"));
+        assert!(x8[0].gb_s.is_some_and(|g| g.is_finite() && g > 0.0));
     }
 }
