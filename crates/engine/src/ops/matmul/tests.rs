@@ -122,7 +122,7 @@ fn takes_8_bit_x(h: &Harness, m: &GpuMatrix, t: usize) -> bool {
     let always_matvec = n <= MATVEC_ALWAYS_ROWS && m.row_bytes * n <= MATVEC_ALWAYS_BYTES;
     let few = (2..=SMALL_T as usize).contains(&t)
         && !always_matvec
-        && super::matvec::wide_q8_pays(&h.ctx(), m, false, false).is_some();
+        && super::q8::wide_q8_pays(&h.ctx(), m, false, false).is_some();
     one || few
 }
 

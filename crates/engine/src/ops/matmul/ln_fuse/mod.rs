@@ -28,7 +28,8 @@
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 
-use super::matvec::{base_spec, one_token_kernel, q8_pays, row_sum_mode, LnEnd, Q8Handoff};
+use super::matvec::{base_spec, one_token_kernel, row_sum_mode, LnEnd, Q8Handoff};
+use super::q8::q8_pays;
 use super::{MatmulArgs, Params};
 
 /// Where the fused LayerNorm + token shift reads and writes.
