@@ -10,7 +10,60 @@ use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::decode::with_decode;
 use crate::ops::{op_err, Ctx, GpuMatrix, Grid, Node, Small, COMMON};
 
-use super::q8::{q8_pays, q8_rows, step_files, wide_q8_lanes, wide_q8_pays};
+use super::q8::{q8_pays, q8_rows, wide_q8_lanes, wide_q8_pays};
+
+/// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
+/// (`q8k` ≠ 0) Q4_K's 16-value or, with `q8_pair`, 64-value 8-bit step, or Q6_K's
+/// (`shaders/matvec/q6_k_q8.wgsl`), and the prologue that quantizes x ([`prologue_file`]
+/// for row sums `row_sum` of `lanes` lanes); else the encoding's own step ([`step_file`])
+/// and no prologue.
+pub(crate) fn step_files(
+    dtype: DType,
+    q8k: u32,
+    q8_pair: bool,
+    row_sum: RowSum,
+    lanes: u32,
+) -> (&'static str, String) {
+    if q8k == 0 {
+        return (
+            step_file(dtype),
+            shader!("matvec/prologue_none.wgsl").into(),
+        );
+    }
+    let step = match (dtype, q8_pair) {
+        (DType::Q6_K, _) => shader!("matvec/q6_k_q8.wgsl"),
+        (_, false) => concat!(
+            shader!("matvec/q4_k_pair.wgsl"),
+            shader!("matvec/q4_k_q8.wgsl")
+        ),
+        (_, true) => shader!("matvec/q4_k_q8_pair.wgsl"),
+    };
+    (step, prologue_file(row_sum, lanes))
+}
+
+/// The prologue that quantizes x to 8 bits: with subgroup shuffles, a vec4 of x a
+/// thread (`shaders/matvec/q4_k_q8_x_sg.wgsl`), where the kernel's row sums already use
+/// subgroups of at least `lanes` ≥ 8 invocations (so the 8 threads of a run of 32 share
+/// one); else a run a thread through workgroup memory (`q4_k_q8_x.wgsl`). Both give the
+/// same bits.
+pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> String {
+    if shuffle_prologue(row_sum, lanes) {
+        format!(
+            "{}{}",
+            shader!("matvec/q8_put_sg.wgsl"),
+            shader!("matvec/q4_k_q8_x_sg.wgsl")
+        )
+    } else {
+        shader!("matvec/q4_k_q8_x.wgsl").into()
+    }
+}
+
+/// Whether the 8-bit x prologue of a kernel with row sums `row_sum` of `lanes` lanes is
+/// made with subgroup shuffles ([`prologue_file`]); the LayerNorm prologue
+/// (`shaders/matvec/q8_x_ln.wgsl`) needs them too.
+pub(crate) fn shuffle_prologue(row_sum: RowSum, lanes: u32) -> bool {
+    row_sum != RowSum::Tree && lanes >= 8
+}
 
 /// Which end of a LayerNorm + token shift fused into two one-token products a `matvec`
 /// kernel is (`ops::matmul::ln_fuse`).
@@ -479,7 +532,7 @@ pub(crate) fn base_spec(cx: &Ctx, m: &GpuMatrix, logits: bool) -> MatvecSpec {
 /// those with `Tuning::mv_q8_pair` on Q4_K) — and its workgroups a token.
 pub(crate) fn one_token_kernel(cx: &Ctx, m: &GpuMatrix, mut spec: MatvecSpec) -> (MatvecSpec, u32) {
     spec.one_token = true;
-    if q8_pays(cx, m, &spec) {
+    if q8_pays(cx, m, spec.lora != MatvecLora::None, spec.logits) {
         spec.q8k = m.n_in as u32;
         spec.rows = q8_rows(&cx.gpu.tuning, m.n_out);
         if cx.gpu.tuning.mv_q8_pair && m.dtype == DType::Q4_K {

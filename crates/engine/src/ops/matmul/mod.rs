@@ -20,9 +20,9 @@ pub use coop::{CoopSpec, ReduceSpec};
 pub use group::{matmul_group, tile_groupable, GroupItem, MAX_GROUP};
 pub use hprod::{h_sets, matvec_hprod, HProd};
 pub use ln_fuse::{ln_fuse_fits, ln_next_fits, matvec_ln, q8_handoff_fits, LnFuse, LnNext};
-pub(crate) use matvec::{matvec_lanes, mv_lanes, row_sum_mode, wide_body, wide_lanes};
+pub(crate) use matvec::{matvec_lanes, mv_lanes, row_sum_mode, step_files, wide_body, wide_lanes};
 pub use matvec::{LnEnd, MatvecLora, MatvecSpec, Q8Handoff, RowSum};
-pub(crate) use q8::{q8_depth_fits, step_files, wide_q8_chunk, wide_q8_lanes};
+pub(crate) use q8::{q8_depth_fits, wide_q8_chunk, wide_q8_lanes};
 pub use tiled::MatmulSpec;
 pub use waves::{matmul_waves, waves_plan};
 #[cfg(test)]

@@ -1,20 +1,15 @@
 //! The 8-bit activations of the matrix × vector kernels: which products quantize x to 8
 //! bits a run of 32 (one token: [`q8_pays`]; 2–8 tokens: [`wide_q8_pays`]), at which depth
-//! chunk and lanes, and the step and prologue snippets that read and make it
-//! (`shaders/matvec/q4_k_q8*.wgsl`, `q6_k_q8.wgsl`, `q8_put_sg.wgsl`).
+//! chunk and lanes (the snippets that read and make it: `step_files` in `matvec.rs`).
 
-use super::matvec::{step_file, MatvecLora, MatvecSpec, RowSum};
 use crate::format::DType;
 use crate::ops::{Ctx, GpuMatrix};
 
-/// Whether the one-token kernel of `m` (its spec so far: `spec`) takes 8-bit activations
-/// (`MatvecSpec::q8k`): Q4_K or Q6_K weights without a LoRA term, writing the activations,
-/// at a depth [`q8_depth_fits`].
-pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, spec: &MatvecSpec) -> bool {
-    matches!(m.dtype, DType::Q4_K | DType::Q6_K)
-        && spec.lora == MatvecLora::None
-        && !spec.logits
-        && q8_depth_fits(cx, m.n_in)
+/// Whether the one-token kernel of `m` takes 8-bit activations (`MatvecSpec::q8k`): Q4_K or
+/// Q6_K weights without a LoRA term (`lora`), writing the activations (not `logits`), at a
+/// depth [`q8_depth_fits`].
+pub(crate) fn q8_pays(cx: &Ctx, m: &GpuMatrix, lora: bool, logits: bool) -> bool {
+    matches!(m.dtype, DType::Q4_K | DType::Q6_K) && !lora && !logits && q8_depth_fits(cx, m.n_in)
 }
 
 /// Whether a one-token Q4_K kernel of depth `k` may quantize x to 8 bits in workgroup
@@ -82,57 +77,4 @@ pub(crate) fn wide_q8_pays(cx: &Ctx, m: &GpuMatrix, lora: bool, logits: bool) ->
         return None;
     }
     wide_q8_chunk(cx, m.n_in)
-}
-
-/// The step snippet of a `matvec` / `matvec_group` kernel and its prologue: with 8-bit x
-/// (`q8k` ≠ 0) Q4_K's 16-value or, with `q8_pair`, 64-value 8-bit step, or Q6_K's
-/// (`shaders/matvec/q6_k_q8.wgsl`), and the prologue that quantizes x ([`prologue_file`]
-/// for row sums `row_sum` of `lanes` lanes); else the encoding's own step ([`step_file`])
-/// and no prologue.
-pub(crate) fn step_files(
-    dtype: DType,
-    q8k: u32,
-    q8_pair: bool,
-    row_sum: RowSum,
-    lanes: u32,
-) -> (&'static str, String) {
-    if q8k == 0 {
-        return (
-            step_file(dtype),
-            shader!("matvec/prologue_none.wgsl").into(),
-        );
-    }
-    let step = match (dtype, q8_pair) {
-        (DType::Q6_K, _) => shader!("matvec/q6_k_q8.wgsl"),
-        (_, false) => concat!(
-            shader!("matvec/q4_k_pair.wgsl"),
-            shader!("matvec/q4_k_q8.wgsl")
-        ),
-        (_, true) => shader!("matvec/q4_k_q8_pair.wgsl"),
-    };
-    (step, prologue_file(row_sum, lanes))
-}
-
-/// The prologue that quantizes x to 8 bits: with subgroup shuffles, a vec4 of x a
-/// thread (`shaders/matvec/q4_k_q8_x_sg.wgsl`), where the kernel's row sums already use
-/// subgroups of at least `lanes` ≥ 8 invocations (so the 8 threads of a run of 32 share
-/// one); else a run a thread through workgroup memory (`q4_k_q8_x.wgsl`). Both give the
-/// same bits.
-pub(crate) fn prologue_file(row_sum: RowSum, lanes: u32) -> String {
-    if shuffle_prologue(row_sum, lanes) {
-        format!(
-            "{}{}",
-            shader!("matvec/q8_put_sg.wgsl"),
-            shader!("matvec/q4_k_q8_x_sg.wgsl")
-        )
-    } else {
-        shader!("matvec/q4_k_q8_x.wgsl").into()
-    }
-}
-
-/// Whether the 8-bit x prologue of a kernel with row sums `row_sum` of `lanes` lanes is
-/// made with subgroup shuffles ([`prologue_file`]); the LayerNorm prologue
-/// (`shaders/matvec/q8_x_ln.wgsl`) needs them too.
-pub(crate) fn shuffle_prologue(row_sum: RowSum, lanes: u32) -> bool {
-    row_sum != RowSum::Tree && lanes >= 8
 }

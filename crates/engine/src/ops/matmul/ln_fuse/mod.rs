@@ -28,7 +28,7 @@
 use crate::error::Result;
 use crate::ops::{op_err, Count, Ctx, GpuMatrix, Grid, Node};
 
-use super::matvec::{base_spec, one_token_kernel, row_sum_mode, LnEnd, Q8Handoff};
+use super::matvec::{base_spec, one_token_kernel, row_sum_mode, LnEnd, MatvecLora, Q8Handoff};
 use super::q8::q8_pays;
 use super::{MatmulArgs, Params};
 
@@ -149,7 +149,7 @@ pub(crate) struct LnParams {
 pub fn ln_fuse_fits(cx: &Ctx, key: &GpuMatrix, value: &GpuMatrix) -> bool {
     let (spec, _) = one_token_kernel(cx, key, base_spec(cx, key, false));
     cx.gpu.tuning.ln_fuse
-        && q8_pays(cx, key, &spec)
+        && q8_pays(cx, key, spec.lora != MatvecLora::None, spec.logits)
         && shuffles(cx)
         && value.n_out == key.n_in
         && key.row0 == 0
