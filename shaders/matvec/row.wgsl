@@ -11,7 +11,11 @@ fn mv_xb(x_off: u32, x_stride: u32, t0: u32) -> vec4<u32> {
     return vec4<u32>(x0, x0 + xs, x0 + 2u * xs, x0 + 3u * xs);
 }
 
+// The lane of the row being summed, for steps that keep per-lane values (q4_k_q8_pair.wgsl).
+var<private> mv_lane: u32;
+
 fn mv_row(rb: u32, k: u32, lane: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
+    mv_lane = lane;
     var acc = vec4<f32>(0.0);
     let steps = k / MV_STEP;
     let last = steps - 1u;
@@ -19,7 +23,13 @@ fn mv_row(rb: u32, k: u32, lane: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     for (var g = lane; g < steps; g += UNR * LANES) {
         for (var u = 0u; u < UNR; u++) {
             let gu = g + u * LANES;
-            acc += select(zero, mv_step(rb, min(gu, last), xb, nt), gu < steps);
+            let s = mv_step(rb, min(gu, last), xb, nt);
+            if (NT1 == 1u) {
+                // One token: only x's sum (the other three stay 0, not 0 + 0 each step).
+                acc.x += select(0.0, s.x, gu < steps);
+            } else {
+                acc += select(zero, s, gu < steps);
+            }
         }
     }
     return acc;

@@ -61,7 +61,7 @@ pub struct Tuning {
     /// `RWKV_MV_ROWS`: rows a lane group computes in one-token Q4_K products with 8-bit x
     /// (1, 2, 4 or 8); `None`: by the product's rows (`ops::matmul::q8_rows`).
     pub mv_rows: Option<u32>,
-    /// `RWKV_MV_Q8_PAIR=0|1`: whether one-token Q4_K single products with 8-bit x take a
+    /// `RWKV_MV_Q8_PAIR=0|1`: whether one-token Q4_K products and groups with 8-bit x take a
     /// whole sub-block pair (64 values, one read of the block header) a lane step
     /// (`shaders/matvec/q4_k_q8_pair.wgsl`, the default) or 16 values (`q4_k_q8.wgsl`;
     /// A/B runs).

@@ -276,6 +276,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                     unroll,
                     wide: false,
                     q8k: 0,
+                    q8_pair: false,
                     wide_q8: 0,
                 }));
             }
@@ -292,6 +293,7 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 unroll,
                 wide: true,
                 q8k: 0,
+                q8_pair: false,
                 wide_q8: 0,
             };
             // And with 8-bit x a chunk of 2,560 (r, k and v of a 2.9B model).
@@ -299,13 +301,16 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 wide_q8: 2560,
                 ..wide.clone()
             }));
-            // And one token with 8-bit x (r, k and v of a 2.9B model).
-            out.push(Variant::Group(MatvecGroupSpec {
-                one_token: true,
-                wide: false,
-                q8k: 2560,
-                ..wide.clone()
-            }));
+            // And one token with 8-bit x (r, k and v of a 2.9B model), 16- and 64-value steps.
+            for q8_pair in [false, true] {
+                out.push(Variant::Group(MatvecGroupSpec {
+                    one_token: true,
+                    wide: false,
+                    q8k: 2560,
+                    q8_pair,
+                    ..wide.clone()
+                }));
+            }
             out.push(Variant::Group(wide));
         }
     }

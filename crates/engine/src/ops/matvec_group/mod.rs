@@ -37,6 +37,10 @@ pub struct MatvecGroupSpec {
     /// in the first encoding, no LoRA term) whose workgroups quantize their segment's x
     /// to 8 bits first; the deepest segment's depth, or 0.
     pub q8k: u32,
+    /// With `q8k`: the Q4_K segments take a whole sub-block pair a lane step (64 values
+    /// under one read of the block header: `shaders/matvec/q4_k_q8_pair.wgsl`, as
+    /// `MatvecSpec::q8_pair`) instead of 16 values (`Tuning::mv_q8_pair`).
+    pub q8_pair: bool,
     /// Not 0 (with `wide`): the 8-token kernel takes 8-bit x a chunk of this many values
     /// at a time (`shaders/matvec/q4_k_q8_wide_step.wgsl`), as `MatvecSpec::wide_q8`.
     pub wide_q8: u32,
@@ -67,7 +71,8 @@ impl KernelSpec for MatvecGroupSpec {
             w = w.u32("Q8K", self.q8k);
         }
         let w = w.file(COMMON);
-        let (step, prologue) = step_files(self.dtype, self.q8k, false, self.row_sum, self.lanes);
+        let (step, prologue) =
+            step_files(self.dtype, self.q8k, self.q8_pair, self.row_sum, self.lanes);
         // Source 1: the group's second encoding, `mv_row2` over `mv_step2`.
         let second = match (self.second, self.dtype) {
             (false, _) => shader!("matvec_group/second_none.wgsl"),
@@ -326,6 +331,7 @@ fn group_node(
         unroll: mv_unroll(&cx.gpu.tuning, first.dtype),
         wide: false,
         q8k: 0,
+        q8_pair: false,
         wide_q8: 0,
     };
     let mut res = vec![
@@ -360,6 +366,12 @@ fn group_node(
     };
     if first.dtype == DType::Q4_K && !dt2 && !spec.lora && firsts().all(|k| q8_depth_fits(cx, k)) {
         one.q8k = firsts().max().unwrap_or(0) as u32;
+        // 64-value steps read a block's header and nibbles as vec4s: the segments' bytes
+        // start on 16 (rows are whole 144-byte blocks).
+        let aligned = p.seg[..segs.len()]
+            .iter()
+            .all(|sg| sg.src != 0 || sg.w_off % 16 == 0);
+        one.q8_pair = cx.gpu.tuning.mv_q8_pair && aligned;
     }
     if one_token_only {
         return cx.node_at(op, layer, &one, &p, res, grid);

@@ -36,17 +36,20 @@ fn q4k_beside_f16_of_a_second_buffer_one_token() {
         }
     }
     // Subgroup sums with 8 lanes a row (the subgroup prologue) and by default, the tree,
-    // and f32 x throughout (`RWKV_MV_Q8=0`).
-    for (subgroup, lanes, q8) in [
-        (true, Some(8), true),
-        (true, None, true),
-        (false, None, true),
-        (true, None, false),
+    // and f32 x throughout (`RWKV_MV_Q8=0`); the Q4_K steps a sub-block pair (64 values)
+    // or 16 values (`RWKV_MV_Q8_PAIR=0`).
+    for (subgroup, lanes, q8, pair) in [
+        (true, Some(8), true, true),
+        (true, None, true, true),
+        (false, None, true, true),
+        (true, None, true, false),
+        (true, None, false, true),
     ] {
         let mut g = (*gpu()).clone();
         g.features.subgroup &= subgroup;
         g.tuning.mv_lanes = lanes;
         g.tuning.mv_q8 = Some(q8);
+        g.tuning.mv_q8_pair = pair;
         let h = Harness::with_gpu(
             Dims {
                 n_tokens: 1,
@@ -109,7 +112,7 @@ fn q4k_beside_f16_of_a_second_buffer_one_token() {
             let err = max_abs(&got, &want);
             assert!(
                 err < 2e-3,
-                "segment {i} (subgroups {subgroup}, lanes {lanes:?}, 8-bit x {q8}): max |Δ| {err}"
+                "segment {i} (subgroups {subgroup}, lanes {lanes:?}, 8-bit x {q8}, pair {pair}): max |Δ| {err}"
             );
         }
     }
