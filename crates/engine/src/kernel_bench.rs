@@ -30,7 +30,7 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::ops::matmul::{matmul, matvec_ln, Act, LnEnd, LnFuse, MatmulArgs};
 use crate::ops::wkv::{wkv, WkvArgs};
-use crate::ops::{Count, Ctx, Dims, GpuMatrix, Node};
+use crate::ops::{Ctx, Dims, GpuMatrix, Node};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -205,6 +205,45 @@ fn matrix_bytes(dtype: DType, n: usize, k: usize) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The `[n, k]` `dtype` matrix of the product figures on the GPU, and its encoded bytes.
+///
+/// Errors: a matrix over one binding; as [`matrix_bytes`], [`GpuMatrix::upload`].
+fn bench_matrix(
+    gpu: &GpuContext,
+    dtype: DType,
+    n: usize,
+    k: usize,
+    label: &str,
+) -> Result<(GpuMatrix, usize)> {
+    let bytes = matrix_bytes(dtype, n, k)?;
+    if bytes.len() as u64 > gpu.max_binding() {
+        return Err(EngineError::invalid(format!(
+            "{} bytes exceed one binding ({})",
+            bytes.len(),
+            gpu.max_binding()
+        )));
+    }
+    let name = format!("bench {dtype} {n}x{k}{label}");
+    Ok((
+        GpuMatrix::upload(gpu, name, dtype, &bytes, n, k)?,
+        bytes.len(),
+    ))
+}
+
+/// A context for the nodes of one figure, its dimensions in `dims_buf`.
+fn bench_ctx<'a>(
+    gpu: &'a GpuContext,
+    pipelines: &'a PipelineCache,
+    dims_buf: &'a wgpu::Buffer,
+) -> Ctx<'a> {
+    Ctx {
+        gpu,
+        pipelines,
+        dims: dims_buf,
+        lora: None,
+    }
+}
+
 /// Times `y = W x` for `t` tokens (x `[t, k]`, y `[t, n]` in one activation buffer).
 fn time_product(
     gpu: &GpuContext,
@@ -215,46 +254,21 @@ fn time_product(
     t: usize,
     opts: &KernelBenchOptions,
 ) -> Result<KernelFigure> {
-    let bytes = matrix_bytes(dtype, n, k)?;
-    if bytes.len() as u64 > gpu.max_binding() {
-        return Err(EngineError::invalid(format!(
-            "{} bytes exceed one binding ({})",
-            bytes.len(),
-            gpu.max_binding()
-        )));
-    }
+    let (m, bytes) = bench_matrix(gpu, dtype, n, k, "")?;
     let dims = Dims {
         n_tokens: t as u32,
         n_seqs: 1,
         ..Default::default()
     };
     let dims_buf = buffer::uniform(gpu, "dims", &dims);
-    let cx = Ctx {
-        gpu,
-        pipelines,
-        dims: &dims_buf,
-        lora: None,
-    };
-    let m = GpuMatrix::upload(gpu, format!("bench {dtype} {n}x{k}"), dtype, &bytes, n, k)?;
+    let cx = bench_ctx(gpu, pipelines, &dims_buf);
     let x = rand_vec(8, t * k, 1.0);
     let mut host = x;
     host.resize(t * k + t * n, 0.0);
     let act = buffer::storage_init(gpu, "bench.act", bytemuck::cast_slice(&host))?;
     let vecs = buffer::storage_init(gpu, "bench.vecs", &[0u8; 16])?;
-    let args = MatmulArgs {
-        x_off: 0,
-        x_stride: k,
-        y_off: t * k,
-        y_stride: n,
-        act: Act::None,
-        // y += W x: every dispatch reads what the previous one wrote.
-        accumulate: true,
-        add_before_act: false,
-        bias_off: None,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
-    };
+    // y += W x: every dispatch reads what the previous one wrote.
+    let args = MatmulArgs::dense(0, k, t * k, n, Act::None, true, None);
     let node = matmul(&cx, "bench", None, &m, &vecs, &act, None, &args)?;
     let us = time_chain(gpu, &node, &dims, opts)?;
     let s = us * 1e-6;
@@ -272,7 +286,7 @@ fn time_product(
         shape: format!("{n}x{k}"),
         tokens: t,
         us,
-        gb_s: decode.then(|| bytes.len() as f64 / s / 1e9),
+        gb_s: decode.then(|| bytes as f64 / s / 1e9),
         tflop_s: (!decode).then(|| 2.0 * (n * k * t) as f64 / s / 1e12),
     })
 }
@@ -290,31 +304,11 @@ fn time_value_x8(
     k: usize,
     opts: &KernelBenchOptions,
 ) -> Result<KernelFigure> {
-    let bytes = matrix_bytes(DType::Q4_K, n, k)?;
-    // One token of sequence 0 in state slot 0 (the metadata as the graph lays it out).
-    let dims = Dims {
-        n_tokens: 1,
-        n_seqs: 1,
-        off_tok_seq: 1,
-        off_tok_pos: 2,
-        off_seqs: 4,
-        ..Default::default()
-    };
+    let (m, bytes) = bench_matrix(gpu, DType::Q4_K, n, k, " x8")?;
+    // One token of sequence 0 in state slot 0.
+    let (dims, meta_words) = Dims::one_token(0);
     let dims_buf = buffer::uniform(gpu, "dims", &dims);
-    let cx = Ctx {
-        gpu,
-        pipelines,
-        dims: &dims_buf,
-        lora: None,
-    };
-    let m = GpuMatrix::upload(
-        gpu,
-        format!("bench Q4_K {n}x{k} x8"),
-        DType::Q4_K,
-        &bytes,
-        n,
-        k,
-    )?;
+    let cx = bench_ctx(gpu, pipelines, &dims_buf);
     // act: the residual y [n], (mean, rstd) [4], x as 8-bit x (k / 4 words, k / 16 pairs:
     // random words, d 1 / 127, so the sums stay finite).
     let (stats, x8) = (n.next_multiple_of(4), n.next_multiple_of(4) + 4);
@@ -332,11 +326,7 @@ fn time_value_x8(
         "bench.vecs",
         bytemuck::cast_slice(&vec![1.0f32; 2 * n]),
     )?;
-    let meta = buffer::storage_init(
-        gpu,
-        "bench.meta",
-        bytemuck::cast_slice(&[7u32, 0, 0, 0, 0, 1, 0, 0]),
-    )?;
+    let meta = buffer::storage_init(gpu, "bench.meta", bytemuck::cast_slice(&meta_words))?;
     let state = buffer::storage_init(gpu, "bench.state", bytemuck::cast_slice(&vec![0f32; n]))?;
     let ln = LnFuse {
         meta: &meta,
@@ -350,19 +340,7 @@ fn time_value_x8(
         stats,
         x8: Some(x8),
     };
-    let args = MatmulArgs {
-        x_off: x8,
-        x_stride: k,
-        y_off: 0,
-        y_stride: n,
-        act: Act::None,
-        accumulate: true,
-        add_before_act: false,
-        bias_off: None,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
-    };
+    let args = MatmulArgs::dense(x8, k, 0, n, Act::None, true, None);
     let node = matvec_ln(
         &cx,
         "bench",
@@ -382,7 +360,7 @@ fn time_value_x8(
         shape: format!("{n}x{k}"),
         tokens: 1,
         us,
-        gb_s: Some(bytes.len() as f64 / (us * 1e-6) / 1e9),
+        gb_s: Some(bytes as f64 / (us * 1e-6) / 1e9),
         tflop_s: None,
     })
 }
@@ -402,12 +380,7 @@ fn time_wkv(
         ..Default::default()
     };
     let dims_buf = buffer::uniform(gpu, "dims", &dims);
-    let cx = Ctx {
-        gpu,
-        pipelines,
-        dims: &dims_buf,
-        lora: None,
-    };
+    let cx = bench_ctx(gpu, pipelines, &dims_buf);
     let n = t * c;
     let mut host = rand_vec(9, 7 * n, 0.5);
     // Decays in (0, 1) so the state stays bounded over repeats.

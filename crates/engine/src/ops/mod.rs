@@ -74,6 +74,24 @@ pub struct Dims {
     pub _p: [u32; 3],
 }
 
+impl Dims {
+    /// A pass of one token of one sequence, for kernels tested or timed alone, and the
+    /// `meta` words its offsets point into: the token id (7) at 0, the token's sequence (0)
+    /// at 1 and position (0) at 2, the sequence's (start 0, length 1, state slot `slot`, 0)
+    /// at 4.
+    pub fn one_token(slot: u32) -> (Dims, [u32; 8]) {
+        let dims = Dims {
+            n_tokens: 1,
+            n_seqs: 1,
+            off_tok_seq: 1,
+            off_tok_pos: 2,
+            off_seqs: 4,
+            ..Default::default()
+        };
+        (dims, [7, 0, 0, 0, 0, 1, slot, 0])
+    }
+}
+
 /// What a node's grid scales with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Count {

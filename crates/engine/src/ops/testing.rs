@@ -118,17 +118,27 @@ pub fn npy_f32(path: &std::path::Path) -> Vec<f32> {
     }
 }
 
-/// x as the 8-bit kernels see it (`shaders/matvec/q4_k_q8_x.wgsl`): per run of 32, d =
-/// max|x| / 127 and each value d · round(x / max|x| · 127), ties to even as WGSL's
-/// `pack4x8snorm`.
-pub fn q8_rounded(x: &[f32]) -> Vec<f32> {
+/// x as the 8-bit kernels quantize it (`shaders/matvec/q4_k_q8_x.wgsl`): per run of 32,
+/// the scale d = max|x| / 127 and the values q = round(x / max|x| · 127), ties to even as
+/// WGSL's `pack4x8snorm`.
+pub fn q8_form(x: &[f32]) -> Vec<(f32, Vec<i8>)> {
     x.chunks(32)
-        .flat_map(|c| {
+        .map(|c| {
             let amax = c.iter().fold(0f32, |m, v| m.max(v.abs()));
             let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
-            let d = amax / 127.0;
-            c.iter()
-                .map(move |v| d * ((v * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even())
+            let q = c
+                .iter()
+                .map(|v| ((v * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even() as i8)
+                .collect();
+            (amax / 127.0, q)
         })
+        .collect()
+}
+
+/// x as the 8-bit kernels see it: each value d · q of [`q8_form`].
+pub fn q8_rounded(x: &[f32]) -> Vec<f32> {
+    q8_form(x)
+        .into_iter()
+        .flat_map(|(d, q)| q.into_iter().map(move |v| d * f32::from(v)))
         .collect()
 }

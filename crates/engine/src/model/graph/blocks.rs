@@ -1,6 +1,6 @@
 //! What the builders of a block's nodes share ([`Blocks`]: the context, the regions, the
-//! buffers) and their small helpers: product arguments, the k-split products, the
-//! LayerNorm + token shift node.
+//! buffers) and their small helpers: the k-split products, the LayerNorm + token shift
+//! node.
 
 use super::hplan::HPlan;
 use super::regions::Regions;
@@ -9,34 +9,8 @@ use crate::config::{Rwkv7Config, LN_EPS};
 use crate::error::Result;
 use crate::model::lora::ActiveLoras;
 use crate::ops::ln_shift::LnShiftArgs;
-use crate::ops::matmul::{coop_ksplit, matmul_split, matmul_waves, Act, MatmulArgs, SMALL_T};
+use crate::ops::matmul::{coop_ksplit, matmul_split, matmul_waves, MatmulArgs, SMALL_T};
 use crate::ops::{self, Count, Ctx, GpuMatrix, Node, Small};
-
-/// `y (+)= act(W x + bias)` at these offsets (tokens; scale 1; no LoRA term).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn mm(
-    x_off: usize,
-    k: usize,
-    y_off: usize,
-    n: usize,
-    act: Act,
-    accumulate: bool,
-    bias: Option<usize>,
-) -> MatmulArgs {
-    MatmulArgs {
-        x_off,
-        x_stride: k,
-        y_off,
-        y_stride: n,
-        act,
-        accumulate,
-        add_before_act: false,
-        bias_off: bias,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
-    }
-}
 
 /// What the nodes of every block share.
 pub(super) struct Blocks<'a> {

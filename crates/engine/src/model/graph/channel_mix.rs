@@ -4,7 +4,7 @@
 //! 13–15 into the key and the value (`fuse_ln`), and the next block's steps 1–3 into the
 //! value's last workgroups (with or without that fusion: `value_opens_next`).
 
-use super::blocks::{mm, Blocks};
+use super::blocks::Blocks;
 use super::group::one_token_instead;
 use crate::adapter::LoraTarget;
 use crate::config::LN_EPS;
@@ -84,7 +84,7 @@ impl<'a> Blocks<'a> {
         if !ln.aligned() || !nx.aligned() {
             return Ok(false);
         }
-        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let va = MatmulArgs::dense(rg.ffn, f, rg.x, c, Act::None, true, None);
         let m = &ly.ffn_value;
         let end = LnEnd::NextOnly;
         let value = matvec_ln(
@@ -158,7 +158,7 @@ impl<'a> Blocks<'a> {
             return Ok(false); // not reached with C a multiple of 4: `ln_shift` stays
         }
         let lid = Some(l);
-        let ka = mm(rg.x, c, rg.ffn, f, Act::ReluSq, false, None);
+        let ka = MatmulArgs::dense(rg.x, c, rg.ffn, f, Act::ReluSq, false, None);
         let key = matvec_ln(
             cx,
             "ffn.key",
@@ -171,7 +171,7 @@ impl<'a> Blocks<'a> {
             LnEnd::In,
             None,
         )?;
-        let va = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let va = MatmulArgs::dense(rg.ffn, f, rg.x, c, Act::None, true, None);
         // The next block's steps 1–3 (the time mix's shift state opens its state).
         let nx = next.map(|n| self.ln_next(l, n));
         let end = match nx {
@@ -191,7 +191,7 @@ impl<'a> Blocks<'a> {
         let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
         let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
         // With adapters and no tensor cores, larger passes leave relu² to `B h`'s product.
-        let args = mm(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
+        let args = MatmulArgs::dense(rg.mix, c, rg.ffn, f, Act::ReluSq, false, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnKey, 0, rg.mix, c)], v, body)?[0];
         let in_tiles = lora_in_tiles(cx.gpu);
         // (k slices only where `coop_ksplit` asks for them: see `RWKV_KSPLIT_WIDE`; a last
@@ -238,7 +238,7 @@ impl<'a> Blocks<'a> {
     /// one.
     fn ffn_value(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<bool> {
         let (v, rg, f, c) = (&ly.vecs, &self.rg, self.cfg.ffn_dim, self.cfg.n_embd);
-        let args = mm(rg.ffn, f, rg.x, c, Act::None, true, None);
+        let args = MatmulArgs::dense(rg.ffn, f, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::FfnValue, 0, rg.ffn, f)], v, body)?[0];
         let t = LoraTarget::FfnValue;
         let (mut node, reduce, second) =

@@ -3,7 +3,7 @@
 //! the output, channel-mix key and value products that make their own h
 //! ([`matvec_hprod`]: no dispatch of its own before them), with the plan of their h sets in `hplan.rs`.
 
-use super::blocks::{mm, Blocks};
+use super::blocks::Blocks;
 use super::group::{push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::error::{EngineError, Result};
@@ -109,7 +109,8 @@ impl<'a> Blocks<'a> {
             let term = loras.term(l, t, h);
             if let Some(tm) = term {
                 for (a, scale, j0) in loras.firsts(l, t) {
-                    let mut args = mm(x_off, k, h + j0, tm.h_stride, Act::None, false, None);
+                    let mut args =
+                        MatmulArgs::dense(x_off, k, h + j0, tm.h_stride, Act::None, false, None);
                     args.scale = scale;
                     // Few rows, long k: k split on tensor cores, as the model's own
                     // first low-rank products.
@@ -188,7 +189,7 @@ impl<'a> Blocks<'a> {
         let Some(b) = loras.b_matrix(l, t) else {
             return Ok(None);
         };
-        let mut args = mm(
+        let mut args = MatmulArgs::dense(
             term.h_off,
             term.h_stride,
             y_off,

@@ -3,7 +3,7 @@
 //! The same split as llama.cpp's `build_rwkv7_time_mix`; the channel mix is
 //! `channel_mix.rs`.
 
-use super::blocks::{mm, Blocks};
+use super::blocks::Blocks;
 use super::group::{group_decode, one_token_instead, push_grouped, Member};
 use crate::adapter::LoraTarget;
 use crate::config::GN_EPS;
@@ -121,17 +121,23 @@ impl<'a> Blocks<'a> {
         let mut segs: Vec<(&GpuMatrix, MatmulArgs)> = vec![
             (
                 &ly.receptance,
-                mm(self.mix(0), c, rg.r, c, Act::None, false, None),
+                MatmulArgs::dense(self.mix(0), c, rg.r, c, Act::None, false, None),
             ),
-            (&ly.key, mm(self.mix(2), c, rg.k, c, Act::None, false, None)),
+            (
+                &ly.key,
+                MatmulArgs::dense(self.mix(2), c, rg.k, c, Act::None, false, None),
+            ),
             (
                 &ly.value,
-                mm(self.mix(3), c, rg.v, c, Act::None, false, None),
+                MatmulArgs::dense(self.mix(3), c, rg.v, c, Act::None, false, None),
             ),
         ];
         for ch in chains {
             let d = ch.first.n_out;
-            segs.push((ch.first, mm(ch.x, c, ch.hidden, d, ch.act1, false, None)));
+            segs.push((
+                ch.first,
+                MatmulArgs::dense(ch.x, c, ch.hidden, d, ch.act1, false, None),
+            ));
         }
         let mats: Vec<&GpuMatrix> = segs.iter().map(|(m, _)| *m).collect();
         if !groupable(&mats, self.cx.gpu.max_binding()) {
@@ -217,13 +223,13 @@ impl<'a> Blocks<'a> {
         for ch in chains {
             let d = ch.first.n_out;
             let (name, m, args) = if second {
-                let args = mm(ch.hidden, d, ch.out, c, ch.act2, false, ch.bias);
+                let args = MatmulArgs::dense(ch.hidden, d, ch.out, c, ch.act2, false, ch.bias);
                 (ch.names[1], ch.second, args)
             } else {
                 (
                     ch.names[0],
                     ch.first,
-                    mm(ch.x, c, ch.hidden, d, ch.act1, false, None),
+                    MatmulArgs::dense(ch.x, c, ch.hidden, d, ch.act1, false, None),
                 )
             };
             // First products (few rows, k = C): k split on tensor cores.
@@ -265,7 +271,7 @@ impl<'a> Blocks<'a> {
         let mut seconds = Vec::new();
         let mut segs = Vec::new();
         for (((name, m, x, y), term), t) in rkv.into_iter().zip(terms).zip(targets) {
-            let args = mm(x, c, y, c, Act::None, false, None);
+            let args = MatmulArgs::dense(x, c, y, c, Act::None, false, None);
             let (node, reduce, second) = self.adapted_big(l, v, name, m, &args, t, *term)?;
             nodes.push(node);
             reduces.push(reduce);
@@ -380,7 +386,7 @@ impl<'a> Blocks<'a> {
     /// Step 12 of block `l`: `x += Wo o`, with the adapters' term, onto `body`.
     fn output(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
         let (rg, c, v) = (&self.rg, self.cfg.n_embd, &ly.vecs);
-        let args = mm(rg.o, c, rg.x, c, Act::None, true, None);
+        let args = MatmulArgs::dense(rg.o, c, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
         let t = LoraTarget::Output;
         let (mut node, reduce, second) =

@@ -160,6 +160,33 @@ pub struct LoraArgs {
 }
 
 impl MatmulArgs {
+    /// `y (+)= act(W x + bias)` over the pass's tokens: x `[T, k]` at f32 offset `x_off`
+    /// and y `[T, n]` at `y_off` of the activations (row strides k and n), `accumulate`
+    /// for a residual add, the bias `[n]` at `bias` of `vecs`; scale 1, no LoRA term.
+    pub fn dense(
+        x_off: usize,
+        k: usize,
+        y_off: usize,
+        n: usize,
+        act: Act,
+        accumulate: bool,
+        bias: Option<usize>,
+    ) -> MatmulArgs {
+        MatmulArgs {
+            x_off,
+            x_stride: k,
+            y_off,
+            y_stride: n,
+            act,
+            accumulate,
+            add_before_act: false,
+            bias_off: bias,
+            rows: Count::Tokens,
+            scale: 1.0,
+            lora: None,
+        }
+    }
+
     /// The Params fields of the scale and the LoRA term, and the extra binding.
     pub(crate) fn lora_fields<'c>(
         &self,

@@ -1,7 +1,7 @@
 //! The key's ReLU² handed to the value as 8-bit x (`LnFuse::x8`, `Q8Handoff`): the same
 //! bits as the value quantizing it itself.
 
-use super::tests::{args, encode, C, F, SLOT, SLOTS, SLOT_LEN, STATE_OFF};
+use super::tests::{encode, slot_ln, C, F, SLOT, SLOTS, SLOT_LEN};
 use super::*;
 use crate::ops::matmul::Act;
 use crate::ops::testing::*;
@@ -15,14 +15,8 @@ use crate::DType;
 /// a handoff at the wrong offset, run or word, fails.
 #[test]
 fn key_hands_its_relu_squared_to_the_value_as_8_bit_x() {
-    let h = Harness::new(Dims {
-        n_tokens: 1,
-        n_seqs: 1,
-        off_tok_seq: 1,
-        off_tok_pos: 2,
-        off_seqs: 4,
-        ..Default::default()
-    });
+    let (dims, meta_words) = Dims::one_token(SLOT as u32);
+    let h = Harness::new(dims);
     if !h.gpu.features.subgroup || h.gpu.features.subgroup_min_size < 8 {
         eprintln!("skipped: the fused LayerNorm needs subgroups of at least 8");
         return;
@@ -47,21 +41,10 @@ fn key_hands_its_relu_squared_to_the_value_as_8_bit_x() {
         act.resize(x8 + words + F / 16, 0.0);
         let (act_buf, vec_buf) = (h.f32_buf(&act), h.f32_buf(&vecs));
         let state = h.f32_buf(&state0);
-        let meta = h.u32_buf(&[7, 0, 0, 0, 0, 1, SLOT as u32, 0]);
-        let ln = LnFuse {
-            meta: &meta,
-            state: &state,
-            state_off: STATE_OFF,
-            slot_len: SLOT_LEN,
-            ln_w: 0,
-            ln_b: C,
-            mix: 2 * C,
-            eps: 1e-5,
-            stats,
-            x8: handoff.then_some(x8),
-        };
-        let ka = args(0, C, C, F, Act::ReluSq, false);
-        let va = args(C, F, 0, C, Act::None, true);
+        let meta = h.u32_buf(&meta_words);
+        let ln = slot_ln(&meta, &state, C, 2 * C, stats, handoff.then_some(x8));
+        let ka = MatmulArgs::dense(0, C, C, F, Act::ReluSq, false, None);
+        let va = MatmulArgs::dense(C, F, 0, C, Act::None, true, None);
         let node = |m, a, end| matvec_ln(&cx, "p", None, m, &vec_buf, &act_buf, a, &ln, end, None);
         h.run(&[node(&key, &ka, LnEnd::In).unwrap()]);
         if handoff {
@@ -69,33 +52,22 @@ fn key_hands_its_relu_squared_to_the_value_as_8_bit_x() {
             // own prologue quantizes it.
             let hk = h.read(&act_buf, C, F);
             let got = h.read(&act_buf, x8, words + F / 16);
-            for (run, vals) in hk.chunks(32).enumerate() {
-                let amax = vals.iter().fold(0f32, |m, v| m.max(v.abs()));
-                let inv = if amax > 0.0 { 1.0 / amax } else { 0.0 };
-                let q: Vec<i32> = vals
-                    .iter()
-                    .map(|v| ((v * inv).clamp(-1.0, 1.0) * 127.0).round_ties_even() as i32)
-                    .collect();
+            for (run, (d, q)) in q8_form(&hk).into_iter().enumerate() {
                 for (j, four) in q.chunks(4).enumerate() {
-                    let want = four
-                        .iter()
-                        .enumerate()
-                        .fold(0u32, |w, (b, &v)| w | ((v as u8 as u32) << (8 * b)));
-                    let word = got[8 * run + j].to_bits();
+                    let word = got[8 * run + j].to_bits().to_le_bytes();
                     // pack4x8snorm may round a half the other way: one level at most.
-                    for b in 0..4 {
-                        let (g, w) = ((word >> (8 * b)) as u8 as i8, (want >> (8 * b)) as u8 as i8);
+                    for (b, (&g, &w)) in word.iter().zip(four).enumerate() {
+                        let g = g as i8;
                         assert!(
-                            (g as i32 - w as i32).abs() <= 1,
-                            "run {run} word {j}: {word:08x} vs {want:08x}"
+                            (i32::from(g) - i32::from(w)).abs() <= 1,
+                            "run {run} word {j} byte {b}: {g} vs {w}"
                         );
                     }
                 }
-                let d = amax / 127.0;
                 let (gd, gsq) = (got[words + 2 * run], got[words + 2 * run + 1]);
                 // (GPU division: within 2.5 ulp.)
                 assert!((gd - d).abs() <= d * 1e-6, "run {run}: d {gd} vs {d}");
-                let sq: i32 = q.iter().sum();
+                let sq: i32 = q.iter().map(|&v| i32::from(v)).sum();
                 assert!(
                     (gsq - d * sq as f32).abs() <= d * 4.0,
                     "run {run}: d · Σ q {gsq} vs {}",
@@ -138,19 +110,8 @@ fn no_handoff_where_the_value_cannot_read_it() {
     let (act_buf, vec_buf) = (h.f32_buf(&vec![0.0; 2 * F]), h.f32_buf(&vec![0.0; 3 * C]));
     let meta = h.u32_buf(&[0; 8]);
     let state = h.f32_buf(&vec![0.0; SLOTS * SLOT_LEN]);
-    let ln = LnFuse {
-        meta: &meta,
-        state: &state,
-        state_off: STATE_OFF,
-        slot_len: SLOT_LEN,
-        ln_w: 0,
-        ln_b: C,
-        mix: 2 * C,
-        eps: 1e-5,
-        stats: C + F,
-        x8: Some(C + F + 4),
-    };
-    let va = args(C, F, 0, C, Act::None, true);
+    let ln = slot_ln(&meta, &state, C, 2 * C, C + F, Some(C + F + 4));
+    let va = MatmulArgs::dense(C, F, 0, C, Act::None, true, None);
     let n = matvec_ln(
         &cx,
         "v",

@@ -31,6 +31,31 @@ pub(super) fn encode(
     (m, wd)
 }
 
+/// The fused LayerNorm of a row of `c` channels (its weight at 0 of `vecs`, bias at `c`,
+/// the mix at `mix`), the token's shift state in slot [`SLOT`] of `state` (slots of
+/// `c + 8` values from [`STATE_OFF`]), (mean, rstd) at `stats`, 8-bit x handed over at `x8`.
+pub(super) fn slot_ln<'a>(
+    meta: &'a wgpu::Buffer,
+    state: &'a wgpu::Buffer,
+    c: usize,
+    mix: usize,
+    stats: usize,
+    x8: Option<usize>,
+) -> LnFuse<'a> {
+    LnFuse {
+        meta,
+        state,
+        state_off: STATE_OFF,
+        slot_len: c + 8,
+        ln_w: 0,
+        ln_b: c,
+        mix,
+        eps: 1e-5,
+        stats,
+        x8,
+    }
+}
+
 /// LayerNorm of `x` in f64 (eps 1e-5) with weight `w` and bias `b`, and (mean, rstd).
 fn layer_norm(x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f32>, f64, f64) {
     let n = x.len() as f64;
@@ -47,30 +72,6 @@ fn layer_norm(x: &[f32], w: &[f32], b: &[f32]) -> (Vec<f32>, f64, f64) {
     (xn, mean, rstd)
 }
 
-/// A one-token product's arguments: x `[K]` at `x_off`, y `[N]` at `y_off`.
-pub(super) fn args(
-    x_off: usize,
-    k: usize,
-    y_off: usize,
-    n: usize,
-    act: Act,
-    accumulate: bool,
-) -> MatmulArgs {
-    MatmulArgs {
-        x_off,
-        x_stride: k,
-        y_off,
-        y_stride: n,
-        act,
-        accumulate,
-        add_before_act: false,
-        bias_off: None,
-        rows: Count::Tokens,
-        scale: 1.0,
-        lora: None,
-    }
-}
-
 /// `y[r] = Σ_i w[r, i] x[i]`.
 fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
     w.chunks(x.len())
@@ -85,14 +86,7 @@ fn matvec(w: &[f32], x: &[f32]) -> Vec<f32> {
 /// by far more than the 8-bit tolerance.
 #[test]
 fn key_makes_its_lerp_and_value_saves_the_shift_state() {
-    let h = Harness::new(Dims {
-        n_tokens: 1,
-        n_seqs: 1,
-        off_tok_seq: 1,
-        off_tok_pos: 2,
-        off_seqs: 4,
-        ..Default::default()
-    });
+    let h = Harness::new(Dims::one_token(SLOT as u32).0);
     if !h.gpu.features.subgroup {
         eprintln!("skipped: the fused LayerNorm needs subgroups");
         return;
@@ -119,21 +113,10 @@ fn run(h: &Harness, value_dtype: DType) {
     act.resize(stats + 4, 0.0);
     let (act_buf, vec_buf) = (h.f32_buf(&act), h.f32_buf(&vecs));
     let state = h.f32_buf(&state0);
-    let meta = h.u32_buf(&[7, 0, 0, 0, 0, 1, SLOT as u32, 0]);
-    let ln = LnFuse {
-        meta: &meta,
-        state: &state,
-        state_off: STATE_OFF,
-        slot_len: SLOT_LEN,
-        ln_w: 0,
-        ln_b: C,
-        mix: 2 * C,
-        eps: 1e-5,
-        stats,
-        x8: None,
-    };
-    let ka = args(0, C, C, F, Act::ReluSq, false);
-    let va = args(C, F, 0, C, Act::None, true);
+    let meta = h.u32_buf(&Dims::one_token(SLOT as u32).1);
+    let ln = slot_ln(&meta, &state, C, 2 * C, stats, None);
+    let ka = MatmulArgs::dense(0, C, C, F, Act::ReluSq, false, None);
+    let va = MatmulArgs::dense(C, F, 0, C, Act::None, true, None);
     let kn = matvec_ln(
         &cx,
         "ffn.key",
@@ -259,14 +242,7 @@ fn run(h: &Harness, value_dtype: DType) {
 /// `LnEnd::NextOnly`, which must leave this block's shift state alone.
 #[test]
 fn value_opens_the_next_blocks_lerps() {
-    let h = Harness::new(Dims {
-        n_tokens: 1,
-        n_seqs: 1,
-        off_tok_seq: 1,
-        off_tok_pos: 2,
-        off_seqs: 4,
-        ..Default::default()
-    });
+    let h = Harness::new(Dims::one_token(SLOT as u32).0);
     if !h.gpu.features.subgroup || h.gpu.features.subgroup_min_size < 8 {
         eprintln!("skipped: the fused LayerNorm needs subgroups of at least 8");
         return;
@@ -314,19 +290,8 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
     let state0 = rand_vec(20, SLOTS * slot_len, 1.0);
     let nstate0 = rand_vec(21, SLOTS * slot_len, 1.0);
     let (state, nstate) = (h.f32_buf(&state0), h.f32_buf(&nstate0));
-    let meta = h.u32_buf(&[7, 0, 0, 0, 0, 1, SLOT as u32, 0]);
-    let ln = LnFuse {
-        meta: &meta,
-        state: &state,
-        state_off: STATE_OFF,
-        slot_len,
-        ln_w: 0,
-        ln_b: c,
-        mix: 0,
-        eps: 1e-5,
-        stats,
-        x8: None,
-    };
+    let meta = h.u32_buf(&Dims::one_token(SLOT as u32).1);
+    let ln = slot_ln(&meta, &state, c, 0, stats, None);
     let nx = LnNext {
         vecs: &nvec_buf,
         ln_w: 0,
@@ -339,7 +304,7 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         out_stride,
         done,
     };
-    let va = args(c, F, 0, c, Act::None, true);
+    let va = MatmulArgs::dense(c, F, 0, c, Act::None, true, None);
     let node = |end, next| {
         matvec_ln(
             &cx,
