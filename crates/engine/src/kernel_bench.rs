@@ -205,7 +205,8 @@ fn matrix_bytes(dtype: DType, n: usize, k: usize) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The `[n, k]` `dtype` matrix of the product figures on the GPU, and its encoded bytes.
+/// The `[n, k]` `dtype` matrix of the product figures on the GPU, and its encoded size
+/// in bytes.
 ///
 /// Errors: a matrix over one binding; as [`matrix_bytes`], [`GpuMatrix::upload`].
 fn bench_matrix(
