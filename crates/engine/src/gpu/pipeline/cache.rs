@@ -93,8 +93,9 @@ impl Drop for PipelineCache {
     /// with an error instead of waiting for a compile that will not come. The compiles
     /// under way (one a worker) end before the drop returns: a worker left inside the
     /// driver while the process exits (a test binary after its last test, the app
-    /// closing) can take the process down with it — seen on NVIDIA's Vulkan driver as a
-    /// SIGSEGV or SIGABRT after every test had passed. Bounded at 60 s all the same.
+    /// closing) can take the process down with it — the likely cause of a SIGSEGV and a
+    /// SIGABRT seen on NVIDIA's Vulkan driver after every op test had passed (not
+    /// reproduced since: benchmarks.md). Bounded at 60 s all the same.
     fn drop(&mut self) {
         let dropped: Vec<Job> = match self.jobs.lock() {
             Ok(mut q) => {
