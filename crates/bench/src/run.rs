@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use rwkv_engine::sampler::{Sampler, SamplerOptions};
 use rwkv_engine::{
     CancelToken, Engine, InitState, LoadOptions, Result, Rows, SeqInput, StateId, Want,
 };
@@ -298,13 +299,18 @@ impl Measure<'_> {
     }
 
     /// TTFT of a 212-token prompt and decode tok/s of `gen` greedy tokens after it
-    /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`).
+    /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`; as llama-bench's tg, the steps
+    /// without the draws between them), and of `gen` tokens drawn by the chat's default
+    /// sampler in wall time (`decode_chat_tok_s`: temperature 1, top-p 0.3, presence and
+    /// frequency penalties — what a chat user waits for, the host's draws included, which
+    /// the GPU waits for; `decode_chat_draw_us`: their share a token).
     fn decode(&mut self, gen: usize) -> Result<()> {
         let (eng, init) = (&mut *self.eng, self.init);
         let vocab = eng.config().vocab_size;
         let cancel = CancelToken::new();
         let prompt = tokens(7, 212, vocab);
         let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut chat, mut draw_us) = (Vec::new(), Vec::new());
         let (mut first_ttft, mut first_decode) = (None, None);
         for r in 0..=self.repeat {
             let st = fresh(eng, init)?;
@@ -316,6 +322,28 @@ impl Measure<'_> {
             };
             let s = eng.generate(st, &prompt, gen.max(2), &mut greedy, &cancel, &mut |_| true)?;
             eng.free_state(st)?;
+            let st = fresh(eng, init)?;
+            let opts = SamplerOptions {
+                seed: Some(r as u64),
+                ..SamplerOptions::default()
+            };
+            let mut sampler = Sampler::new(opts, vocab)?;
+            let mut draw = |l: &mut [f32]| -> Result<u32> {
+                let t = sampler.try_sample(l)?;
+                sampler.accept(t);
+                Ok(t)
+            };
+            let t = Instant::now();
+            let c = eng.generate(st, &prompt, gen.max(2), &mut draw, &cancel, &mut |_| true)?;
+            // Wall time from the first token on: the steps and the draws between them
+            // (`decode_ms` counts the steps only).
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3 - c.ttft_ms;
+            eng.free_state(st)?;
+            let steps = c.generated_tokens.saturating_sub(1).max(1) as f64;
+            if r > 0 {
+                chat.push(steps / (wall_ms / 1e3).max(1e-9));
+                draw_us.push((wall_ms - c.decode_ms).max(0.0) * 1e3 / steps);
+            }
             if r == 0 {
                 first_ttft = Some(s.ttft_ms);
                 first_decode = Some(s.decode_tok_s);
@@ -332,6 +360,10 @@ impl Measure<'_> {
         self.figures.insert("ttft_ms".into(), ttft);
         let decode = Figure::with_first(&decode, first_decode);
         self.figures.insert("decode_tok_s".into(), decode);
+        self.figures
+            .insert("decode_chat_tok_s".into(), Figure::of(&chat));
+        self.figures
+            .insert("decode_chat_draw_us".into(), Figure::of(&draw_us));
         Ok(())
     }
 

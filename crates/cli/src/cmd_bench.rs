@@ -246,6 +246,17 @@ fn print_report(r: &BenchReport) {
         );
     }
     println!("decode    {:.1} tok/s{}", r.decode_tok_s, f("decode_tok_s"));
+    if let Some(c) = r.figures.get("decode_chat_tok_s") {
+        let draw = r
+            .figures
+            .get("decode_chat_draw_us")
+            .map_or(0.0, |d| d.median);
+        println!(
+            "          {:.1} tok/s with the chat sampler, in wall time{} (its draw {draw:.0} µs a token)",
+            c.median,
+            f("decode_chat_tok_s")
+        );
+    }
     if let Some(rec) = r.figures.get("decode_record_us") {
         println!(
             "          CPU recording {:.0} µs per step (overlapped with the GPU)",
@@ -353,6 +364,10 @@ fn print_wall_costs(w: &rwkv_engine::wall_costs::WallCosts) {
     println!(
         "decode token: {:.1} µs wall ({} tokens × {} runs; {})",
         w.token_us, w.gen, w.repeats, w.method
+    );
+    println!(
+        "host's part: {:.1} µs a token with every dispatch left out (readback, draw, submission)",
+        w.host_us
     );
     println!(
         "{:<20} {:>6} {:>12} {:>12} {:>7}",

@@ -69,6 +69,13 @@ fn bench_reports_every_figure_and_catches_a_perturbed_weight() {
     }
     // Opening the process's device is a figure of its own, beside the loads onto it.
     assert!(r["figures"]["device_open_ms"]["median"].as_f64().unwrap() > 0.0);
+    // Decode with the chat's sampler, beside greedy decode.
+    assert!(
+        r["figures"]["decode_chat_tok_s"]["median"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert_eq!(r["model"]["n_layer"], 2);
     assert_eq!(r["model"]["n_embd"], 128);
     assert!(r["model"]["types"]
@@ -233,6 +240,7 @@ fn profile_wall_costs_every_decode_op() {
     let w: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(w["token_us"].as_f64().unwrap() > 0.0);
+    assert!(w["host_us"].as_f64().unwrap() > 0.0);
     let ops: Vec<(&str, u64)> = w["ops"]
         .as_array()
         .unwrap()

@@ -13,8 +13,9 @@
 //!    (`p < min_p · p_max` dropped), top-k, top-p (smallest set of most probable tokens whose
 //!    mass reaches `top_p`), then temperature (`p^(1/T)`, renormalised), and one draw.
 //!
-//! Cost is O(vocab) per token: top-k and top-p use partial selection
-//! (`select_nth_unstable`) over a growing prefix, never a full sort of the vocabulary.
+//! Cost is O(vocab) per token in passes the compiler vectorises; top-k and top-p sort only
+//! the tokens above a probability floor that holds the k best / the nucleus (`draw.rs`),
+//! never the vocabulary.
 //!
 //! After a token is chosen, [`Sampler::accept`] decays every occurrence count
 //! (`occurrence[t] *= penalty_decay`) and adds 1 to the chosen token's (ChatRWKV).
@@ -26,11 +27,12 @@
 //! (or 0, the World tokenizer's end of text) so that a generation loop ends. Never a panic.
 
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
 
+mod draw;
 mod stop;
 #[cfg(test)]
 mod tests;
@@ -144,8 +146,12 @@ pub struct Sampler {
     occurrence: Vec<f32>,
     /// Ids with an occurrence entry (ChatRWKV's dict keys), in first-seen order.
     seen: Vec<u32>,
-    /// `(probability, id)` scratch, reused between calls.
+    /// `(probability, id)` candidates of top-k / top-p, reused between calls.
     cand: Vec<(f32, u32)>,
+    /// `[vocab]` probabilities (then weights) of the draw, reused.
+    prob: Vec<f32>,
+    /// Sums of the weights' chunks in a draw from the whole vocabulary, reused.
+    chunk_sums: Vec<f64>,
 }
 
 impl Sampler {
@@ -167,7 +173,9 @@ impl Sampler {
             rng,
             occurrence: vec![0.0; vocab],
             seen: Vec::new(),
-            cand: Vec::with_capacity(vocab),
+            cand: Vec::new(),
+            prob: Vec::with_capacity(vocab),
+            chunk_sums: Vec::new(),
         })
     }
 
@@ -311,89 +319,11 @@ impl Sampler {
             }
         }
     }
-
-    /// Steps 4 of the module docs; `max` is the finite maximum logit.
-    fn draw(&mut self, logits: &[f32], max: f32) -> u32 {
-        // Probabilities at temperature 1 (unnormalised; `sum` normalises).
-        self.cand.clear();
-        let mut sum = 0.0f64;
-        for (i, &l) in logits.iter().enumerate() {
-            let p = (l - max).exp();
-            if p > 0.0 {
-                sum += f64::from(p);
-                self.cand.push((p, i as u32));
-            }
-        }
-        // The arg-max has p = 1, so `cand` is non-empty and `sum >= 1`.
-        if self.opts.min_p > 0.0 {
-            let floor = self.opts.min_p; // p_max == 1 here
-            self.cand.retain(|&(p, _)| p >= floor);
-            sum = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
-        }
-        let by_p_desc = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if self.opts.top_k > 0 && self.opts.top_k < self.cand.len() {
-            self.cand
-                .select_nth_unstable_by(self.opts.top_k - 1, by_p_desc);
-            self.cand.truncate(self.opts.top_k);
-            sum = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
-        }
-        if self.opts.top_p < 1.0 {
-            let target = f64::from(self.opts.top_p) * sum;
-            // Sort a growing prefix of the most probable tokens until its mass reaches
-            // `target`: usually a few dozen tokens, never a full sort unless needed.
-            let mut k = 64.min(self.cand.len());
-            loop {
-                if k < self.cand.len() {
-                    self.cand.select_nth_unstable_by(k - 1, by_p_desc);
-                }
-                self.cand[..k].sort_unstable_by(by_p_desc);
-                let mut acc = 0.0f64;
-                let mut keep = None;
-                for (i, &(p, _)) in self.cand[..k].iter().enumerate() {
-                    acc += f64::from(p);
-                    if acc >= target {
-                        keep = Some(i + 1);
-                        break;
-                    }
-                }
-                match keep {
-                    Some(n) => {
-                        self.cand.truncate(n);
-                        break;
-                    }
-                    None if k == self.cand.len() => break, // rounding: keep everything
-                    None => k = (k * 4).min(self.cand.len()),
-                }
-            }
-        }
-        // Temperature last: p^(1/T) = exp((l - max) / T), renormalised by the draw.
-        let t = self.opts.temperature;
-        if t != 1.0 {
-            let inv = 1.0 / t;
-            for c in &mut self.cand {
-                c.0 = c.0.powf(inv);
-            }
-        }
-        let total: f64 = self.cand.iter().map(|&(p, _)| f64::from(p)).sum();
-        let mut r = self.rng.gen::<f64>() * total;
-        for &(p, id) in &self.cand {
-            r -= f64::from(p);
-            if r < 0.0 {
-                return id;
-            }
-        }
-        // Rounding left `r` a hair above 0: the last candidate with p > 0.
-        self.cand
-            .iter()
-            .rev()
-            .find(|c| c.0 > 0.0)
-            .map(|c| c.1)
-            .unwrap_or(self.cand.first().map(|c| c.1).unwrap_or(0))
-    }
 }
 
 /// Index and value of the largest logit (lowest index on ties); NaN never wins.
-/// `(0, -inf)` when nothing is above −∞.
+/// `(0, -inf)` when nothing is above −∞. (One scalar pass: an eight-lane maximum and a
+/// second pass for its index measured slower, 42–57 against 31 µs on 65,536 logits.)
 fn argmax(logits: &[f32]) -> (u32, f32) {
     let mut best = 0u32;
     let mut max = f32::NEG_INFINITY;

@@ -1,6 +1,7 @@
 //! The sampler against its definition: seeded draws, the filters, penalties, options.
 
 use super::*;
+use rand::Rng;
 
 fn opts(temperature: f32, top_p: f32, top_k: usize, seed: u64) -> SamplerOptions {
     SamplerOptions {
@@ -326,4 +327,113 @@ fn options_serde_defaults() -> anyhow::Result<()> {
     let back: SamplerOptions = serde_json::from_str(&serde_json::to_string(&o)?)?;
     assert_eq!(back, o);
     Ok(())
+}
+
+/// What a draw chooses from — the candidates and their weights after min-p, top-k, top-p
+/// and temperature — against the filters' definition computed the plain way: every
+/// probability in f64, the whole vocabulary sorted (descending, ties by id).
+#[test]
+fn draw_keeps_the_candidates_of_a_full_sort() -> Result<()> {
+    let vocab = 65536;
+    let mut checked = 0;
+    for seed in 0..3u64 {
+        let mut logits = random_logits(vocab, 90 + seed);
+        // A few tokens far above the rest, as a model's next-token logits have.
+        for (i, t) in [17usize, 4099, 65535].iter().enumerate() {
+            logits[*t] += 6.0 + 2.0 * i as f32 + seed as f32;
+        }
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for &(t, top_p, top_k, min_p) in &[
+            (1.0f32, 0.3f32, 0usize, 0.0f32),
+            (1.0, 0.95, 0, 0.0),
+            (0.7, 0.999, 0, 0.0),
+            (1.5, 1.0, 40, 0.0),
+            (1.0, 0.5, 200, 0.0),
+            (0.8, 1.0, 0, 0.0),
+            (1.0, 1.0, 0, 0.01),
+            (1.3, 0.9, 1000, 0.001),
+            (1.0, 1.0, 70_000, 0.0),
+        ] {
+            let o = SamplerOptions {
+                top_p,
+                top_k,
+                min_p,
+                ..opts(t, 1.0, 0, seed)
+            };
+            // The definition: f64 probabilities, a full sort, the filters in order.
+            let p: Vec<f64> = logits.iter().map(|&l| f64::from(l - max).exp()).collect();
+            let mut order: Vec<u32> = (0..vocab as u32)
+                .filter(|&i| p[i as usize] >= f64::from(min_p))
+                .collect();
+            order.sort_by(|&a, &b| p[b as usize].total_cmp(&p[a as usize]).then(a.cmp(&b)));
+            if top_k > 0 && top_k < order.len() {
+                order.truncate(top_k);
+            }
+            let filtered = top_k > 0 && top_k < vocab || top_p < 1.0;
+            if top_p < 1.0 {
+                let target = f64::from(top_p) * order.iter().map(|&i| p[i as usize]).sum::<f64>();
+                let mut acc = 0.0;
+                let n = order
+                    .iter()
+                    .position(|&i| {
+                        acc += p[i as usize];
+                        acc >= target
+                    })
+                    .map_or(order.len(), |n| n + 1);
+                order.truncate(n);
+            }
+            let weight = |i: u32| (f64::from(logits[i as usize] - max) / f64::from(t)).exp();
+            let mut s = Sampler::new(o, vocab)?;
+            s.draw(&logits, max);
+            let got: Vec<(u32, f64)> = if filtered {
+                s.cand.iter().map(|&(w, i)| (i, f64::from(w))).collect()
+            } else {
+                (0..vocab as u32)
+                    .zip(s.prob.iter())
+                    .filter(|&(_, &w)| w > 0.0)
+                    .map(|(i, &w)| (i, f64::from(w)))
+                    .collect()
+            };
+            let mut ids: Vec<u32> = got.iter().map(|g| g.0).collect();
+            let mut want = order.clone();
+            ids.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(
+                ids.len(),
+                want.len(),
+                "T={t} top_p={top_p} top_k={top_k} min_p={min_p}: candidate count"
+            );
+            assert_eq!(ids, want, "T={t} top_p={top_p} top_k={top_k} min_p={min_p}");
+            for &(i, w) in &got {
+                // exp_le0 is within 3e-7 of exp, and (l − max) / T adds one f32 rounding.
+                let rel = (w - weight(i)).abs() / weight(i);
+                assert!(rel < 1e-6, "token {i}: weight {w} against {}", weight(i));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 27);
+    Ok(())
+}
+
+/// The arg-max's lanes: the largest value in the tail past the last full lane group, and
+/// NaN in every position, never win over a smaller number.
+#[test]
+fn argmax_takes_the_first_largest_in_any_position() {
+    for n in 1..40usize {
+        for at in 0..n {
+            let mut l: Vec<f32> = (0..n).map(|i| -(i as f32)).collect();
+            l[at] = 5.0;
+            if at + 1 < n {
+                l[at + 1] = f32::NAN;
+            }
+            assert_eq!(argmax(&l), (at as u32, 5.0), "n={n} at={at}");
+            l[n - 1] = 5.0;
+            assert_eq!(argmax(&l).0, at.min(n - 1) as u32, "tie, n={n} at={at}");
+        }
+    }
+    assert_eq!(
+        argmax(&[f32::NAN, f32::NEG_INFINITY]),
+        (0, f32::NEG_INFINITY)
+    );
 }

@@ -31,6 +31,10 @@ pub struct WallCost {
 pub struct WallCosts {
     /// A whole decode token's wall time, µs (median).
     pub token_us: f64,
+    /// A decode token's wall time with every dispatch left out, µs (median): the host's
+    /// share of a step — the logits' readback, the draw, the token's write, the submission
+    /// — during which the GPU waits (it copies the logits and runs nothing else).
+    pub host_us: f64,
     pub gen: usize,
     pub repeats: usize,
     /// Largest first.
@@ -64,6 +68,8 @@ impl Engine {
         self.free_state(st)?;
         let profile = profile?;
         let token_us = self.timed_tokens(Vec::new(), prompt, gen, repeats)?;
+        let every: Vec<String> = profile.by_op.iter().map(|t| t.name.clone()).collect();
+        let host_us = self.timed_tokens(every, prompt, gen, repeats)?;
         let mut out = Vec::new();
         for t in &profile.by_op {
             let dispatches = t.dispatches;
@@ -80,6 +86,7 @@ impl Engine {
         out.sort_by(|a, b| b.us_per_token.total_cmp(&a.us_per_token));
         Ok(WallCosts {
             token_us,
+            host_us,
             gen,
             repeats,
             ops: out,

@@ -40,6 +40,13 @@ fn every_decode_op_timed_and_the_engine_restored() {
     eng.free_state(st).unwrap();
     let w = eng.decode_wall_costs(&prompt, 4, 1).unwrap();
     assert!(w.token_us > 0.0);
+    // Without a dispatch the step is the host's part alone, cheaper than the whole one.
+    assert!(
+        w.host_us > 0.0 && w.host_us < w.token_us,
+        "host {} µs, token {} µs",
+        w.host_us,
+        w.token_us
+    );
     assert_eq!(w.ops.len(), prof.by_op.len(), "{:?}", w.ops);
     for t in &prof.by_op {
         let row = w.ops.iter().find(|o| o.op == t.name);
