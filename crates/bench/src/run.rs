@@ -302,15 +302,17 @@ impl Measure<'_> {
     /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`; as llama-bench's tg, the steps
     /// without the draws between them), and of `gen` tokens drawn by the chat's default
     /// sampler in wall time (`decode_chat_tok_s`: temperature 1, top-p 0.3, presence and
-    /// frequency penalties — what a chat user waits for, the host's draws included, which
-    /// the GPU waits for; `decode_chat_draw_us`: their share a token).
+    /// frequency penalties, drawn as the app's chat draws them — `generate_sampled` — what
+    /// a chat user waits for, the host's part of the draws included, which the GPU waits
+    /// for; `decode_chat_draw_us`: that part a token; `decode_chat_gpu_draws_pct`: the
+    /// share of draws the GPU's candidates decided).
     fn decode(&mut self, gen: usize) -> Result<()> {
         let (eng, init) = (&mut *self.eng, self.init);
         let vocab = eng.config().vocab_size;
         let cancel = CancelToken::new();
         let prompt = tokens(7, 212, vocab);
         let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut chat, mut draw_us) = (Vec::new(), Vec::new());
+        let (mut chat, mut draw_us, mut gpu_share) = (Vec::new(), Vec::new(), Vec::new());
         let (mut first_ttft, mut first_decode) = (None, None);
         for r in 0..=self.repeat {
             let st = fresh(eng, init)?;
@@ -328,13 +330,11 @@ impl Measure<'_> {
                 ..SamplerOptions::default()
             };
             let mut sampler = Sampler::new(opts, vocab)?;
-            let mut draw = |l: &mut [f32]| -> Result<u32> {
-                let t = sampler.try_sample(l)?;
-                sampler.accept(t);
-                Ok(t)
-            };
             let t = Instant::now();
-            let c = eng.generate(st, &prompt, gen.max(2), &mut draw, &cancel, &mut |_| true)?;
+            let c =
+                eng.generate_sampled(st, &prompt, gen.max(2), &mut sampler, &cancel, &mut |_| {
+                    true
+                })?;
             // Wall time from the first token on: the steps and the draws between them
             // (`decode_ms` counts the steps only).
             let wall_ms = t.elapsed().as_secs_f64() * 1e3 - c.ttft_ms;
@@ -343,6 +343,7 @@ impl Measure<'_> {
             if r > 0 {
                 chat.push(steps / (wall_ms / 1e3).max(1e-9));
                 draw_us.push((wall_ms - c.decode_ms).max(0.0) * 1e3 / steps);
+                gpu_share.push(100.0 * c.gpu_draws as f64 / steps);
             }
             if r == 0 {
                 first_ttft = Some(s.ttft_ms);
@@ -364,6 +365,8 @@ impl Measure<'_> {
             .insert("decode_chat_tok_s".into(), Figure::of(&chat));
         self.figures
             .insert("decode_chat_draw_us".into(), Figure::of(&draw_us));
+        self.figures
+            .insert("decode_chat_gpu_draws_pct".into(), Figure::of(&gpu_share));
         Ok(())
     }
 

@@ -247,14 +247,14 @@ fn print_report(r: &BenchReport) {
     }
     println!("decode    {:.1} tok/s{}", r.decode_tok_s, f("decode_tok_s"));
     if let Some(c) = r.figures.get("decode_chat_tok_s") {
-        let draw = r
-            .figures
-            .get("decode_chat_draw_us")
-            .map_or(0.0, |d| d.median);
+        let fig = |k: &str| r.figures.get(k).map_or(0.0, |d| d.median);
         println!(
-            "          {:.1} tok/s with the chat sampler, in wall time{} (its draw {draw:.0} µs a token)",
+            "          {:.1} tok/s with the chat sampler, in wall time{} (the host's part of its \
+             draws {:.0} µs a token; {:.0} % drawn from the GPU's candidates)",
             c.median,
-            f("decode_chat_tok_s")
+            f("decode_chat_tok_s"),
+            fig("decode_chat_draw_us"),
+            fig("decode_chat_gpu_draws_pct")
         );
     }
     if let Some(rec) = r.figures.get("decode_record_us") {

@@ -320,6 +320,18 @@ impl Engine {
         enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
         enc.finish()
     }
+
+    /// [`Self::record_decode`] for a draw prepared on the GPU: the step, its row's
+    /// adjustments and draw candidates, and those (not the logits) copied for reading back
+    /// (`ops::candidates::row_words()` u32 at the read-back buffer's start).
+    pub(super) fn record_decode_draw(&self) -> wgpu::CommandBuffer {
+        let dims = self.graph.decode_dims();
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        self.graph.record_draw(&mut enc, &dims);
+        let bytes = crate::ops::candidates::row_words() as u64 * 4;
+        enc.copy_buffer_to_buffer(&self.graph.cand_out, 0, &self.graph.readback, 0, bytes);
+        enc.finish()
+    }
 }
 
 /// How many of a pass's output `rows` (token indices into the pass) fall in each of its

@@ -4,14 +4,13 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Engine, Rows, SeqInput, StateId, Want};
+use super::decode_loop::Drawer;
+use super::{Engine, StateId};
 use crate::constraint::{Constraint, ConstraintCompiler, ConstraintSpec};
 use crate::error::{EngineError, Result};
-use crate::gpu::buffer;
 use crate::sampler::{Sampler, SamplerOptions};
 use crate::tokenizer::END_OF_TEXT;
 
@@ -52,6 +51,9 @@ pub struct GenerateStats {
     /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
     /// next step is recorded while the GPU runs the current one).
     pub decode_record_ms: f64,
+    /// Draws of the built-in sampler decided by candidates prepared on the GPU
+    /// ([`Engine::generate_sampled`]); the others read the logits back.
+    pub gpu_draws: usize,
     /// With a constraint: compiling it (before the prompt is fed), ms.
     pub constraint_compile_ms: f64,
     /// With a constraint: CPU time computing allowed-token masks, ms (all but the first
@@ -117,87 +119,43 @@ impl Engine {
         on_token: &mut dyn FnMut(u32) -> bool,
         after_submit: &mut dyn FnMut(u32) -> Result<()>,
     ) -> Result<GenerateStats> {
-        let t0 = Instant::now();
-        let mut stats = GenerateStats {
-            prompt_tokens: prompt.len(),
-            ..Default::default()
-        };
-        let seq = SeqInput {
+        self.decode_loop(
             state,
-            tokens: prompt,
-            rows: Rows::Last,
-        };
-        let want = Want {
-            logits: true,
-            embeddings: false,
-        };
-        let mut logits = match self.forward(&[seq], want, Some(cancel)) {
-            Err(EngineError::Cancelled) => {
-                stats.stop = StopReason::Cancelled;
-                return Ok(stats);
-            }
-            r => r?.logits.swap_remove(0),
-        };
-        stats.prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-        // Decode steps: the commands of step i + 1 are recorded while the GPU runs step
-        // i (they are the same every step; only the token metadata, written just before
-        // each submission, changes), and the logits come back through the kept readback
-        // buffer in the same submission.
-        let vocab = self.weights.config.vocab_size;
-        let mut next_cmd = None;
-        let mut decode_time = Duration::ZERO;
-        let mut record_time = Duration::ZERO;
-        for i in 0..max_tokens {
-            let tok = sample(&mut logits)?;
-            if i == 0 {
-                stats.ttft_ms = t0.elapsed().as_secs_f64() * 1e3;
-            }
-            stats.generated_tokens += 1;
-            if !on_token(tok) {
-                stats.stop = StopReason::Callback;
-                break;
-            }
-            if i + 1 == max_tokens {
-                break;
-            }
-            if cancel.is_cancelled() {
-                stats.stop = StopReason::Cancelled;
-                break;
-            }
-            let td = Instant::now();
-            if tok as usize >= vocab {
-                return Err(EngineError::invalid(format!(
-                    "sampled token id {tok} is not below the vocabulary size {vocab}"
-                )));
-            }
-            self.graph
-                .write_meta(&self.gpu, &[(state.0, &[tok])], &[0])?;
-            let cmd = match next_cmd.take() {
-                Some(c) => c,
-                None => self.record_decode(),
-            };
-            self.gpu.queue.submit([cmd]);
-            let tr = Instant::now();
-            next_cmd = Some(self.record_decode());
-            record_time += tr.elapsed();
-            after_submit(tok)?;
-            logits.resize(vocab, 0.0);
-            buffer::read_staged(
-                &self.gpu,
-                &self.graph.readback,
-                0,
-                bytemuck::cast_slice_mut(&mut logits),
-            )?;
-            decode_time += td.elapsed();
-        }
-        stats.decode_record_ms = record_time.as_secs_f64() * 1e3;
-        stats.decode_ms = decode_time.as_secs_f64() * 1e3;
-        stats.prefill_tok_s = prompt.len() as f64 / (stats.prefill_ms / 1e3).max(1e-9);
-        let decoded = stats.generated_tokens.saturating_sub(1);
-        if decoded > 0 {
-            stats.decode_tok_s = decoded as f64 / (stats.decode_ms / 1e3).max(1e-9);
-        }
-        Ok(stats)
+            prompt,
+            max_tokens,
+            Drawer::Logits(sample),
+            cancel,
+            on_token,
+            after_submit,
+        )
+    }
+
+    /// [`Self::generate`] drawing with `sampler` (each token accepted once drawn): the
+    /// draws' O(vocab) part on the GPU where the sampler allows (no repetition penalty;
+    /// greedy, top-k or top-p; at most `ops::argmax::ADJUST_PER_ROW` penalised tokens), so a
+    /// step reads back its draw's candidates instead of its logits — the tokens those of
+    /// [`Sampler::sample`] on the logits but for the eligible mass's last bits
+    /// (`sampler/gpu.rs`). `RWKV_GPU_ARGMAX=0` draws on the host.
+    ///
+    /// Errors: as [`Self::generate`]; a sampler for another vocabulary size.
+    pub fn generate_sampled(
+        &mut self,
+        state: StateId,
+        prompt: &[u32],
+        max_tokens: usize,
+        sampler: &mut Sampler,
+        cancel: &CancelToken,
+        on_token: &mut dyn FnMut(u32) -> bool,
+    ) -> Result<GenerateStats> {
+        self.decode_loop(
+            state,
+            prompt,
+            max_tokens,
+            Drawer::Sampler(sampler),
+            cancel,
+            on_token,
+            &mut |_| Ok(()),
+        )
     }
 }
 
@@ -291,26 +249,6 @@ impl Engine {
         let mut pending_tokens = 0usize;
         let tokenizer = self.tokenizer.clone();
         let mut stats = {
-            // Each sampled token is accepted (penalty counts) before the next draw.
-            let mut last: Option<u32> = None;
-            let mut sample = |logits: &mut [f32]| -> Result<u32> {
-                if let Some(t) = last {
-                    sampler.accept(t);
-                }
-                let t = match constraint.borrow_mut().as_mut() {
-                    None => sampler.try_sample(logits)?,
-                    Some(c) => match c.forced()? {
-                        // The structure is closed: end-of-text, whatever the sampler says.
-                        Some(END_OF_TEXT) => END_OF_TEXT,
-                        _ => {
-                            c.apply(logits)?;
-                            sampler.try_sample(logits)?
-                        }
-                    },
-                };
-                last = Some(t);
-                Ok(t)
-            };
             let mut after_submit = |tok: u32| -> Result<()> {
                 match constraint.borrow_mut().as_mut() {
                     // Commit, then the next mask while the GPU computes the next logits.
@@ -354,15 +292,48 @@ impl Engine {
                 }
                 true
             };
-            self.generate_with(
-                state,
-                &ids,
-                opts.max_tokens,
-                &mut sample,
-                cancel,
-                &mut on_token,
-                &mut after_submit,
-            )?
+            if constrained {
+                // Each sampled token is accepted (penalty counts) before the next draw.
+                let mut last: Option<u32> = None;
+                let mut sample = |logits: &mut [f32]| -> Result<u32> {
+                    if let Some(t) = last {
+                        sampler.accept(t);
+                    }
+                    let t = match constraint.borrow_mut().as_mut() {
+                        None => sampler.try_sample(logits)?,
+                        Some(c) => match c.forced()? {
+                            // The structure is closed: end-of-text, whatever the sampler says.
+                            Some(END_OF_TEXT) => END_OF_TEXT,
+                            _ => {
+                                c.apply(logits)?;
+                                sampler.try_sample(logits)?
+                            }
+                        },
+                    };
+                    last = Some(t);
+                    Ok(t)
+                };
+                self.generate_with(
+                    state,
+                    &ids,
+                    opts.max_tokens,
+                    &mut sample,
+                    cancel,
+                    &mut on_token,
+                    &mut after_submit,
+                )?
+            } else {
+                // The built-in sampler alone: its draws prepared on the GPU.
+                self.decode_loop(
+                    state,
+                    &ids,
+                    opts.max_tokens,
+                    Drawer::Sampler(&mut sampler),
+                    cancel,
+                    &mut on_token,
+                    &mut after_submit,
+                )?
+            }
         };
         if reason.is_none() || reason == Some(StopReason::Callback) {
             // Flush what the decoder and the stop matcher still hold.

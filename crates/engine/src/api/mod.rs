@@ -6,6 +6,7 @@
 //! The façade in pieces: `load` (files onto a GPU), `state` (slots), `forward` (the
 //! batched pass), `greedy` (decode steps that read back argmax rows), `generate` (tokens and text). Every public type is re-exported here.
 
+mod decode_loop;
 mod forward;
 mod generate;
 mod greedy;

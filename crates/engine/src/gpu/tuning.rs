@@ -100,7 +100,9 @@ pub struct Tuning {
     /// tensor-core products instead of their medium variants (`ops::matmul::medium_plan`).
     pub medium: bool,
     /// `RWKV_GPU_ARGMAX=0` makes it false: `Engine::forward_greedy` reads back the logits
-    /// of every sequence, as `Engine::forward` does (A/B runs of a server's greedy steps).
+    /// of every sequence, as `Engine::forward` does (A/B runs of a server's greedy steps),
+    /// and the built-in sampler's decode steps read back the logits and draw on the host
+    /// instead of among the GPU's candidates (`Engine::generate_sampled`).
     pub gpu_argmax: bool,
     /// `RWKV_WKV_ROWS`: rows of S per workgroup of the WKV scan (8, 16, 32 or 64).
     pub wkv_rows: Option<u32>,

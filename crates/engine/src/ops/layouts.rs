@@ -170,6 +170,7 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
         Variant::Argmax(_) | Variant::Adjust(_) => {
             m.push(("Params", layout!(o::argmax::Params { vocab })))
         }
+        Variant::Candidates(_) => m.push(("Params", layout!(o::candidates::Params { vocab, cap }))),
         Variant::LnShift(_) => m.push((
             "Params",
             layout!(o::ln_shift::Params {

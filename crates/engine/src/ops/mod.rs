@@ -22,6 +22,7 @@ macro_rules! shader {
 }
 
 pub mod argmax;
+pub mod candidates;
 pub mod decode;
 pub mod embed;
 pub mod gather_rows;

@@ -6,6 +6,7 @@
 use crate::format::DType;
 use crate::gpu::pipeline::{KernelSpec, SpecKey};
 use crate::ops::argmax::{AdjustSpec, ArgmaxSpec};
+use crate::ops::candidates::CandidatesSpec;
 use crate::ops::embed::EmbedSpec;
 use crate::ops::gather_rows::GatherRowsSpec;
 use crate::ops::layer_norm::LayerNormSpec;
@@ -37,6 +38,7 @@ pub(crate) enum Variant {
     GatherRows(GatherRowsSpec),
     Argmax(ArgmaxSpec),
     Adjust(AdjustSpec),
+    Candidates(CandidatesSpec),
     LnShift(LnShiftSpec),
 }
 
@@ -58,6 +60,7 @@ macro_rules! with_spec {
             Variant::GatherRows($s) => $e,
             Variant::Argmax($s) => $e,
             Variant::Adjust($s) => $e,
+            Variant::Candidates($s) => $e,
             Variant::LnShift($s) => $e,
         }
     };
@@ -341,6 +344,7 @@ pub(crate) fn every_variant() -> Vec<Variant> {
     all.push(Variant::GatherRows(GatherRowsSpec));
     all.push(Variant::Argmax(ArgmaxSpec));
     all.push(Variant::Adjust(AdjustSpec));
+    all.push(Variant::Candidates(CandidatesSpec));
     all.push(Variant::Reduce(ReduceSpec {
         ksplit: 4,
         group: false,

@@ -119,6 +119,49 @@ fn prefix_reaching(sorted: &[(f32, u32)], target: f64) -> Option<usize> {
     None
 }
 
+/// Top-k then top-p on `cand`, the tokens above a floor as (p, id): true when it holds the
+/// k best / the nucleus (then `cand` is left holding the survivors, in descending
+/// probability), false when a lower floor is needed. `top_k`: active only when below the
+/// eligible count; `top_p` of `sum`, the eligible tokens' mass; `last`: `cand` holds every
+/// eligible token (then rounding that keeps the nucleus out of reach keeps them all).
+pub(super) fn select(
+    cand: &mut Vec<(f32, u32)>,
+    top_k: Option<usize>,
+    top_p: Option<f64>,
+    sum: f64,
+    last: bool,
+) -> bool {
+    let target = if let Some(k) = top_k {
+        if cand.len() < k && !last {
+            return false;
+        }
+        if k < cand.len() {
+            cand.select_nth_unstable_by(k - 1, by_p_desc);
+            cand.truncate(k);
+        }
+        cand.sort_unstable_by(by_p_desc);
+        match top_p {
+            Some(tp) => tp * mass(cand),
+            None => return true,
+        }
+    } else {
+        let target = top_p.unwrap_or(1.0) * sum;
+        if mass(cand) < target && !last {
+            return false;
+        }
+        cand.sort_unstable_by(by_p_desc);
+        target
+    };
+    match prefix_reaching(cand, target) {
+        Some(n) => {
+            cand.truncate(n);
+            true
+        }
+        // Rounding kept the whole set's sorted mass under the target: keep it.
+        None => last || top_k.is_some(),
+    }
+}
+
 /// Tokens per chunk of the walk over the whole vocabulary (`draw_all`).
 const WALK: usize = 256;
 
@@ -152,42 +195,21 @@ impl Sampler {
         loop {
             // `last`: this pass holds every eligible token.
             let last = tau <= lo;
-            let floor = tau.max(lo);
-            gather(&self.prob, floor, &mut self.cand);
+            gather(&self.prob, tau.max(lo), &mut self.cand);
             tau /= 16.0;
-            let target = if let Some(k) = top_k {
-                if self.cand.len() < k && !last {
-                    continue;
-                }
-                self.cand.select_nth_unstable_by(k - 1, by_p_desc);
-                self.cand.truncate(k);
-                self.cand.sort_unstable_by(by_p_desc);
-                match top_p {
-                    Some(tp) => tp * mass(&self.cand),
-                    None => break,
-                }
-            } else {
-                let target = top_p.unwrap_or(1.0) * sum;
-                if mass(&self.cand) < target && !last {
-                    continue;
-                }
-                self.cand.sort_unstable_by(by_p_desc);
-                target
-            };
-            match prefix_reaching(&self.cand, target) {
-                Some(n) => {
-                    self.cand.truncate(n);
-                    break;
-                }
-                // Rounding kept the whole set's sorted mass under the target: keep it.
-                None if last || top_k.is_some() => break,
-                None => continue,
+            if select(&mut self.cand, top_k, top_p, sum, last) {
+                break;
             }
         }
-        // Temperature last: p^(1/T) = exp((l − max) / T), renormalised by the draw.
+        self.walk_candidates(|id| logits[id as usize], max, t)
+    }
+
+    /// The draw among `self.cand` (the filters' survivors, as (p, id)): temperature last,
+    /// p^(1/T) = exp((l − max) / T) with `logit(id)` = l, renormalised by the draw.
+    pub(super) fn walk_candidates(&mut self, logit: impl Fn(u32) -> f32, max: f32, t: f32) -> u32 {
         if t != 1.0 {
             for c in &mut self.cand {
-                c.0 = exp_le0((logits[c.1 as usize] - max) / t);
+                c.0 = exp_le0((logit(c.1) - max) / t);
             }
         }
         let total = mass(&self.cand);

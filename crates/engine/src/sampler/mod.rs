@@ -33,10 +33,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{EngineError, Result};
 
 mod draw;
+mod gpu;
 mod stop;
 #[cfg(test)]
 mod tests;
 
+pub use gpu::GpuDraw;
 pub use stop::{StopMatcher, StopStep};
 
 /// Sampling parameters. `Default` is RWKV's usual chat setting (ChatRWKV's
@@ -199,27 +201,10 @@ impl Sampler {
     /// argmax, the lowest index wins ties. `None` for any other sampler (a repetition
     /// penalty divides). Such a draw may come from the GPU (`Engine::forward_greedy`).
     pub fn greedy_adjustments(&self) -> Option<Vec<(u32, f32)>> {
-        let o = &self.opts;
-        if !(o.temperature == 0.0 || o.top_k == 1) || o.repetition_penalty != 1.0 {
+        if !self.is_greedy() {
             return None;
         }
-        let mut adj: Vec<(u32, f32)> = Vec::new();
-        for &t in &o.banned_tokens {
-            if (t as usize) < self.vocab && !adj.iter().any(|a| a.0 == t) {
-                adj.push((t, f32::INFINITY));
-            }
-        }
-        let (pres, freq) = (o.presence_penalty, o.frequency_penalty);
-        for &t in &self.seen {
-            if o.banned_tokens.contains(&t) {
-                continue;
-            }
-            let delta = pres + self.occurrence[t as usize] * freq;
-            if delta != 0.0 {
-                adj.push((t, delta));
-            }
-        }
-        Some(adj)
+        self.adjustments()
     }
 
     /// Whether `token` is one of the stop tokens.
@@ -282,13 +267,18 @@ impl Sampler {
             )));
         }
         self.apply_bans_and_penalties(logits);
+        self.draw_prepared(logits)
+    }
+
+    /// Steps 3–4 of the module docs on logits after steps 1–2.
+    fn draw_prepared(&mut self, logits: &[f32]) -> Result<u32> {
         let (best, max) = argmax(logits);
         if max == f32::NEG_INFINITY {
             return Err(EngineError::invalid(
                 "sampler: no finite logit (all NaN or -inf)",
             ));
         }
-        if max == f32::INFINITY || self.opts.temperature == 0.0 || self.opts.top_k == 1 {
+        if max == f32::INFINITY || self.is_greedy() {
             return Ok(best);
         }
         Ok(self.draw(logits, max))

@@ -43,6 +43,13 @@ pub struct Graph {
     pub adjust: Node,
     pub argmax_out: wgpu::Buffer,
     pub argmax: Node,
+    /// Sampled draws prepared on the GPU ([`Graph::record_draw`]): after `adjust`, each
+    /// output row's largest logit, eligible mass and candidates (`ops::candidates`) under
+    /// its options (`draw_opts`: `[r_cap, 4]` u32, written before the pass) into `cand_out`
+    /// (`[r_cap, ops::candidates::row_words()]` u32).
+    pub draw_opts: wgpu::Buffer,
+    pub cand_out: wgpu::Buffer,
+    pub candidates: Node,
     /// Embedding … ln_out (everything but the head).
     pub body: Vec<Node>,
     pub head: Vec<Node>,
@@ -134,6 +141,11 @@ impl Graph {
         let adjust = ops::argmax::adjust(&cx, cfg.vocab_size, &adjust_buf, &logits)?;
         let argmax_out = buffer::storage(gpu, "argmax", r_cap as u64 * 8);
         let argmax = ops::argmax::argmax(&cx, cfg.vocab_size, &logits, &argmax_out)?;
+        let draw_opts = buffer::storage(gpu, "draw options", r_cap as u64 * 16);
+        let cand_words = (r_cap * ops::candidates::row_words()) as u64;
+        let cand_out = buffer::storage(gpu, "draw candidates", cand_words * 4);
+        let candidates =
+            ops::candidates::candidates(&cx, cfg.vocab_size, &draw_opts, &logits, &cand_out)?;
         // The pipelines compile on worker threads while the graph is built (and the
         // weights upload): the graph is ready once every compile is done.
         pipelines.finish()?;
@@ -154,6 +166,9 @@ impl Graph {
             adjust,
             argmax_out,
             argmax,
+            draw_opts,
+            cand_out,
+            candidates,
             body,
             head,
             dims_host,

@@ -113,6 +113,20 @@ impl Graph {
         }
     }
 
+    /// [`Graph::record`] with the head, then the adjustments of `adjust_buf` and each
+    /// output row's draw candidates under `draw_opts` into `cand_out` (both written by the
+    /// caller before the submission; `ops::candidates`).
+    pub fn record_draw(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims) {
+        self.record(enc, dims, true, false);
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("draw"),
+            timestamp_writes: None,
+        });
+        for n in [&self.adjust, &self.candidates] {
+            ops::encode_as(&mut pass, std::slice::from_ref(n), dims, false);
+        }
+    }
+
     /// [`Dims`] of one decode step: one sequence, one token, its row gathered.
     pub fn decode_dims(&self) -> Dims {
         Dims {
