@@ -2,9 +2,9 @@
 //! 65,536-token vocabulary (World), logits shaped like a language model's — a long
 //! Gaussian tail and a few tokens far above it — under the chat default (temperature 1,
 //! top-p 0.3, presence / frequency penalties), greedy, top-k 40 + temperature 0.8 and
-//! top-p 0.95; and the chat default where most of the vocabulary lies ≥ 100 below the rest
-//! (a model trained on one language: the demo model's logits look like that), where exp
-//! underflows and few tokens are candidates.
+//! top-p 0.95; the chat default where most of the vocabulary lies ≥ 100 below the rest
+//! (exp underflows, few tokens are candidates); and the chat default on near-uniform
+//! logits (a random-weight model's: a nucleus of thousands of tokens).
 //!
 //! Run: `cargo bench -p rwkv-engine --bench sampler` (add `-- --measurement-time 3` for a
 //! quick run).
@@ -50,9 +50,18 @@ fn logits(seed: u64) -> Vec<f32> {
 fn bench(c: &mut Criterion) {
     let wide: Vec<Vec<f32>> = (0..16).map(logits).collect();
     let english: Vec<Vec<f32>> = (0..16).map(english_logits).collect();
+    // Near-uniform (a random-weight model's): top-p 0.3 is a nucleus of ≈ 20,000 tokens.
+    let flat: Vec<Vec<f32>> = wide
+        .iter()
+        .map(|l| l.iter().map(|v| v * 0.01).collect())
+        .collect();
     let cases = [
         (
             "chat default, 90 % of the vocabulary unseen",
+            SamplerOptions::default(),
+        ),
+        (
+            "chat default, near-uniform logits",
             SamplerOptions::default(),
         ),
         ("chat default", SamplerOptions::default()),
@@ -76,7 +85,11 @@ fn bench(c: &mut Criterion) {
     ];
     let mut g = c.benchmark_group("sample a token (65,536 logits)");
     for (i, (name, opts)) in cases.into_iter().enumerate() {
-        let steps = if i == 0 { &english } else { &wide };
+        let steps = match i {
+            0 => &english,
+            1 => &flat,
+            _ => &wide,
+        };
         let mut s = Sampler::new(
             SamplerOptions {
                 seed: Some(1),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::decode_loop::Drawer;
+use super::decode_loop::{Drawer, GenerateStats, StopReason};
 use super::{Engine, StateId};
 use crate::constraint::{Constraint, ConstraintCompiler, ConstraintSpec};
 use crate::error::{EngineError, Result};
@@ -32,47 +32,6 @@ impl CancelToken {
     pub fn reset(&self) {
         self.0.store(false, Ordering::Relaxed);
     }
-}
-
-/// Per-call timing of [`Engine::generate`].
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct GenerateStats {
-    pub prompt_tokens: usize,
-    pub generated_tokens: usize,
-    /// Prefill of the prompt up to the first sampled token, ms.
-    pub ttft_ms: f64,
-    pub prefill_ms: f64,
-    /// The decode steps after the first token: each step's submission, GPU pass and
-    /// logits readback, ms. The draws between them (`sample`, `on_token`) are not counted,
-    /// as llama-bench's tg counts no sampling; time the call for the wall time a user sees.
-    pub decode_ms: f64,
-    pub prefill_tok_s: f64,
-    pub decode_tok_s: f64,
-    /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
-    /// next step is recorded while the GPU runs the current one).
-    pub decode_record_ms: f64,
-    /// Draws of the built-in sampler decided by candidates prepared on the GPU
-    /// ([`Engine::generate_sampled`]); the others read the logits back.
-    pub gpu_draws: usize,
-    /// With a constraint: compiling it (before the prompt is fed), ms.
-    pub constraint_compile_ms: f64,
-    /// With a constraint: CPU time computing allowed-token masks, ms (all but the first
-    /// run while the GPU computes the step's logits), and how many masks.
-    pub constraint_mask_ms: f64,
-    pub constraint_masks: usize,
-    /// Why generation stopped.
-    pub stop: StopReason,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    #[default]
-    MaxTokens,
-    StopToken,
-    StopString,
-    Cancelled,
-    Callback,
 }
 
 impl Engine {

@@ -16,10 +16,9 @@ mod merge;
 mod state;
 mod state_files;
 
+pub use decode_loop::{GenerateStats, StopReason};
 pub use forward::{ForwardOutput, Rows, SeqInput, Want};
-pub use generate::{
-    CancelToken, GenerateOptions, GenerateStats, StopReason, TextEvent, TextOutput,
-};
+pub use generate::{CancelToken, GenerateOptions, TextEvent, TextOutput};
 pub use greedy::GreedyOutput;
 pub use load::{LoadOptions, LoadProgress, ModelInfo};
 pub use lora::LoraId;

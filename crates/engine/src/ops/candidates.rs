@@ -2,11 +2,13 @@
 //! largest logit, the sum and count of its eligible probabilities, the highest of the CPU
 //! draw's floors (2⁻⁸, 2⁻¹², … 2⁻²⁴) whose tokens hold the k best or the nucleus, and those
 //! tokens. A decode step then reads back [`row_words`] words a row instead of `vocab`, and
-//! the host draws from the candidates (`Sampler::draw_from_candidates`).
+//! the host draws from the candidates (`Sampler::draw_from_candidates`). The output's
+//! format ([`CandRow`]) is the sampler's (`sampler/gpu.rs`), which reads it.
 
 use crate::error::Result;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
 use crate::ops::{Count, Ctx, Grid, Node, COMMON};
+pub use crate::sampler::{row_options, row_words, CandRow, CAP};
 
 /// The `candidates` kernel (one variant).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -25,18 +27,6 @@ impl KernelSpec for CandidatesSpec {
     }
 }
 
-/// Candidate pairs a row has room for: a nucleus or top-k set larger than this draws from
-/// the whole logits instead.
-pub const CAP: usize = 1024;
-
-/// Header words of a row's output.
-const HEAD: usize = 8;
-
-/// u32 words of one row's output: the header, then [`CAP`] (id, logit bits) pairs.
-pub const fn row_words() -> usize {
-    HEAD + 2 * CAP
-}
-
 /// Mirrors `Params` of `shaders/candidates.wgsl`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -44,18 +34,6 @@ pub(crate) struct Params {
     pub(crate) vocab: u32,
     pub(crate) cap: u32,
     pub(crate) _p: [u32; 2],
-}
-
-/// One row's draw options for the kernel: `[lo bits, top_k, top_p bits, 0]` — `lo` the
-/// smallest eligible probability relative to the largest (min-p's floor, or the smallest
-/// f32 above 0), `top_k` 0 when off, `top_p` 1 when off.
-pub fn row_options(lo: f32, top_k: usize, top_p: f32) -> [u32; 4] {
-    [
-        lo.to_bits(),
-        u32::try_from(top_k).unwrap_or(u32::MAX),
-        top_p.to_bits(),
-        0,
-    ]
 }
 
 /// The node: `opts` `[R, 4]` u32 ([`row_options`], written before the pass), `logits`
@@ -84,51 +62,6 @@ pub fn candidates(
             wg_size: 1,
         },
     )
-}
-
-/// One row's output of the kernel, read back.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CandRow {
-    /// The largest logit (±inf, or −inf for a row of NaN, when nothing else was done).
-    pub max: f32,
-    /// Its lowest index (`u32::MAX` for a row of NaN).
-    pub argmax: u32,
-    /// Σ exp(l − max) over the eligible tokens (f32).
-    pub sum: f32,
-    /// How many tokens are eligible.
-    pub count: usize,
-    /// The floor whose tokens were gathered; 0 when none of the kernel's floors holds the
-    /// k best or the nucleus.
-    pub floor: f32,
-    /// How many tokens passed the floor (more than `cands.len()` when over [`CAP`]).
-    pub found: usize,
-    /// (token id, its logit after the adjustments), in no particular order.
-    pub cands: Vec<(u32, f32)>,
-}
-
-impl CandRow {
-    /// Parses one row's words (`row_words()` of them, or fewer: then only what they hold).
-    pub fn parse(w: &[u32]) -> CandRow {
-        let at = |i: usize| w.get(i).copied().unwrap_or(0);
-        let found = at(5) as usize;
-        let n = found.min(CAP).min(w.len().saturating_sub(HEAD) / 2);
-        CandRow {
-            max: f32::from_bits(at(0)),
-            argmax: at(1),
-            sum: f32::from_bits(at(2)),
-            count: at(3) as usize,
-            floor: f32::from_bits(at(4)),
-            found,
-            cands: (0..n)
-                .map(|i| (at(HEAD + 2 * i), f32::from_bits(at(HEAD + 2 * i + 1))))
-                .collect(),
-        }
-    }
-
-    /// Words of the read-back that hold this row's candidates (header included).
-    pub fn words_needed(found: usize) -> usize {
-        HEAD + 2 * found.min(CAP)
-    }
 }
 
 #[cfg(test)]

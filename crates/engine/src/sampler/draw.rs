@@ -121,7 +121,8 @@ fn prefix_reaching(sorted: &[(f32, u32)], target: f64) -> Option<usize> {
 
 /// Top-k then top-p on `cand`, the tokens above a floor as (p, id): true when it holds the
 /// k best / the nucleus (then `cand` is left holding the survivors, in descending
-/// probability), false when a lower floor is needed. `top_k`: active only when below the
+/// probability — but for a nucleus of over [`SORT_MAX`] tokens, left in a selection's
+/// order), false when a lower floor is needed. `top_k`: active only when below the
 /// eligible count; `top_p` of `sum`, the eligible tokens' mass; `last`: `cand` holds every
 /// eligible token (then rounding that keeps the nucleus out of reach keeps them all).
 pub(super) fn select(
@@ -149,6 +150,15 @@ pub(super) fn select(
         if mass(cand) < target && !last {
             return false;
         }
+        if cand.len() > SORT_MAX {
+            // A wide nucleus (near-uniform logits): selected, not sorted.
+            match nucleus_select(cand, target) {
+                Some(n) => cand.truncate(n),
+                None if last => {}
+                None => return false,
+            }
+            return true;
+        }
         cand.sort_unstable_by(by_p_desc);
         target
     };
@@ -160,6 +170,39 @@ pub(super) fn select(
         // Rounding kept the whole set's sorted mass under the target: keep it.
         None => last || top_k.is_some(),
     }
+}
+
+/// Candidates up to which top-p sorts them; above, `nucleus_select`.
+const SORT_MAX: usize = 2048;
+
+/// Moves the shortest prefix of `cand` in [`by_p_desc`] order whose mass reaches `target`
+/// to its front — in the order a selection leaves, not sorted — and returns its length;
+/// `None` when the whole mass is under `target`. Halving selections (`select_nth_unstable`)
+/// over the undecided range: O(len), where a sort of a near-uniform distribution's
+/// 20,000-token nucleus took ≈ 4 ms a token (benchmarks.md). The masses add in blocks,
+/// so the edge may differ from a sorted prefix sum's by rounding.
+fn nucleus_select(cand: &mut [(f32, u32)], target: f64) -> Option<usize> {
+    // cand[..lo] is in the nucleus with mass `acc`; its edge lies in lo..hi.
+    let (mut lo, mut hi, mut acc) = (0usize, cand.len(), 0.0f64);
+    while hi - lo > 64 {
+        let mid = lo + (hi - lo) / 2;
+        cand[lo..hi].select_nth_unstable_by(mid - lo, by_p_desc);
+        let upper = mass(&cand[lo..=mid]);
+        if acc + upper >= target {
+            hi = mid + 1;
+        } else {
+            acc += upper;
+            lo = mid + 1;
+        }
+    }
+    cand[lo..hi].sort_unstable_by(by_p_desc);
+    for (i, &(p, _)) in cand[lo..hi].iter().enumerate() {
+        acc += f64::from(p);
+        if acc >= target {
+            return Some(lo + i + 1);
+        }
+    }
+    None
 }
 
 /// Tokens per chunk of the walk over the whole vocabulary (`draw_all`).

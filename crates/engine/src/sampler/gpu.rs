@@ -10,14 +10,82 @@
 use super::draw::{exp_le0, select};
 use super::Sampler;
 use crate::error::{EngineError, Result};
-use crate::ops::candidates::{self, CandRow};
+
+/// Candidate pairs a row has room for: a nucleus or top-k set larger than this draws from
+/// the whole logits instead.
+pub const CAP: usize = 1024;
+
+/// Header words of a row's output.
+const HEAD: usize = 8;
+
+/// u32 words of one row's output: the header, then [`CAP`] (id, logit bits) pairs.
+pub const fn row_words() -> usize {
+    HEAD + 2 * CAP
+}
+
+/// One row's draw options for the kernel: `[lo bits, top_k, top_p bits, 0]` — `lo` the
+/// smallest eligible probability relative to the largest (min-p's floor, or the smallest
+/// f32 above 0), `top_k` 0 when off, `top_p` 1 when off.
+pub fn row_options(lo: f32, top_k: usize, top_p: f32) -> [u32; 4] {
+    [
+        lo.to_bits(),
+        u32::try_from(top_k).unwrap_or(u32::MAX),
+        top_p.to_bits(),
+        0,
+    ]
+}
+
+/// One row's output of the kernel, read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CandRow {
+    /// The largest logit (±inf, or −inf for a row of NaN, when nothing else was done).
+    pub max: f32,
+    /// Its lowest index (`u32::MAX` for a row of NaN).
+    pub argmax: u32,
+    /// Σ exp(l − max) over the eligible tokens (f32).
+    pub sum: f32,
+    /// How many tokens are eligible.
+    pub count: usize,
+    /// The floor whose tokens were gathered; 0 when none of the kernel's floors holds the
+    /// k best or the nucleus.
+    pub floor: f32,
+    /// How many tokens passed the floor (more than `cands.len()` when over [`CAP`]).
+    pub found: usize,
+    /// (token id, its logit after the adjustments), in no particular order.
+    pub cands: Vec<(u32, f32)>,
+}
+
+impl CandRow {
+    /// Parses one row's words (`row_words()` of them, or fewer: then only what they hold).
+    pub fn parse(w: &[u32]) -> CandRow {
+        let at = |i: usize| w.get(i).copied().unwrap_or(0);
+        let found = at(5) as usize;
+        let n = found.min(CAP).min(w.len().saturating_sub(HEAD) / 2);
+        CandRow {
+            max: f32::from_bits(at(0)),
+            argmax: at(1),
+            sum: f32::from_bits(at(2)),
+            count: at(3) as usize,
+            floor: f32::from_bits(at(4)),
+            found,
+            cands: (0..n)
+                .map(|i| (at(HEAD + 2 * i), f32::from_bits(at(HEAD + 2 * i + 1))))
+                .collect(),
+        }
+    }
+
+    /// Words of the read-back that hold this row's candidates (header included).
+    pub fn words_needed(found: usize) -> usize {
+        HEAD + 2 * found.min(CAP)
+    }
+}
 
 /// The GPU part of a [`Sampler`]'s next draw.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuDraw {
     /// (token, delta): `logit −= delta` before anything else (+inf bans), one entry a token.
     pub adjustments: Vec<(u32, f32)>,
-    /// The kernel's options (`ops::candidates::row_options`).
+    /// The kernel's options ([`row_options`]).
     pub options: [u32; 4],
 }
 
@@ -69,7 +137,7 @@ impl Sampler {
         };
         Some(GpuDraw {
             adjustments: self.adjustments()?,
-            options: candidates::row_options(lo, o.top_k, o.top_p),
+            options: row_options(lo, o.top_k, o.top_p),
         })
     }
 

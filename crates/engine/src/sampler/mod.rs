@@ -38,7 +38,7 @@ mod stop;
 #[cfg(test)]
 mod tests;
 
-pub use gpu::GpuDraw;
+pub use gpu::{row_options, row_words, CandRow, GpuDraw, CAP};
 pub use stop::{StopMatcher, StopStep};
 
 /// Sampling parameters. `Default` is RWKV's usual chat setting (ChatRWKV's
