@@ -30,8 +30,9 @@ pub struct GenerateStats {
     pub ttft_ms: f64,
     pub prefill_ms: f64,
     /// The decode steps after the first token: each step's submission, GPU pass and
-    /// logits readback, ms. The draws between them (`sample`, `on_token`) are not counted,
-    /// as llama-bench's tg counts no sampling; time the call for the wall time a user sees.
+    /// readback (its logits, or its draw's candidates), ms. The draws between them
+    /// (`sample`, the host's part of a GPU-prepared draw, `on_token`) are not counted, as
+    /// llama-bench's tg counts no sampling; time the call for the wall time a user sees.
     pub decode_ms: f64,
     pub prefill_tok_s: f64,
     pub decode_tok_s: f64,

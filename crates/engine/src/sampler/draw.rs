@@ -13,7 +13,8 @@
 //!   `p ≥ τ`, with τ = 2⁻⁸, 2⁻¹², 2⁻¹⁶, … until they hold the k best (at least k of them)
 //!   or the nucleus (their mass reaches `top_p` of the whole). They are a prefix of the
 //!   tokens in descending probability (ties by id), so the k best and the nucleus found
-//!   among them are those of the whole vocabulary.
+//!   among them are those of the whole vocabulary. A nucleus of over 2,048 tokens
+//!   (near-uniform logits) is found by selections weighted by mass, not by a sort.
 //! - Temperature last: weights `p^(1/T) = exp((logit − max) / T)`, one uniform draw.
 
 use rand::Rng;

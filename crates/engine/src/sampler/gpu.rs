@@ -143,7 +143,7 @@ impl Sampler {
 
     /// The draw from a row the GPU prepared with [`Self::gpu_draw`]'s plan: `Ok(None)` when
     /// its candidates do not decide it (no floor of the kernel held the k best or the
-    /// nucleus, more than `ops::candidates::CAP` of them, or rounding at the floor's edge)
+    /// nucleus, more than [`CAP`] of them, or rounding at the floor's edge)
     /// — then draw from the adjusted logits ([`Self::try_sample_adjusted`]). Does not call
     /// [`Self::accept`].
     ///
