@@ -1,7 +1,7 @@
 // The O(vocab) part of a sampled draw on the GPU, so that a decode step reads back a few KB
 // instead of the row's logits (the host then draws from the candidates: sampler/gpu.rs).
 // Per output row r (one workgroup), over its logits after the adjustments (adjust_logits):
-//   M = the largest logit and its lowest index (a NaN never wins: argmax.wgsl's rule);
+//   M = the largest logit and its lowest index (a NaN never wins: argmax_reduce.wgsl);
 //   p = exp(l − M); eligible: p ≥ lo (min-p's floor, or the smallest f32 above 0);
 //   S = Σ eligible p (f32, a tree), n = their count, and for the floors τ_j = 2^(−8 − 4j)
 //   (j < NF: the CPU draw's first floors, sampler/draw.rs) the
@@ -26,18 +26,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> logits: array<f32>;           // [R, vocab]
 @group(0) @binding(4) var<storage, read_write> out: array<u32>;        // [R, 8 + 2 cap]
 
-const WG: u32 = 256u;
 const NF: u32 = 5u; // floors 2^-8 … 2^-24
 const NV: u32 = 12u; // reduced values: S, n, NF masses, NF counts (12 KB of workgroup memory)
 
-var<workgroup> best_v: array<f32, WG>;
-var<workgroup> best_i: array<u32, WG>;
 var<workgroup> red: array<array<f32, WG>, NV>;
 var<workgroup> found: atomic<u32>;
-
-fn beats(v: f32, i: u32, w: f32, j: u32) -> bool {
-    return v > w || (v == w && i < j);
-}
 
 fn floor_at(j: u32) -> f32 {
     return exp2(-8.0 - 4.0 * f32(j));
@@ -52,30 +45,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let base = r * p.vocab;
     let ob = r * (8u + 2u * p.cap);
-    // 1. The largest logit, lowest index on ties.
-    var v = bitcast<f32>(0xff800000u); // −inf
-    var i = 0xffffffffu;
-    for (var k = li; k < p.vocab; k += WG) {
-        let x = logits[base + k];
-        if (beats(x, k, v, i)) {
-            v = x;
-            i = k;
-        }
-    }
-    best_v[li] = v;
-    best_i[li] = i;
+    // 1. The largest logit, lowest index on ties (argmax_reduce.wgsl).
     if (li == 0u) {
-        atomicStore(&found, 0u);
+        atomicStore(&found, 0u); // ordered before step 4 by row_argmax's barriers
     }
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (li < s && beats(best_v[li + s], best_i[li + s], best_v[li], best_i[li])) {
-            best_v[li] = best_v[li + s];
-            best_i[li] = best_i[li + s];
-        }
-        workgroupBarrier();
-    }
-    let m = best_v[0];
+    let best = row_argmax(base, p.vocab, li);
+    let m = best.v;
     let lo = bitcast<f32>(opts[4u * r]);
     let top_k = opts[4u * r + 1u];
     let top_p = bitcast<f32>(opts[4u * r + 2u]);
@@ -83,7 +58,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (m == bitcast<f32>(0xff800000u) || m == bitcast<f32>(0x7f800000u)) {
         if (li == 0u) {
             out[ob] = bitcast<u32>(m);
-            out[ob + 1u] = best_i[0];
+            out[ob + 1u] = best.i;
             out[ob + 2u] = 0u;
             out[ob + 3u] = 0u;
             out[ob + 4u] = 0u;
@@ -155,7 +130,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
     if (li == 0u) {
         out[ob] = bitcast<u32>(m);
-        out[ob + 1u] = best_i[0];
+        out[ob + 1u] = best.i;
         out[ob + 2u] = bitcast<u32>(sum);
         out[ob + 3u] = u32(n);
         out[ob + 4u] = bitcast<u32>(tau);

@@ -21,6 +21,14 @@ pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
     tuning.subgroups.unwrap_or_else(|| !is_llvmpipe(info))
 }
 
+/// Lanes a row of the matrix × vector kernels on Mesa's llvmpipe where `RWKV_MV_LANES`
+/// is not set ([`Tuning::mv_lanes`]): the fewest, because its threads run a workgroup's
+/// invocations 8 at a time and every step of a row sum's tree is a workgroup barrier. The
+/// trained demo model on this repository's 2-core CI machine (`rwkv batch`, ms a step):
+/// one sequence without logits 84.5 → 48.4, four with their logits (the server's step:
+/// the 65,536-row Q6_K head dominates) 513 → 410; greedy generation 4 → 6 tok/s.
+pub const LLVMPIPE_MV_LANES: u32 = 4;
+
 /// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
 pub fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
     llvmpipe_named(&info.driver, &info.name)
@@ -292,10 +300,13 @@ impl GpuContext {
     /// [`GpuContext::new`] with the knobs given.
     ///
     /// Errors: as [`GpuContext::new`].
-    pub fn with_tuning(choice: &AdapterChoice, tuning: Tuning) -> Result<Self> {
+    pub fn with_tuning(choice: &AdapterChoice, mut tuning: Tuning) -> Result<Self> {
         let (index, adapter) = pick_adapter(choice, &tuning)?;
         let summary = summarize(index, &adapter);
         let info = adapter.get_info();
+        if is_llvmpipe(&info) {
+            tuning.mv_lanes.get_or_insert(LLVMPIPE_MV_LANES);
+        }
         let (required, coopmat) = features_to_ask(&adapter, &tuning);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {

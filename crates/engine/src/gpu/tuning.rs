@@ -28,7 +28,8 @@ pub struct Tuning {
     /// `RWKV_CHECKED_SHADERS`: shaders keep wgpu's runtime bounds checks on Vulkan too.
     pub checked_shaders: bool,
     /// `RWKV_MV_LANES`: lanes per row of the matrix × vector kernel (4–32, a power of
-    /// two); `None`: by the row's length (`ops::matmul::mv_lanes`).
+    /// two); `None`: by the row's length (`ops::matmul::mv_lanes`), except on Mesa's
+    /// llvmpipe, where the context sets 4 (`gpu::context::LLVMPIPE_MV_LANES`).
     pub mv_lanes: Option<u32>,
     /// `RWKV_MV_UNROLL`: steps a matrix × vector lane issues together (1–8); `None`: 2
     /// for float weights, 1 for block-quantized ones.

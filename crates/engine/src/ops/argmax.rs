@@ -18,6 +18,7 @@ impl KernelSpec for ArgmaxSpec {
     fn source(&self) -> Result<String> {
         Ok(Wgsl::new()
             .file(COMMON)
+            .file(shader!("argmax_reduce.wgsl"))
             .file(shader!("argmax.wgsl"))
             .build())
     }

@@ -22,6 +22,7 @@ impl KernelSpec for CandidatesSpec {
     fn source(&self) -> Result<String> {
         Ok(Wgsl::new()
             .file(COMMON)
+            .file(shader!("argmax_reduce.wgsl"))
             .file(shader!("candidates.wgsl"))
             .build())
     }

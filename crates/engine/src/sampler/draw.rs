@@ -210,20 +210,20 @@ fn nucleus_select(cand: &mut [(f32, u32)], target: f64) -> Option<usize> {
 const WALK: usize = 256;
 
 impl Sampler {
-    /// Step 4 of the module docs; `max` is the finite maximum of `logits`.
-    pub(super) fn draw(&mut self, logits: &[f32], max: f32) -> u32 {
-        let (min_p, top_k, top_p, t) = (
-            self.opts.min_p,
-            self.opts.top_k,
-            self.opts.top_p,
-            self.opts.temperature,
-        );
-        // The smallest eligible weight: min-p's floor (p_max = 1), else any above 0.
-        let lo = if min_p > 0.0 {
-            min_p
+    /// The smallest eligible weight p = exp(l − max): min-p's floor (p_max = 1), else the
+    /// smallest f32 above 0 (any token whose weight does not underflow).
+    pub(super) fn eligible_floor(&self) -> f32 {
+        if self.opts.min_p > 0.0 {
+            self.opts.min_p
         } else {
             f32::from_bits(1)
-        };
+        }
+    }
+
+    /// Step 4 of the module docs; `max` is the finite maximum of `logits`.
+    pub(super) fn draw(&mut self, logits: &[f32], max: f32) -> u32 {
+        let (top_k, top_p, t) = (self.opts.top_k, self.opts.top_p, self.opts.temperature);
+        let lo = self.eligible_floor();
         self.prob.resize(logits.len(), 0.0);
         for (p, &l) in self.prob.iter_mut().zip(logits) {
             *p = exp_le0(l - max);

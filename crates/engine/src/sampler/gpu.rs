@@ -73,11 +73,6 @@ impl CandRow {
                 .collect(),
         }
     }
-
-    /// Words of the read-back that hold this row's candidates (header included).
-    pub fn words_needed(found: usize) -> usize {
-        HEAD + 2 * found.min(CAP)
-    }
 }
 
 /// The GPU part of a [`Sampler`]'s next draw.
@@ -130,14 +125,9 @@ impl Sampler {
         if !self.is_greedy() && o.top_k == 0 && o.top_p >= 1.0 {
             return None;
         }
-        let lo = if o.min_p > 0.0 {
-            o.min_p
-        } else {
-            f32::from_bits(1)
-        };
         Some(GpuDraw {
             adjustments: self.adjustments()?,
-            options: row_options(lo, o.top_k, o.top_p),
+            options: row_options(self.eligible_floor(), o.top_k, o.top_p),
         })
     }
 
@@ -160,12 +150,8 @@ impl Sampler {
         if row.floor <= 0.0 || row.found > row.cands.len() {
             return Ok(None);
         }
+        let lo = self.eligible_floor();
         let o = &self.opts;
-        let lo = if o.min_p > 0.0 {
-            o.min_p
-        } else {
-            f32::from_bits(1)
-        };
         let top_k = (o.top_k > 0 && o.top_k < row.count).then_some(o.top_k);
         let top_p = (o.top_p < 1.0).then_some(f64::from(o.top_p));
         let (m, floor, t) = (row.max, row.floor.max(lo), o.temperature);
@@ -179,15 +165,24 @@ impl Sampler {
         if !select(&mut self.cand, top_k, top_p, f64::from(row.sum), false) {
             return Ok(None);
         }
-        // The candidates' logits by id, for the temperature.
-        let mut by_id = row.cands.clone();
+        if t == 1.0 {
+            // The walk weighs the survivors by p and reads no logit.
+            return Ok(Some(self.walk_candidates(|_| f32::NEG_INFINITY, m, t)));
+        }
+        // The candidates' logits by id, for the temperature (a scratch vector kept between
+        // draws, sorted here: the kernel writes its candidates in no particular order).
+        let mut by_id = std::mem::take(&mut self.by_id);
+        by_id.clear();
+        by_id.extend_from_slice(&row.cands);
         by_id.sort_unstable_by_key(|c| c.0);
         let logit = |id: u32| {
             by_id
                 .binary_search_by_key(&id, |c| c.0)
                 .map_or(f32::NEG_INFINITY, |i| by_id[i].1)
         };
-        Ok(Some(self.walk_candidates(logit, m, t)))
+        let id = self.walk_candidates(logit, m, t);
+        self.by_id = by_id;
+        Ok(Some(id))
     }
 
     /// [`Self::try_sample`] on logits whose bans and penalties were already subtracted

@@ -154,6 +154,9 @@ pub struct Sampler {
     prob: Vec<f32>,
     /// Sums of the weights' chunks in a draw from the whole vocabulary, reused.
     chunk_sums: Vec<f64>,
+    /// The GPU's candidates as (id, logit) sorted by id, for a tempered draw among them
+    /// (`draw_from_candidates`), reused.
+    by_id: Vec<(u32, f32)>,
 }
 
 impl Sampler {
@@ -178,6 +181,7 @@ impl Sampler {
             cand: Vec::new(),
             prob: Vec::with_capacity(vocab),
             chunk_sums: Vec::new(),
+            by_id: Vec::new(),
         })
     }
 
