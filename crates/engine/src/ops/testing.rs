@@ -21,6 +21,11 @@ pub fn gpu() -> Arc<GpuContext> {
             {
                 c.features.subgroup = true;
             }
+            // Likewise the lanes a row that the matrix × vector kernels take by the
+            // product's shape (`ops::matmul::mv_lanes`), also on llvmpipe, where models
+            // take 4 (`gpu::context::LLVMPIPE_MV_LANES`: the model tests cover those);
+            // `RWKV_MV_LANES` still decides where set.
+            c.tuning.mv_lanes = crate::gpu::Tuning::from_env().mv_lanes;
             Arc::new(c)
         }
         Err(e) => panic!(

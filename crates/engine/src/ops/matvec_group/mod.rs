@@ -142,7 +142,10 @@ fn floats(d: DType) -> bool {
 
 /// Whether `segs` can be one [`matvec_group`] dispatch: at most [`MAX_SEGS`]; the
 /// matrices in the first one's buffer in one encoding (or F16 and F32), the others all
-/// F16 in one second buffer; each buffer's span within one binding of `max_binding`.
+/// F16 in one second buffer; each buffer's span within one binding of `max_binding`;
+/// Q4_K matrices on 16-byte boundaries (every one-token Q4_K step reads a block's header
+/// and nibbles as vec4s: `shaders/matvec/q4_k_pair.wgsl`; a product alone binds its
+/// matrix at its own offset, which wgpu already wants on 256).
 pub fn groupable(segs: &[&GpuMatrix], max_binding: u64) -> bool {
     let Some(first) = segs.first() else {
         return false;
@@ -153,6 +156,9 @@ pub fn groupable(segs: &[&GpuMatrix], max_binding: u64) -> bool {
         hi - lo <= max_binding
     };
     segs.len() <= MAX_SEGS
+        && segs
+            .iter()
+            .all(|m| m.dtype != DType::Q4_K || m.offset % 16 == 0)
         && segs.iter().all(|m| {
             if m.buffer == first.buffer {
                 m.dtype == first.dtype || (floats(m.dtype) && floats(first.dtype))
@@ -366,12 +372,8 @@ fn group_node(
     };
     if first.dtype == DType::Q4_K && !dt2 && !spec.lora && firsts().all(|k| q8_depth_fits(cx, k)) {
         one.q8k = firsts().max().unwrap_or(0) as u32;
-        // 64-value steps read a block's header and nibbles as vec4s: the segments' bytes
-        // start on 16 (rows are whole 144-byte blocks).
-        let aligned = p.seg[..segs.len()]
-            .iter()
-            .all(|sg| sg.src != 0 || sg.w_off % 16 == 0);
-        one.q8_pair = cx.gpu.tuning.mv_q8_pair && aligned;
+        // 64-value steps (the segments start on 16 bytes: `groupable`).
+        one.q8_pair = cx.gpu.tuning.mv_q8_pair;
     }
     if one_token_only {
         return cx.node_at(op, layer, &one, &p, res, grid);

@@ -239,7 +239,8 @@ fn q4k_group_every_small_t() {
     }
 }
 
-/// Matrices of a third buffer, or a second buffer that is not F16, are refused.
+/// Matrices of a third buffer, or a second buffer that is not F16, or Q4_K blocks off a
+/// 16-byte boundary, are refused.
 #[test]
 fn refuses_what_it_cannot_group() {
     let h = Harness::new(Dims::default());
@@ -264,6 +265,22 @@ fn refuses_what_it_cannot_group() {
     assert!(!groupable(&[&a, &d], u64::MAX));
     assert!(!groupable(&[&a; MAX_SEGS + 1], u64::MAX));
     assert!(groupable(&[&a; MAX_SEGS], u64::MAX));
+    // Q4_K matrices (rows of 144 bytes) in one buffer: the second on a 16-byte boundary,
+    // or 8 bytes past one (a file whose tensors are only 8-byte aligned). Every one-token
+    // Q4_K step reads a block as vec4s (shaders/matvec/q4_k_pair.wgsl).
+    let qbuf = buffer::storage(&h.gpu, "q", 4096);
+    let q = |offset: u64| GpuMatrix {
+        name: format!("q{offset}"),
+        buffer: qbuf.clone(),
+        offset,
+        dtype: DType::Q4_K,
+        row0: 0,
+        n_out: 4,
+        n_in: 256,
+        row_bytes: 144,
+    };
+    assert!(groupable(&[&q(0), &q(1024)], u64::MAX));
+    assert!(!groupable(&[&q(0), &q(1032)], u64::MAX));
 }
 
 /// Q4_K matrices with F16 ones of a second buffer in one group (the one-token
