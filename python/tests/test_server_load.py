@@ -38,8 +38,9 @@ def ask(client, model, prompt, stream):
     return "".join(text), usage
 
 
-# 256 requests and their 64 references served alone: ≈ 260 s on the 2-core CI machine's
-# lavapipe, near the suite's 300 s default.
+# 256 streamed requests after their 32 prompts' reference replies (one batch of 32, and
+# ALONE of them alone): ≈ 260 s on the 2-core CI machine's lavapipe, near the suite's 300 s
+# default.
 @pytest.mark.timeout(600)
 def test_64_streaming_clients_get_the_replies_they_get_alone():
     # The reference replies: every prompt in one batch of 32, and the first ALONE of them

@@ -22,8 +22,9 @@ pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
 }
 
 /// Lanes a row of the matrix × vector kernels on Mesa's llvmpipe where `RWKV_MV_LANES`
-/// is not set ([`Tuning::mv_lanes`]): the fewest, because its threads run a workgroup's
-/// invocations 8 at a time and every step of a row sum's tree is a workgroup barrier. The
+/// is not set ([`Tuning::mv_lanes`]): the fewest — by our reading because its threads run
+/// a workgroup's invocations 8 at a time and every level of a row sum's tree is a
+/// workgroup barrier (measured: the figures below, not the cause). The
 /// trained demo model on this repository's 2-core CI machine (`rwkv batch`, ms a step):
 /// one sequence without logits 84.5 → 48.4, four with their logits (the server's step:
 /// the 65,536-row Q6_K head dominates) 513 → 410; greedy generation 4 → 6 tok/s.
