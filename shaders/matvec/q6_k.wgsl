@@ -1,10 +1,10 @@
-// Q6_K for `matvec`: a step is 16 values of a 256-value block (210 bytes: ql[128],
-// qh[64], i8 scales[16], f16 d; ggml dequantize_row_q6_K): step g is block g / 16, half
-// n = (g % 16) / 8 and l = 4 (g % 8) .. + 4 of the four runs y[128n + 32q + l], q = 0..3,
-// each run with its scale — one word of ql for runs 0 and 2 (low and high nibbles), one
-// for runs 1 and 3, one of qh (two bits a run). So the lanes of a row read consecutive
-// words of ql and qh and consecutive vec4s of x. Blocks are only 2-byte aligned, so words
-// are read with `rd_u32`.
+// Q6_K for `matvec`: a step is 16 values of a 256-value block (ggml dequantize_row_q6_K:
+// ql[128], qh[64], i8 scales[16], f16 d — 210 bytes, laid 212 apart on the GPU so that
+// every word of a block is an aligned u32: ops::decode::gpu_block_bytes): step g is block
+// g / 16, half n = (g % 16) / 8 and l = 4 (g % 8) .. + 4 of the four runs y[128n + 32q + l],
+// q = 0..3, each run with its scale — one word of ql for runs 0 and 2 (low and high
+// nibbles), one for runs 1 and 3, one of qh (two bits a run). So the lanes of a row read
+// consecutive words of ql and qh and consecutive vec4s of x.
 const MV_STEP: u32 = 16u;
 
 fn u8x4(q: u32) -> vec4<f32> {
@@ -12,19 +12,14 @@ fn u8x4(q: u32) -> vec4<f32> {
 }
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let bb = rb + (g >> 4u) * 210u;
     let u = g & 15u;
     let n = u >> 3u;
     let l4 = u & 7u;
-    let d = rd_f16(bb + 208u);
-    // Scales of the four runs: bytes 0, 2, 4, 6 from 8n + l / 16.
-    let scb = bb + 192u + 8u * n + (l4 >> 2u);
-    let s01 = rd_u32(scb);
-    let s23 = rd_u32(scb + 4u);
-    let sc = d * vec4<f32>(sext8(s01), sext8(s01 >> 16u), sext8(s23), sext8(s23 >> 16u));
-    let a = rd_u32(bb + 64u * n + 4u * l4);
-    let b = rd_u32(bb + 64u * n + 32u + 4u * l4);
-    let h = rd_u32(bb + 128u + 32u * n + 4u * l4);
+    let sc = q6_step_scales(rb, g);
+    let bw = (rb + (g >> 4u) * Q6_BLOCK) >> 2u; // the block's first word
+    let a = w[bw + 16u * n + l4]; // ql byte 64n + 4 l4
+    let b = w[bw + 16u * n + 8u + l4]; // ql byte 64n + 32 + 4 l4
+    let h = w[bw + 32u + 8u * n + l4]; // qh byte 32n + 4 l4
     let lo = 0x0f0f0f0fu;
     let two = 0x03030303u;
     let q0 = (a & lo) | ((h & two) << 4u);
@@ -48,3 +43,4 @@ fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
     }
     return out;
 }
+

@@ -1,7 +1,7 @@
 // Q6_K for one-token `matvec` passes with 8-bit activations: x quantized into workgroup
 // memory first (q4_k_q8_x.wgsl: per run of 32, d = max|x| / 127, int8 values). A step is
-// q6_k.wgsl's — 16 values of a 256-value block (210 bytes: ql[128], qh[64], i8 scales[16],
-// f16 d), four values l = 4 (g % 8) .. + 4 of each of the four runs y[128n + 32q + l] —
+// q6_k.wgsl's — 16 values of a 256-value block (ql[128], qh[64], i8 scales[16], f16 d,
+// 212 bytes apart on the GPU), four values l = 4 (g % 8) .. + 4 of each of the four runs y[128n + 32q + l] —
 // whose 6-bit values (0–63, as int8) meet x's 8-bit run q word l / 4 in a 4 × int8 dot
 // product, the offset of 32 through the same run's sum:
 //   Σ w · x  ≈  d·sc · d_x · (Σ q6 · q  −  32 Σ q)
@@ -10,19 +10,14 @@
 const MV_STEP: u32 = 16u;
 
 fn mv_step(rb: u32, g: u32, xb: vec4<u32>, nt: u32) -> vec4<f32> {
-    let bb = rb + (g >> 4u) * 210u;
     let u = g & 15u;
     let n = u >> 3u;
     let l4 = u & 7u;
-    let d = rd_f16(bb + 208u);
-    // Scales of the four runs: bytes 0, 2, 4, 6 from 8n + l / 16.
-    let scb = bb + 192u + 8u * n + (l4 >> 2u);
-    let s01 = rd_u32(scb);
-    let s23 = rd_u32(scb + 4u);
-    let sc = d * vec4<f32>(sext8(s01), sext8(s01 >> 16u), sext8(s23), sext8(s23 >> 16u));
-    let a = rd_u32(bb + 64u * n + 4u * l4);
-    let b = rd_u32(bb + 64u * n + 32u + 4u * l4);
-    let h = rd_u32(bb + 128u + 32u * n + 4u * l4);
+    let sc = q6_step_scales(rb, g);
+    let bw = (rb + (g >> 4u) * Q6_BLOCK) >> 2u; // the block's first word
+    let a = w[bw + 16u * n + l4]; // ql byte 64n + 4 l4
+    let b = w[bw + 16u * n + 8u + l4]; // ql byte 64n + 32 + 4 l4
+    let h = w[bw + 32u + 8u * n + l4]; // qh byte 32n + 4 l4
     let lo = 0x0f0f0f0fu;
     let two = 0x03030303u;
     let q0 = (a & lo) | ((h & two) << 4u);

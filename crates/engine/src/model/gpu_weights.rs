@@ -16,7 +16,7 @@ use crate::error::{EngineError, Result};
 use crate::format::DType;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::weights::{Matrix, MatrixLayout, Rwkv7Weights, Vector};
-use crate::ops::decode::gpu_native;
+use crate::ops::decode::{gpu_block_bytes, gpu_native, gpu_row_bytes};
 use crate::ops::GpuMatrix;
 
 use super::upload::{Job, Source};
@@ -258,7 +258,13 @@ impl<'a> Planner<'a, '_> {
                 op: "upload",
                 what: format!("`{}`: rows past the tensor's end", m.name),
             })?;
-        if gpu_native(m.dtype) {
+        if gpu_native(m.dtype) && gpu_block_bytes(m.dtype) != m.dtype.block_bytes() {
+            let source = Source::Spread {
+                dtype: m.dtype,
+                src,
+            };
+            Ok((name, m.dtype, source.gpu_len(n, m.n_in), source))
+        } else if gpu_native(m.dtype) {
             Ok((name, m.dtype, src.len(), Source::File(src)))
         } else {
             let source = Source::Decode {
@@ -280,12 +286,7 @@ impl<'a> Planner<'a, '_> {
         n: usize,
         n_in: usize,
     ) -> Result<GpuMatrix> {
-        let len = match &source {
-            Source::File(b) => b.len(),
-            Source::Owned(b) => b.len(),
-            // F16 out: 2 bytes a value.
-            Source::Decode { .. } => n * n_in * 2,
-        };
+        let len = source.gpu_len(n, n_in);
         self.check_binding(name, len)?;
         let buffer = self.buffer(name, len, source);
         self.count(dtype, len);
@@ -312,7 +313,9 @@ impl<'a> Planner<'a, '_> {
         } else {
             DType::F16
         };
-        let row_bytes = out_dtype.bytes_for(m.n_in).unwrap_or(m.n_in * 4).max(1);
+        let row_bytes = gpu_row_bytes(out_dtype, m.n_in)
+            .unwrap_or(m.n_in * 4)
+            .max(1);
         let per = ((self.gpu.max_binding() as usize) / row_bytes).clamp(1, m.n_out.max(1));
         let mut out = Vec::new();
         let mut r = 0;

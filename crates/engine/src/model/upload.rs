@@ -85,6 +85,26 @@ pub(crate) enum Source<'a> {
     },
     /// Bytes built while planning (packed vectors, transposed matrices).
     Owned(Vec<u8>),
+    /// Whole blocks of an encoding the kernels read whose blocks lie further apart on
+    /// the GPU than in the file (Q6_K: [`crate::ops::decode::gpu_block_bytes`]), spread
+    /// out as they are copied.
+    Spread { dtype: DType, src: &'a [u8] },
+}
+
+impl Source<'_> {
+    /// Bytes the source fills on the GPU, given `n` rows of `n_in` values (`Decode`'s
+    /// F16 rows).
+    pub(crate) fn gpu_len(&self, n: usize, n_in: usize) -> usize {
+        match self {
+            Source::File(b) => b.len(),
+            Source::Owned(b) => b.len(),
+            // F16 out: 2 bytes a value.
+            Source::Decode { .. } => n * n_in * 2,
+            Source::Spread { dtype, src } => {
+                src.len() / dtype.block_bytes() * crate::ops::decode::gpu_block_bytes(*dtype)
+            }
+        }
+    }
 }
 
 /// One destination range and what fills it.
@@ -122,6 +142,11 @@ fn pieces(jobs: &[Job], piece: u64) -> Vec<Piece> {
                 }
                 rows * row
             }
+            // Whole blocks, four at a time (a multiple of 16 bytes: strides are of 4).
+            Source::Spread { dtype, .. } => {
+                let four = 4 * crate::ops::decode::gpu_block_bytes(dtype) as u64;
+                (piece / four).max(1) * four
+            }
             _ => (piece / 16 * 16).max(16),
         };
         let size = job.span;
@@ -148,7 +173,7 @@ fn fill(
     let (raw, from_file) = match &job.source {
         Source::File(b) => (Some(*b), true),
         Source::Owned(b) => (Some(b.as_slice()), false),
-        Source::Decode { .. } => (None, false),
+        Source::Decode { .. } | Source::Spread { .. } => (None, false),
     };
     let written = match (&job.source, raw) {
         (_, Some(b)) => {
@@ -199,6 +224,24 @@ fn fill(
             let out: &[u8] = bytemuck::cast_slice(&h);
             if !out.is_empty() {
                 view.slice(..out.len()).copy_from_slice(out);
+            }
+            bytes.release(part);
+            out.len()
+        }
+        (Source::Spread { dtype, src }, None) => {
+            let (block, stride) = (
+                dtype.block_bytes(),
+                crate::ops::decode::gpu_block_bytes(*dtype),
+            );
+            let b0 = (off / stride).min(src.len() / block);
+            let b1 = ((off + n) / stride).min(src.len() / block);
+            let part = &src[b0 * block..b1 * block];
+            let mut raw = vec![0u8; part.len()];
+            bytes.read(part, &mut raw)?;
+            let mut out = vec![0u8; (b1 - b0) * stride];
+            crate::ops::decode::fill_gpu_layout(*dtype, &raw, &mut out);
+            if !out.is_empty() {
+                view.slice(..out.len()).copy_from_slice(&out);
             }
             bytes.release(part);
             out.len()

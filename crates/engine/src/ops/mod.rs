@@ -422,7 +422,8 @@ pub struct GpuMatrix {
 
 impl GpuMatrix {
     /// An `[n, k]` matrix of `dtype` from its encoded rows (`bytes`, `n` rows of equal
-    /// length) in a storage buffer of its own (tests, the kernel microbenchmark).
+    /// length, as in a file) in a storage buffer of its own, its blocks laid out as the
+    /// kernels read them ([`decode::to_gpu_layout`]) (tests, the kernel microbenchmark).
     ///
     /// Errors: [`crate::EngineError`] when the buffer cannot be made.
     pub fn upload(
@@ -433,9 +434,10 @@ impl GpuMatrix {
         n: usize,
         k: usize,
     ) -> Result<Self> {
+        let bytes = decode::to_gpu_layout(dtype, bytes);
         Ok(GpuMatrix {
             name,
-            buffer: crate::gpu::buffer::storage_init(gpu, "matrix", bytes)?,
+            buffer: crate::gpu::buffer::storage_init(gpu, "matrix", &bytes)?,
             offset: 0,
             dtype,
             row0: 0,
