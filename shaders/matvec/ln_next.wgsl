@@ -1,13 +1,15 @@
-// The epilogue of the channel-mix value that also opens the next block (`LnEnd::Next`,
-// after matvec/ln_save.wgsl; `LnEnd::NextOnly`, after matvec/ln_none.wgsl and
-// matvec/ln_meta.wgsl): once every workgroup has added its rows to the residual,
-// the dispatch's last p.nx_tail workgroups to finish run the next block's time-mix
-// LayerNorm + token shift (RWKV_x070's steps 1–3) for the pass's one token, in place of
-// that block's `ln_shift` dispatch, each a slice of 256 vec4s (one a thread):
-//   xn      = LayerNorm(x) (weight p.nx_ln_w, bias p.nx_ln_b of the next block's vectors,
+// The epilogue of a residual add that also opens the LayerNorm + token shift after it:
+// the channel-mix value opening the next block (`LnEnd::Next`, after matvec/ln_save.wgsl;
+// `LnEnd::NextOnly`, after matvec/ln_none.wgsl and matvec/ln_meta.wgsl), or the time mix's
+// output opening its own block's channel mix (`NextOnly`). Once every workgroup has added
+// its rows to the residual, the dispatch's last p.nx_tail workgroups to finish run that
+// LayerNorm + token shift (RWKV_x070's steps 1–3 with six lerps, or 13–15 with one) for
+// the pass's one token, in place of its `ln_shift` dispatch, each a slice of 256 vec4s
+// (one a thread):
+//   xn      = LayerNorm(x) (weight p.nx_ln_w, bias p.nx_ln_b of that block's vectors,
 //             eps p.ln_eps; x: the residual this dispatch wrote, p.n values at p.y_off)
-//   out_m   = xn + (prev − xn) · mix_m   (m < 6: the mixes at p.nx_mix, out_m at
-//             p.nx_out + m · p.nx_out_stride; prev: that block's shift state)
+//   out_m   = xn + (prev − xn) · mix_m   (m < p.nx_mixes ≤ 6: the mixes at p.nx_mix,
+//             out_m at p.nx_out + m · p.nx_out_stride; prev: that shift state)
 //   state   ← xn
 // The order is a counter in the activations (u32 index p.ln_done, 0 between dispatches):
 // each workgroup, after its rows are written, makes them visible at device scope
@@ -78,7 +80,9 @@ fn mv_epilogue(wg: u32, li: u32) {
         lb = nvecs4[p.nx_ln_b / 4u + i];
         prev = nstate4[sb];
         for (var m = 0u; m < 6u; m++) {
-            mix[m] = nvecs4[p.nx_mix / 4u + m * c4 + i];
+            if (m < p.nx_mixes) {
+                mix[m] = nvecs4[p.nx_mix / 4u + m * c4 + i];
+            }
         }
     }
     if (li == 0u) {
@@ -98,7 +102,9 @@ fn mv_epilogue(wg: u32, li: u32) {
         nstate4[sb] = xn;
         let o = p.nx_out / 4u + i;
         for (var m = 0u; m < 6u; m++) {
-            act[o + m * (p.nx_out_stride / 4u)] = xn + dx * mix[m];
+            if (m < p.nx_mixes) {
+                act[o + m * (p.nx_out_stride / 4u)] = xn + dx * mix[m];
+            }
         }
     }
     // The tail's second count: its last puts the counter back for the next dispatch

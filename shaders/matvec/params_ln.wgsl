@@ -11,15 +11,15 @@
     ln_eps: f32,      // the LayerNorm's eps (the key; the next block's)
     ln_stats: u32,    // act f32 offset of (mean, rstd) of the normalized row (a multiple of 4)
     ln_done: u32,     // act u32 index of the counter of finished workgroups (Next)
-    nx_ln_w: u32,     // the next block's ln1 weight [C], bias [C] (offsets in its vectors)
+    nx_ln_w: u32,     // the tail's LayerNorm weight [C], bias [C] (offsets in its block's vectors)
     nx_ln_b: u32,
-    nx_mix: u32,      // its six time-mix lerps' mixes [6, C]
-    nx_state: u32,    // its time-mix shift state inside a slot of its state part
+    nx_mix: u32,      // its lerps' mixes [nx_mixes, C]
+    nx_state: u32,    // its shift state inside a slot of its state part
     nx_slot_len: u32, // f32 of a slot of that part
     nx_out: u32,      // act f32 offset of the first lerp's output [C]
     nx_out_stride: u32, // f32 from one lerp's output to the next
     nx_wgs: u32,      // workgroups of the dispatch
-    nx_tail: u32,     // workgroups that run the next block's LayerNorm (their slices: 256 vec4s)
+    nx_tail: u32,     // workgroups that run the tail's LayerNorm (their slices: 256 vec4s)
     x8: u32,          // act u32 index of the output as 8-bit x (the key), of x as 8-bit x (the value)
-    _nx1: u32,
+    nx_mixes: u32,    // lerps the tail writes: 6 (the next block's time mix) or 1 (this block's channel mix)
     _nx2: u32,

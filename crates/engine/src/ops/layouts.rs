@@ -110,6 +110,7 @@ fn product_ln() -> Layout {
         nx_wgs,
         nx_tail,
         x8,
+        nx_mixes,
     }))
 }
 

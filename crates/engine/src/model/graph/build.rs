@@ -266,8 +266,9 @@ fn body_nodes(b: &Blocks, wts: &GpuWeights) -> Result<Vec<Node>> {
     // one-token passes.
     let mut ln_made = false;
     for (l, ly) in wts.layers.iter().enumerate() {
-        b.time_mix(l, ly, ln_made, &mut body)?;
-        ln_made = b.channel_mix(l, ly, wts.layers.get(l + 1), &mut body)?;
+        // Whether the time mix's output runs the channel mix's LayerNorm + token shift.
+        let cm_ln_made = b.time_mix(l, ly, ln_made, &mut body)?;
+        ln_made = b.channel_mix(l, ly, wts.layers.get(l + 1), cm_ln_made, &mut body)?;
     }
     body.push(ops::gather_rows::gather_rows(
         cx, c, b.meta, act, rg.x, rg.head_in,

@@ -17,23 +17,30 @@ use crate::ops::matmul::{
 use crate::ops::Node;
 
 impl<'a> Blocks<'a> {
-    /// The nodes of block `l`'s channel mix (steps 13–17) onto `body`; whether one-token
-    /// passes also run the time mix's LayerNorm + token shift of `next` (the next block,
-    /// steps 1–3) in the value (its `ln_shift` then dispatches nothing for them).
+    /// The nodes of block `l`'s channel mix (steps 13–17) onto `body`; with `ln_made`,
+    /// one-token passes skip steps 13–15 (the time mix's output ran them:
+    /// [`Blocks::output_opens_channel_mix`]). Returns whether one-token passes also run the
+    /// time mix's LayerNorm + token shift of `next` (the next block, steps 1–3) in the
+    /// value (its `ln_shift` then dispatches nothing for them).
     pub(super) fn channel_mix(
         &self,
         l: usize,
         ly: &GpuLayer,
         next: Option<&GpuLayer>,
+        ln_made: bool,
         body: &mut Vec<Node>,
     ) -> Result<bool> {
         let (c, v) = (self.cfg.n_embd, &ly.vecs);
         // 13–15: ln2, the lerp with the previous token, the shift state (after the time
         // mix's shift state and WKV state in the layer's state).
-        let cfg = &self.cfg;
-        let state = c + cfg.n_head * cfg.head_size * cfg.head_size;
+        let state = self.channel_mix_state();
         let ln_at = body.len();
-        body.push(self.ln_shift(l, v, 1, LayerVecs::FFN_X_K * c, LayerVecs::LN2 * c, state)?);
+        let ln = self.ln_shift(l, v, 1, LayerVecs::FFN_X_K * c, LayerVecs::LN2 * c, state)?;
+        let skip = ln.skip();
+        body.push(ln);
+        if ln_made {
+            one_token_instead(&mut body[ln_at..], skip);
+        }
         // 16: h = relu(Wk xk)²
         let key_adapted = self.ffn_key(l, ly, body)?;
         // 17: x += Wv h
@@ -41,7 +48,11 @@ impl<'a> Blocks<'a> {
         let value_adapted = self.ffn_value(l, ly, body)?;
         // One-token passes without adapters: 13–15 inside the key and the value.
         let next = next.filter(|_| ln_next_fits(self.cx, &ly.ffn_value));
-        if !key_adapted && !value_adapted && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value) {
+        if !ln_made
+            && !key_adapted
+            && !value_adapted
+            && ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value)
+        {
             let (key_nodes, value_nodes) = body[ln_at..].split_at_mut(value_at - ln_at);
             return self.fuse_ln(l, ly, state, next, key_nodes, value_nodes);
         }
@@ -66,20 +77,7 @@ impl<'a> Blocks<'a> {
     ) -> Result<bool> {
         let (cx, rg, act, v) = (self.cx, &self.rg, self.act, &ly.vecs);
         let (c, f) = (self.cfg.n_embd, self.cfg.ffn_dim);
-        // Only the metadata and eps of `ln` are read (`NextOnly` saves no state).
-        let (buffer, state_off, slot_len) = self.layer_state(l, 0);
-        let ln = LnFuse {
-            meta: self.meta,
-            state: buffer,
-            state_off,
-            slot_len,
-            ln_w: 0,
-            ln_b: 0,
-            mix: 0,
-            eps: LN_EPS,
-            stats: rg.ln_stats,
-            x8: None,
-        };
+        let ln = self.meta_only_ln(l);
         let nx = self.ln_next(l, next);
         if !ln.aligned() || !nx.aligned() {
             return Ok(false);
@@ -103,6 +101,97 @@ impl<'a> Blocks<'a> {
         Ok(true)
     }
 
+    /// The `LnFuse` of a [`LnEnd::NextOnly`] product of block `l`: only its metadata and
+    /// eps are read (it saves no state of its own).
+    fn meta_only_ln(&self, l: usize) -> LnFuse<'a> {
+        let (buffer, state_off, slot_len) = self.layer_state(l, 0);
+        LnFuse {
+            meta: self.meta,
+            state: buffer,
+            state_off,
+            slot_len,
+            ln_w: 0,
+            ln_b: 0,
+            mix: 0,
+            eps: LN_EPS,
+            stats: self.rg.ln_stats,
+            x8: None,
+        }
+    }
+
+    /// Block `l`'s time-mix output (`x += Wo o`, no adapter term) for one-token passes
+    /// with its channel mix's LayerNorm + token shift (steps 13–15) in its last
+    /// workgroups, where [`Blocks::output_opens_channel_mix`]; `None` elsewhere.
+    pub(super) fn output_with_channel_mix_ln(
+        &self,
+        l: usize,
+        ly: &GpuLayer,
+    ) -> Result<Option<Node>> {
+        if !self.output_opens_channel_mix(ly) {
+            return Ok(None);
+        }
+        let ln = self.meta_only_ln(l);
+        let nx = self.ln_channel_mix(l, ly);
+        if !ln.aligned() || !nx.aligned() {
+            return Ok(None);
+        }
+        let (rg, c) = (&self.rg, self.cfg.n_embd);
+        let a = MatmulArgs::dense(rg.o, c, rg.x, c, Act::None, true, None);
+        let (m, v, end) = (&ly.output, &ly.vecs, LnEnd::NextOnly);
+        let node = matvec_ln(
+            self.cx,
+            "att.output",
+            Some(l),
+            m,
+            v,
+            self.act,
+            &a,
+            &ln,
+            end,
+            Some(&nx),
+        )?;
+        Ok(Some(node))
+    }
+
+    /// Offset (f32) of the channel mix's shift state in a layer's state: after the time
+    /// mix's shift state `[C]` and its WKV state `[H, N, N]`.
+    pub(super) fn channel_mix_state(&self) -> usize {
+        let cfg = &self.cfg;
+        cfg.n_embd + cfg.n_head * cfg.head_size * cfg.head_size
+    }
+
+    /// Whether one-token passes let block `l`'s time-mix output (`x += Wo o`) run its
+    /// channel mix's LayerNorm + token shift (steps 13–15) in its last workgroups
+    /// ([`LnEnd::NextOnly`] with one lerp), in place of their `ln_shift` dispatch: where
+    /// the key does not make its own x from the residual ([`ln_fuse_fits`]: keys without
+    /// 8-bit x, such as F16 ones) and the output takes the tail ([`ln_next_fits`]).
+    pub(super) fn output_opens_channel_mix(&self, ly: &GpuLayer) -> bool {
+        !ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value)
+            && ln_next_fits(self.cx, &ly.output)
+            && ly.output.n_out == self.cfg.n_embd
+            && ly.output.row0 == 0
+    }
+
+    /// Where block `l`'s time-mix output writes its channel mix's LayerNorm + token shift:
+    /// its `ln2`, the key's mix and the channel mix's shift state.
+    pub(super) fn ln_channel_mix<'n>(&'n self, l: usize, ly: &'n GpuLayer) -> LnNext<'n> {
+        let c = self.cfg.n_embd;
+        let (state, state_off, slot_len) = self.layer_state(l, self.channel_mix_state());
+        LnNext {
+            vecs: &ly.vecs,
+            ln_w: LayerVecs::LN2 * c,
+            ln_b: LayerVecs::LN2 * c + c,
+            mix: LayerVecs::FFN_X_K * c,
+            mixes: 1,
+            state,
+            state_off,
+            slot_len,
+            out: self.rg.mix,
+            out_stride: self.t_cap * c,
+            done: self.rg.ln_done,
+        }
+    }
+
     /// Where block `l`'s value writes the time-mix LayerNorm + token shift of `next`
     /// (block `l + 1`): its `ln1`, six mixes and shift state (which opens its state).
     fn ln_next<'n>(&'n self, l: usize, next: &'n GpuLayer) -> LnNext<'n> {
@@ -113,6 +202,7 @@ impl<'a> Blocks<'a> {
             ln_w: LayerVecs::LN1 * c,
             ln_b: LayerVecs::LN1 * c + c,
             mix: LayerVecs::MIX * c,
+            mixes: 6,
             state,
             state_off,
             slot_len,

@@ -16,8 +16,11 @@
 //! Passes of at most [`SMALL_T`] tokens (decode) run other kernels, picked per pass from
 //! each node's variants: `ln_shift` over channel slices, r/k/v and each set of low-rank
 //! products as one `matvec_group` dispatch (in a one-token pass without adapters the
-//! first products of 5–8 and r/k/v together, `att.lora1+rkv`), 9–11 as one `wkv_fused`.
-//! Larger passes
+//! first products of 5–8 and r/k/v together, `att.lora1+rkv`), 9–11 as one `wkv_fused`;
+//! and one-token passes fold every `ln_shift` but the first block's into a neighbour:
+//! 13–15 into the channel-mix key's prologue (8-bit x) or else the time-mix output's last
+//! workgroups, the next block's 1–3 into the channel-mix value's last workgroups
+//! (`ops::matmul::ln_fuse`). Larger passes
 //! (prefill) run the tiled products — on tensor cores where the adapter has them, with k
 //! split for the C-row products — and the per-op WKV kernels.
 //!

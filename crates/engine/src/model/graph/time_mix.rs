@@ -37,14 +37,15 @@ struct Chain<'m> {
 
 impl<'a> Blocks<'a> {
     /// The nodes of block `l`'s time mix (steps 1–12) onto `body`; with `ln_made`, one-token
-    /// passes skip steps 1–3 (the previous block's value ran them: `channel_mix`).
+    /// passes skip steps 1–3 (the previous block's value ran them: `channel_mix`). Returns
+    /// whether one-token passes run the channel mix's steps 13–15 in the output (step 12).
     pub(super) fn time_mix(
         &self,
         l: usize,
         ly: &GpuLayer,
         ln_made: bool,
         body: &mut Vec<Node>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let c = self.cfg.n_embd;
         let v = &ly.vecs;
         // 1–3: ln1, the six lerps with the previous token, the shift state.
@@ -383,8 +384,10 @@ impl<'a> Blocks<'a> {
         Ok(())
     }
 
-    /// Step 12 of block `l`: `x += Wo o`, with the adapters' term, onto `body`.
-    fn output(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<()> {
+    /// Step 12 of block `l`: `x += Wo o`, with the adapters' term, onto `body`; without
+    /// one, one-token passes may also run the channel mix's steps 13–15 in its last
+    /// workgroups ([`Blocks::output_with_channel_mix_ln`]): returns whether they do.
+    fn output(&self, l: usize, ly: &GpuLayer, body: &mut Vec<Node>) -> Result<bool> {
         let (rg, c, v) = (&self.rg, self.cfg.n_embd, &ly.vecs);
         let args = MatmulArgs::dense(rg.o, c, rg.x, c, Act::None, true, None);
         let term = self.lora_firsts(l, &[(LoraTarget::Output, 0, rg.o, c)], v, body)?[0];
@@ -393,10 +396,17 @@ impl<'a> Blocks<'a> {
             self.adapted_big(l, v, "att.output", &ly.output, &args, t, term)?;
         let with = MatmulArgs { lora: term, ..args };
         self.make_own_h(l, t, "att.output", &ly.output, v, &with, &mut node)?;
+        let at = body.len();
         body.push(node);
         body.push(reduce);
         body.extend(second);
-        Ok(())
+        if term.is_none() {
+            if let Some(fused) = self.output_with_channel_mix_ln(l, ly)? {
+                one_token_instead(&mut body[at..], fused);
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 

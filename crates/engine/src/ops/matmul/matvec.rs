@@ -80,9 +80,11 @@ pub enum LnEnd {
     /// As `Out`, and its last workgroups then run the next block's time-mix LayerNorm +
     /// token shift of the new residual (`shaders/matvec/ln_next.wgsl`; bindings 12–14).
     Next,
-    /// A residual add whose last workgroups run the next block's time-mix LayerNorm +
-    /// token shift, with no shift state of its own to save (a channel mix whose LayerNorm
-    /// keeps its `ln_shift` dispatch: keys without 8-bit x, such as F16 ones).
+    /// A residual add whose last workgroups run a LayerNorm + token shift of the new
+    /// residual, with no shift state of its own to save: the next block's time mix's
+    /// after a channel-mix value whose LayerNorm keeps its `ln_shift` dispatch (keys without
+    /// 8-bit x, such as F16 ones), or the same block's channel mix's after the time mix's
+    /// output (where the key does not make its own x).
     NextOnly,
 }
 

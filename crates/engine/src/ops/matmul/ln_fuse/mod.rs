@@ -16,8 +16,10 @@
 //! block's time-mix LayerNorm + token shift (steps 1–3: the six lerps and its shift state)
 //! over the whole new residual (`shaders/matvec/ln_next.wgsl`), in place of its `ln_shift`
 //! dispatch: C / 1024 workgroups' tail instead of a dispatch of as many (H200, 2.9B: 7–10
-//! µs of wall time each). Where the channel mix keeps its own `ln_shift` (keys without
-//! 8-bit x), the value does that alone ([`LnEnd::NextOnly`]).
+//! µs of wall time each). Where the key makes no x of its own (keys without 8-bit x), the
+//! value does that alone ([`LnEnd::NextOnly`]), and the time mix's output, which adds to
+//! the same residual before the channel mix, runs the channel mix's LayerNorm + token
+//! shift (one lerp: [`LnNext::mixes`]) the same way in its last workgroups.
 //!
 //! And the key can hand its ReLU² to a Q4_K value as 8-bit x ([`LnFuse::x8`],
 //! [`Q8Handoff`]): its workgroups of 32 rows quantize their rows (runs of 32) in an
@@ -56,15 +58,19 @@ pub struct LnFuse<'a> {
     pub x8: Option<usize>,
 }
 
-/// The next block's time-mix LayerNorm + token shift, run by the value's last workgroups
-/// ([`LnEnd::Next`], [`LnEnd::NextOnly`]).
+/// A LayerNorm + token shift of the residual a product adds to, run by its last
+/// workgroups ([`LnEnd::Next`], [`LnEnd::NextOnly`]): the next block's time mix's after a
+/// channel-mix value (six lerps), or the same block's channel mix's after the time mix's
+/// output (one).
 pub struct LnNext<'a> {
-    /// The next block's vectors, and in them (f32 offsets) its `ln1` weight and bias
-    /// (`[C]` each) and the six lerps' mixes (`[6, C]`).
+    /// That block's vectors, and in them (f32 offsets) the LayerNorm's weight and bias
+    /// (`[C]` each) and the lerps' mixes (`[mixes, C]`).
     pub vecs: &'a wgpu::Buffer,
     pub ln_w: usize,
     pub ln_b: usize,
     pub mix: usize,
+    /// Lerps: 6 (`xr, xw, xk, xv, xa, xg`) or 1 (the channel mix's `xk`); at most 6.
+    pub mixes: usize,
     /// The state part holding its time-mix shift state, the state's f32 offset in a slot's
     /// slice, and that slice's length.
     pub state: &'a wgpu::Buffer,
@@ -80,19 +86,21 @@ pub struct LnNext<'a> {
 }
 
 impl LnNext<'_> {
-    /// Whether every offset the tail reads or writes as vec4s is a multiple of 4.
+    /// Whether every offset the tail reads or writes as vec4s is a multiple of 4 (and
+    /// it has 1–6 lerps).
     pub fn aligned(&self) -> bool {
-        [
-            self.ln_w,
-            self.ln_b,
-            self.mix,
-            self.state_off,
-            self.slot_len,
-            self.out,
-            self.out_stride,
-        ]
-        .iter()
-        .all(|o| o % 4 == 0)
+        (1..=6).contains(&self.mixes)
+            && [
+                self.ln_w,
+                self.ln_b,
+                self.mix,
+                self.state_off,
+                self.slot_len,
+                self.out,
+                self.out_stride,
+            ]
+            .iter()
+            .all(|o| o % 4 == 0)
     }
 }
 
@@ -138,7 +146,8 @@ pub(crate) struct LnParams {
     pub(crate) nx_wgs: u32,
     pub(crate) nx_tail: u32,
     pub(crate) x8: u32,
-    pub(crate) _nx: [u32; 2],
+    pub(crate) nx_mixes: u32,
+    pub(crate) _nx: u32,
 }
 
 /// Whether a one-token pass can run the LayerNorm + token shift before `key` (`[F, C]`)
@@ -295,7 +304,8 @@ pub fn matvec_ln(
         nx_wgs: x,
         nx_tail: next.map_or(0, |_| tail_wgs(cx, m.n_out).unwrap_or(0)),
         x8: ln.x8.unwrap_or(0) as u32,
-        _nx: [0; 2],
+        nx_mixes: next.map_or(0, |nx| nx.mixes as u32),
+        _nx: 0,
     };
     let mut res = vec![
         (2, m.binding()),

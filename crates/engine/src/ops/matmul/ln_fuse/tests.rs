@@ -239,7 +239,9 @@ fn run(h: &Harness, value_dtype: DType) {
 /// (a second state buffer, slot 2 of 3) and saves it there; the second run's lerps use
 /// the first run's save, so a counter not back to 0 (no tail, or a tail before every
 /// row was written), another slot, a mix or an output stride mixed up fails. Once more as
-/// `LnEnd::NextOnly`, which must leave this block's shift state alone.
+/// `LnEnd::NextOnly`, which must leave this block's shift state alone, and as the time
+/// mix's output opening its channel mix (`NextOnly` with one lerp: the other five outputs
+/// must stay untouched).
 #[test]
 fn value_opens_the_next_blocks_lerps() {
     let h = Harness::new(Dims::one_token(SLOT as u32).0);
@@ -248,22 +250,24 @@ fn value_opens_the_next_blocks_lerps() {
         return;
     }
     for value_dtype in [DType::Q4_K, DType::F16] {
-        run_next(&h, value_dtype, C, LnEnd::Next);
+        run_next(&h, value_dtype, C, LnEnd::Next, 6);
     }
     // Without this block's save (its LayerNorm keeps its own dispatch: F16 keys).
-    run_next(&h, DType::F16, C, LnEnd::NextOnly);
+    run_next(&h, DType::F16, C, LnEnd::NextOnly, 6);
+    // One lerp: a time-mix output that runs its channel mix's LayerNorm + token shift.
+    run_next(&h, DType::F16, C, LnEnd::NextOnly, 1);
     // A row of 2,048 channels: a tail of two workgroups, the first waiting for the last
     // (not on llvmpipe, whose tail is one workgroup: there `Next` is refused for it).
     let cx = h.ctx();
     let (wide, _) = encode(DType::F16, &rand_vec(11, 2048 * F, 0.3), 2048, F, &h);
     if ln_next_fits(&cx, &wide) {
-        run_next(&h, DType::Q4_K, 2048, LnEnd::Next);
+        run_next(&h, DType::Q4_K, 2048, LnEnd::Next, 6);
     } else {
         eprintln!("a tail of one workgroup here: C = 2048 skipped");
     }
 }
 
-fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
+fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd, n_mix: usize) {
     let slot_len = c + 8;
     let cx = h.ctx();
     let (value, wv) = encode(value_dtype, &rand_vec(12, c * F, 0.3), c, F, h);
@@ -297,6 +301,7 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         ln_w: 0,
         ln_b: c,
         mix: 2 * c,
+        mixes: n_mix,
         state: &nstate,
         state_off: STATE_OFF + 4,
         slot_len,
@@ -365,6 +370,10 @@ fn run_next(h: &Harness, value_dtype: DType, c: usize, end: LnEnd) {
         let (xn, _, _) = layer_norm(&got_x, &nx_w, &nx_b);
         for m in 0..6 {
             let got = h.read(&act_buf, out + m * out_stride, c);
+            if m >= n_mix {
+                assert!(got.iter().all(|&v| v == 0.0), "lerp {m} of {n_mix} written");
+                continue;
+            }
             for i in 0..c {
                 let want = xn[i] + (prev[i] - xn[i]) * mixes[m * c + i];
                 assert!(
