@@ -247,10 +247,11 @@ fn profile_wall_costs_every_decode_op() {
         .iter()
         .map(|o| (o["op"].as_str().unwrap(), o["dispatches"].as_u64().unwrap()))
         .collect();
-    // Two `ln_shift` a block, less the second block's time-mix one, which the first block's
-    // channel-mix value runs in its last workgroups (`RWKV_LN_NEXT`).
+    // One `ln_shift` a token, the first block's time mix's: the first block's channel-mix
+    // value runs the second block's in its last workgroups (`RWKV_LN_NEXT`), and each
+    // block's time-mix output its channel mix's (Q8_0 keys make no x of their own).
     for (op, n) in [
-        ("ln_shift", 3),
+        ("ln_shift", 1),
         ("wkv_fused", 2),
         ("ffn.value", 2),
         ("head", 1),
