@@ -16,7 +16,8 @@ use crate::error::{EngineError, Result};
 use crate::format::DType;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::weights::{Matrix, MatrixLayout, Rwkv7Weights, Vector};
-use crate::ops::decode::{gpu_block_bytes, gpu_native, gpu_row_bytes};
+use crate::ops::decode::gpu_native;
+use crate::ops::gpu_layout::{gpu_row_bytes, relaid};
 use crate::ops::GpuMatrix;
 
 use super::upload::{Job, Source};
@@ -258,10 +259,11 @@ impl<'a> Planner<'a, '_> {
                 op: "upload",
                 what: format!("`{}`: rows past the tensor's end", m.name),
             })?;
-        if gpu_native(m.dtype) && gpu_block_bytes(m.dtype) != m.dtype.block_bytes() {
+        if gpu_native(m.dtype) && relaid(m.dtype) {
             let source = Source::Spread {
                 dtype: m.dtype,
                 src,
+                n_in: m.n_in,
             };
             Ok((name, m.dtype, source.gpu_len(n, m.n_in), source))
         } else if gpu_native(m.dtype) {

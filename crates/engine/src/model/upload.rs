@@ -85,10 +85,14 @@ pub(crate) enum Source<'a> {
     },
     /// Bytes built while planning (packed vectors, transposed matrices).
     Owned(Vec<u8>),
-    /// Whole blocks of an encoding the kernels read whose blocks lie further apart on
-    /// the GPU than in the file (Q6_K: [`crate::ops::decode::gpu_block_bytes`]), spread
-    /// out as they are copied.
-    Spread { dtype: DType, src: &'a [u8] },
+    /// Rows of `n_in` values of an encoding the kernels read whose blocks lie otherwise
+    /// on the GPU than in the file (Q6_K, Q8_0: [`crate::ops::gpu_layout`]), laid out as
+    /// they are copied.
+    Spread {
+        dtype: DType,
+        src: &'a [u8],
+        n_in: usize,
+    },
 }
 
 impl Source<'_> {
@@ -100,11 +104,22 @@ impl Source<'_> {
             Source::Owned(b) => b.len(),
             // F16 out: 2 bytes a value.
             Source::Decode { .. } => n * n_in * 2,
-            Source::Spread { dtype, src } => {
-                src.len() / dtype.block_bytes() * crate::ops::decode::gpu_block_bytes(*dtype)
+            Source::Spread { dtype, src, n_in } => {
+                let (file, gpu) = spread_rows(*dtype, *n_in);
+                src.len() / file * gpu
             }
         }
     }
+}
+
+/// Bytes of a row of `n_in` values of `dtype` in the file and on the GPU (at least 1; the
+/// planner made `Spread` sources only of whole blocks).
+fn spread_rows(dtype: DType, n_in: usize) -> (usize, usize) {
+    let file = dtype.bytes_for(n_in).unwrap_or(0).max(1);
+    let gpu = crate::ops::gpu_layout::gpu_row_bytes(dtype, n_in)
+        .unwrap_or(0)
+        .max(1);
+    (file, gpu)
 }
 
 /// One destination range and what fills it.
@@ -142,10 +157,10 @@ fn pieces(jobs: &[Job], piece: u64) -> Vec<Piece> {
                 }
                 rows * row
             }
-            // Whole blocks, four at a time (a multiple of 16 bytes: strides are of 4).
-            Source::Spread { dtype, .. } => {
-                let four = 4 * crate::ops::decode::gpu_block_bytes(dtype) as u64;
-                (piece / four).max(1) * four
+            // Whole rows (a multiple of 4 bytes on the GPU).
+            Source::Spread { dtype, n_in, .. } => {
+                let row = spread_rows(dtype, n_in).1 as u64;
+                (piece / row).max(1) * row
             }
             _ => (piece / 16 * 16).max(16),
         };
@@ -228,18 +243,15 @@ fn fill(
             bytes.release(part);
             out.len()
         }
-        (Source::Spread { dtype, src }, None) => {
-            let (block, stride) = (
-                dtype.block_bytes(),
-                crate::ops::decode::gpu_block_bytes(*dtype),
-            );
-            let b0 = (off / stride).min(src.len() / block);
-            let b1 = ((off + n) / stride).min(src.len() / block);
-            let part = &src[b0 * block..b1 * block];
+        (Source::Spread { dtype, src, n_in }, None) => {
+            let (file, gpu) = spread_rows(*dtype, *n_in);
+            let r0 = (off / gpu).min(src.len() / file);
+            let r1 = ((off + n) / gpu).min(src.len() / file);
+            let part = &src[r0 * file..r1 * file];
             let mut raw = vec![0u8; part.len()];
             bytes.read(part, &mut raw)?;
-            let mut out = vec![0u8; (b1 - b0) * stride];
-            crate::ops::decode::fill_gpu_layout(*dtype, &raw, &mut out);
+            let mut out = vec![0u8; (r1 - r0) * gpu];
+            crate::ops::gpu_layout::fill_gpu_layout(*dtype, *n_in, &raw, &mut out);
             if !out.is_empty() {
                 view.slice(..out.len()).copy_from_slice(&out);
             }

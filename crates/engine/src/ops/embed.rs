@@ -105,7 +105,7 @@ mod tests {
                 ..Default::default()
             });
             // Chunk holding rows [128, 256) only: rows 7 and 3 must be left untouched.
-            let bin = crate::ops::decode::to_gpu_layout(dtype, &bin);
+            let bin = crate::ops::gpu_layout::to_gpu_layout(dtype, 256, &bin);
             let row_bytes = bin.len() / 256;
             let chunk = GpuMatrix {
                 offset: 0,

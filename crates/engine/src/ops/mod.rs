@@ -26,6 +26,7 @@ pub mod candidates;
 pub mod decode;
 pub mod embed;
 pub mod gather_rows;
+pub mod gpu_layout;
 pub mod layer_norm;
 pub mod ln_shift;
 pub mod matmul;
@@ -423,7 +424,7 @@ pub struct GpuMatrix {
 impl GpuMatrix {
     /// An `[n, k]` matrix of `dtype` from its encoded rows (`bytes`, `n` rows of equal
     /// length, as in a file) in a storage buffer of its own, its blocks laid out as the
-    /// kernels read them ([`decode::to_gpu_layout`]) (tests, the kernel microbenchmark).
+    /// kernels read them ([`gpu_layout::to_gpu_layout`]) (tests, the kernel microbenchmark).
     ///
     /// Errors: [`crate::EngineError`] when the buffer cannot be made.
     pub fn upload(
@@ -434,7 +435,7 @@ impl GpuMatrix {
         n: usize,
         k: usize,
     ) -> Result<Self> {
-        let bytes = decode::to_gpu_layout(dtype, bytes);
+        let bytes = gpu_layout::to_gpu_layout(dtype, k, bytes);
         Ok(GpuMatrix {
             name,
             buffer: crate::gpu::buffer::storage_init(gpu, "matrix", &bytes)?,
