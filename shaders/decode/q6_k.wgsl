@@ -1,6 +1,6 @@
 // Q6_K (ggml block_q6_K, 210 bytes, 256 values): ql[128] low nibbles, qh[64] high 2-bit
 // pairs, i8 scales[16], f16 d (last). On the GPU the blocks lie Q6_BLOCK = 212 bytes
-// apart (2 zero bytes after each: ops::decode::gpu_block_bytes), so every word of a block
+// apart (2 zero bytes after each: ops/gpu_layout.rs), so every word of a block
 // is an aligned u32, read as one load. Chunk c = 32 values: half n = c/4 (128 values
 // each), quarter g = c%4. Value l of the chunk: low nibble of ql[64n + l + 32(g&1)]
 // (high nibble when g ≥ 2), high bits (qh[32n + l] >> 2g) & 3, scale sc[8n + l/16 + 2g];

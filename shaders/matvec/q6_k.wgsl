@@ -1,6 +1,6 @@
 // Q6_K for `matvec`: a step is 16 values of a 256-value block (ggml dequantize_row_q6_K:
 // ql[128], qh[64], i8 scales[16], f16 d — 210 bytes, laid 212 apart on the GPU so that
-// every word of a block is an aligned u32: ops::decode::gpu_block_bytes): step g is block
+// every word of a block is an aligned u32: ops/gpu_layout.rs): step g is block
 // g / 16, half n = (g % 16) / 8 and l = 4 (g % 8) .. + 4 of the four runs y[128n + 32q + l],
 // q = 0..3, each run with its scale — one word of ql for runs 0 and 2 (low and high
 // nibbles), one for runs 1 and 3, one of qh (two bits a run). So the lanes of a row read
