@@ -396,6 +396,24 @@ pub(crate) fn mv_lanes(steps: u32, n_out: usize) -> u32 {
     steps.next_power_of_two().clamp(4, most)
 }
 
+/// Lanes a row for a one-token product with f32 x of `n_out` rows of `steps` steps, from
+/// the `lanes` of [`mv_lanes`]: 64 instead of 32 where 32 would leave fewer than 640
+/// workgroups and each of 64 lanes still takes at least 8 steps — the channel-mix value of
+/// the larger models (2.9B: 2,560 rows of 10,240, 320 workgroups at 32 lanes). H200,
+/// `rwkv kernels` F16 T = 1, µs at 16 / 32 / 64 / 128 lanes: 2560 × 10240 34.9 / 24.5 /
+/// **17.4** / 18.7; 2560 × 2560 7.2 / **5.7** / 5.5 / 6.5 (5 steps a lane at 64: kept);
+/// 10240 × 2560 17.2 / 18.2 / 17.7 / 19.3; 65536 × 2560 84.0 / **79.7** / 86.5 / 96.2;
+/// Q4_K with f32 x 2560 × 10240 16.2 / 23.6 / 18.8 / 25.6 (benchmarks.md, "a one-token
+/// product's lanes by its workgroups").
+pub(crate) fn one_token_lanes(lanes: u32, steps: u32, n_out: usize) -> u32 {
+    let wgs_at_32 = (n_out as u32).div_ceil(256 / 32);
+    if lanes == 32 && wgs_at_32 < 640 && steps >= 64 * 8 {
+        64
+    } else {
+        lanes
+    }
+}
+
 /// The matrix × vector node of the product `o` with arguments `a` (params `p`) for passes
 /// of up to `max_t` tokens, with its one-token variant as its small node.
 ///
@@ -547,6 +565,11 @@ pub(crate) fn one_token_kernel(cx: &Ctx, m: &GpuMatrix, mut spec: MatvecSpec) ->
                 .unwrap_or_else(|| mv_lanes((m.n_in / 64) as u32, m.n_out));
             spec.row_sum = row_sum_mode(cx, spec.lanes);
         }
+    } else if cx.gpu.tuning.mv_lanes.is_none() {
+        // f32 x: lanes that fill the GPU with workgroups ([`one_token_lanes`]).
+        let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+        spec.lanes = one_token_lanes(spec.lanes, steps, m.n_out);
+        spec.row_sum = row_sum_mode(cx, spec.lanes);
     }
     let x = (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes);
     (spec, x)

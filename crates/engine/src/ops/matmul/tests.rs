@@ -235,6 +235,26 @@ fn matvec_long_rows_with_and_without_subgroups() {
     }
 }
 
+/// A one-token product with f32 x of few long rows takes 64 lanes a row
+/// (`one_token_lanes`: 200 rows of 4,096 F16 weights, 512 steps), summed across two
+/// subgroups of 32 or in workgroup memory, and matches the reference (and so do two
+/// tokens, on the 32 lanes of `mv_lanes`).
+#[test]
+fn one_token_products_of_few_long_rows_take_64_lanes() {
+    assert_eq!(matvec::one_token_lanes(32, 512, 200), 64);
+    assert_eq!(matvec::one_token_lanes(32, 1280, 2560), 64); // 2.9B channel-mix value
+    assert_eq!(matvec::one_token_lanes(32, 320, 2560), 32); // 2.9B time-mix output: 5 steps at 64
+    assert_eq!(matvec::one_token_lanes(32, 320, 10240), 32); // 1,280 workgroups already
+    assert_eq!(matvec::one_token_lanes(256, 2560, 64), 256); // low-rank first products
+    let h = Harness::new(Dims::default());
+    let m = test_matrix(&h, DType::F16, &vec![0u8; 200 * 4096 * 2], 200, 4096);
+    let (spec, _) = matvec::one_token_kernel(&h.ctx(), &m, matvec::base_spec(&h.ctx(), &m, false));
+    if h.gpu.tuning.mv_lanes.is_none() {
+        assert_eq!(spec.lanes, 64);
+    }
+    long_rows(200, 4096, &[1, 2]);
+}
+
 fn long_rows(n: usize, k: usize, ts: &[usize]) {
     let w = rand_vec(31, n * k, 0.05);
     let w16: Vec<half::f16> = w.iter().map(|&v| half::f16::from_f32(v)).collect();
