@@ -50,6 +50,12 @@ pub struct Tuning {
     /// `None`: `RWKV_MV_LANES` where set, else by the product's shape
     /// (`ops::matmul::wide_lanes`).
     pub mv_wide_lanes: Option<u32>,
+    /// `RWKV_MV_X8_LANES`: lanes a row of the one-token Q4_K products that read 8-bit x
+    /// handed over by the product before them (the channel-mix value: `Q8Handoff::Reads`;
+    /// 4–256, a power of two; rows wider than a subgroup are summed by shuffles then
+    /// workgroup memory); `None`: `RWKV_MV_LANES` where set, else by the product's
+    /// workgroups (`ops::matmul::ln_fuse::x8_reads_lanes`).
+    pub mv_x8_lanes: Option<u32>,
     /// `RWKV_LN_SHIFT_SCALAR=0|1`: whether `ln_shift` writes one channel a thread
     /// (`shaders/ln_shift/out_scalar.wgsl`) or 4 (`out_vec4.wgsl`); `None`: one on Mesa's
     /// llvmpipe, whose JIT code kept ≈ 1.4 KB an invocation of the 4-channel writes, else 4.
@@ -148,6 +154,7 @@ impl Default for Tuning {
             mv_wide: true,
             mv_wide_q8: false,
             mv_wide_lanes: None,
+            mv_x8_lanes: None,
             ln_shift_scalar: None,
             mv_q8: None,
             mv_rows: None,
@@ -251,6 +258,9 @@ impl Tuning {
             mv_wide_lanes: u32_in("RWKV_MV_WIDE_LANES", "4 to 256, a power of two", &|n| {
                 n.is_power_of_two() && (4..=256).contains(&n)
             }),
+            mv_x8_lanes: u32_in("RWKV_MV_X8_LANES", "4 to 256, a power of two", &|n| {
+                n.is_power_of_two() && (4..=256).contains(&n)
+            }),
             ln_shift_scalar: flag("RWKV_LN_SHIFT_SCALAR"),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
@@ -327,6 +337,7 @@ mod tests {
             ("RWKV_MV_WIDE", "0"),
             ("RWKV_MV_WIDE_Q8", "1"),
             ("RWKV_MV_WIDE_LANES", "128"),
+            ("RWKV_MV_X8_LANES", "64"),
             ("RWKV_LN_SHIFT_SCALAR", "1"),
             ("RWKV_STATE_PARTS", "3"),
             ("RWKV_MV_Q8", "0"),
@@ -362,6 +373,7 @@ mod tests {
             mv_wide: false,
             mv_wide_q8: true,
             mv_wide_lanes: Some(128),
+            mv_x8_lanes: Some(64),
             ln_shift_scalar: Some(true),
             mv_q8: Some(false),
             mv_rows: Some(2),

@@ -250,6 +250,9 @@ fn fill(
             let part = &src[r0 * file..r1 * file];
             let mut raw = vec![0u8; part.len()];
             bytes.read(part, &mut raw)?;
+            // Laid out in host memory, then copied in one sequential run: the staging view
+            // is write-combined memory, where the layout's scattered and repeated writes
+            // (zeroed gaps, Q8_0's scales apart from their runs) would each cost a bus write.
             let mut out = vec![0u8; (r1 - r0) * gpu];
             crate::ops::gpu_layout::fill_gpu_layout(*dtype, *n_in, &raw, &mut out);
             if !out.is_empty() {

@@ -68,9 +68,11 @@ pub fn fill_gpu_layout(dtype: DType, n_in: usize, src: &[u8], dst: &mut [u8]) {
     for (s, d) in src_rows.zip(dst[..rows * gpu_row].chunks_exact_mut(gpu_row)) {
         match dtype {
             DType::Q6_K => {
-                for (sb, db) in s.chunks_exact(210).zip(d.chunks_exact_mut(Q6_K_GPU_BLOCK)) {
-                    db[..210].copy_from_slice(sb);
-                    db[210..].fill(0);
+                let file_block = DType::Q6_K.block_bytes(); // 210
+                let blocks = s.chunks_exact(file_block);
+                for (sb, db) in blocks.zip(d.chunks_exact_mut(Q6_K_GPU_BLOCK)) {
+                    db[..file_block].copy_from_slice(sb);
+                    db[file_block..].fill(0);
                 }
             }
             _ => q8_0_row(s, d),
@@ -81,7 +83,7 @@ pub fn fill_gpu_layout(dtype: DType, n_in: usize, src: &[u8], dst: &mut [u8]) {
 /// One Q8_0 row: groups of eight blocks as (eight f16 scales, eight runs of 32 int8).
 fn q8_0_row(src: &[u8], dst: &mut [u8]) {
     dst.fill(0);
-    let blocks = src.chunks_exact(34);
+    let blocks = src.chunks_exact(DType::Q8_0.block_bytes()); // 34
     for (b, block) in blocks.enumerate() {
         let (g, j) = (b / Q8_0_GROUP, b % Q8_0_GROUP);
         let base = g * Q8_0_GROUP_BYTES;

@@ -155,7 +155,7 @@ impl<'a> Blocks<'a> {
 
     /// Offset (f32) of the channel mix's shift state in a layer's state: after the time
     /// mix's shift state `[C]` and its WKV state `[H, N, N]`.
-    pub(super) fn channel_mix_state(&self) -> usize {
+    fn channel_mix_state(&self) -> usize {
         let cfg = &self.cfg;
         cfg.n_embd + cfg.n_head * cfg.head_size * cfg.head_size
     }
@@ -165,7 +165,7 @@ impl<'a> Blocks<'a> {
     /// ([`LnEnd::NextOnly`] with one lerp), in place of their `ln_shift` dispatch: where
     /// the key does not make its own x from the residual ([`ln_fuse_fits`]: keys without
     /// 8-bit x, such as F16 ones) and the output takes the tail ([`ln_next_fits`]).
-    pub(super) fn output_opens_channel_mix(&self, ly: &GpuLayer) -> bool {
+    fn output_opens_channel_mix(&self, ly: &GpuLayer) -> bool {
         !ln_fuse_fits(self.cx, &ly.ffn_key, &ly.ffn_value)
             && ln_next_fits(self.cx, &ly.output)
             && ly.output.n_out == self.cfg.n_embd
@@ -174,35 +174,37 @@ impl<'a> Blocks<'a> {
 
     /// Where block `l`'s time-mix output writes its channel mix's LayerNorm + token shift:
     /// its `ln2`, the key's mix and the channel mix's shift state.
-    pub(super) fn ln_channel_mix<'n>(&'n self, l: usize, ly: &'n GpuLayer) -> LnNext<'n> {
-        let c = self.cfg.n_embd;
-        let (state, state_off, slot_len) = self.layer_state(l, self.channel_mix_state());
-        LnNext {
-            vecs: &ly.vecs,
-            ln_w: LayerVecs::LN2 * c,
-            ln_b: LayerVecs::LN2 * c + c,
-            mix: LayerVecs::FFN_X_K * c,
-            mixes: 1,
-            state,
-            state_off,
-            slot_len,
-            out: self.rg.mix,
-            out_stride: self.t_cap * c,
-            done: self.rg.ln_done,
-        }
+    fn ln_channel_mix<'n>(&'n self, l: usize, ly: &'n GpuLayer) -> LnNext<'n> {
+        let state = self.channel_mix_state();
+        self.ln_tail(l, state, &ly.vecs, LayerVecs::LN2, LayerVecs::FFN_X_K, 1)
     }
 
     /// Where block `l`'s value writes the time-mix LayerNorm + token shift of `next`
     /// (block `l + 1`): its `ln1`, six mixes and shift state (which opens its state).
     fn ln_next<'n>(&'n self, l: usize, next: &'n GpuLayer) -> LnNext<'n> {
+        self.ln_tail(l + 1, 0, &next.vecs, LayerVecs::LN1, LayerVecs::MIX, 6)
+    }
+
+    /// A LayerNorm + token shift run in a product's last workgroups: the LayerNorm of
+    /// `vecs`' row `ln` (weight, then bias), `mixes` lerps from row `mix`, the shift state
+    /// at `state` (f32) of block `block`'s state, the lerps' outputs in the mixed-x region.
+    fn ln_tail<'n>(
+        &'n self,
+        block: usize,
+        state: usize,
+        vecs: &'n wgpu::Buffer,
+        ln: usize,
+        mix: usize,
+        mixes: usize,
+    ) -> LnNext<'n> {
         let c = self.cfg.n_embd;
-        let (state, state_off, slot_len) = self.layer_state(l + 1, 0);
+        let (state, state_off, slot_len) = self.layer_state(block, state);
         LnNext {
-            vecs: &next.vecs,
-            ln_w: LayerVecs::LN1 * c,
-            ln_b: LayerVecs::LN1 * c + c,
-            mix: LayerVecs::MIX * c,
-            mixes: 6,
+            vecs,
+            ln_w: ln * c,
+            ln_b: ln * c + c,
+            mix: mix * c,
+            mixes,
             state,
             state_off,
             slot_len,

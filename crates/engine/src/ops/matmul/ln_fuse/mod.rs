@@ -196,6 +196,13 @@ fn tail_wgs(cx: &Ctx, c: usize) -> Option<u32> {
     (k == 1 || !cx.gpu.is_llvmpipe()).then_some(k)
 }
 
+/// Lanes a row of a one-token product reading 8-bit x handed over ([`Q8Handoff::Reads`]),
+/// from the `lanes` of its one-token kernel: `RWKV_MV_X8_LANES`, or `RWKV_MV_LANES`, where
+/// set ([`crate::gpu::Tuning::mv_x8_lanes`]).
+pub(crate) fn x8_reads_lanes(tuning: &crate::gpu::Tuning, lanes: u32) -> u32 {
+    tuning.mv_x8_lanes.or(tuning.mv_lanes).unwrap_or(lanes)
+}
+
 /// Whether the device's subgroups (as the kernels use them) hold runs of 8 invocations:
 /// the fused prologue's sums and 8-bit x are shuffles within them.
 fn shuffles(cx: &Ctx) -> bool {
@@ -275,7 +282,11 @@ pub fn matvec_ln(
             m.n_out % 32 == 0
         } else {
             spec.x8 = Q8Handoff::Reads;
-            spec.q8_pair && m.n_in % 32 == 0
+            spec.lanes = x8_reads_lanes(&cx.gpu.tuning, spec.lanes);
+            spec.row_sum = row_sum_mode(cx, spec.lanes);
+            x = (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes);
+            let tail = end == LnEnd::Out || tail_wgs(cx, m.n_out).is_some_and(|k| k <= x);
+            spec.q8_pair && m.n_in % 32 == 0 && tail
         };
         if !fits {
             return Err(op_err(
