@@ -34,6 +34,15 @@ pub struct KernelsArgs {
     /// Only these weight encodings (e.g. `Q4_K,F16`; default: F16, Q8_0, Q4_K, Q6_K).
     #[arg(long, value_delimiter = ',')]
     pub dtypes: Vec<String>,
+    /// MiB of copies of a decode figure's matrix that its dispatches cycle through, so
+    /// that none finds its weights in the GPU's L2 cache, as in a forward pass (0: one
+    /// matrix for every dispatch; `matvec/hot` is that figure at T = 1 either way).
+    #[arg(long, default_value_t = 512)]
+    pub cold_mib: usize,
+    /// Milliseconds of untimed passes before each figure's timed ones (the GPU's clock
+    /// rises only under sustained work, and falls while the bench uploads matrices).
+    #[arg(long, default_value_t = 300)]
+    pub warm_ms: u64,
     /// Write the figures as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -61,6 +70,8 @@ pub fn run(a: KernelsArgs) -> anyhow::Result<()> {
         chain: a.chain,
         repeats: a.repeats,
         mv_lanes: a.mv_lanes.clone(),
+        cold_bytes: a.cold_mib << 20,
+        warm_ms: a.warm_ms,
         ..Default::default()
     };
     if !a.dtypes.is_empty() {

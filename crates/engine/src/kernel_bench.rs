@@ -16,10 +16,15 @@
 //!
 //! plus the per-dispatch floor (a chain of dispatches of a 32 × 32 product) and the WKV
 //! scan at T = 512 for 12 and 40 heads. Each figure is the median of `repeats` compute
-//! passes of `chain` back-to-back dispatches of the same node (each writing what the next
-//! reads, so the driver orders them as in a forward pass), timed with GPU timestamps at
-//! the pass boundaries. Weights are seeded random values quantized by this crate's
-//! reference quantizers (`quant`), never zeros.
+//! passes of `chain` back-to-back dispatches (each writing what the next reads, so the
+//! driver orders them as in a forward pass), timed with GPU timestamps at the pass
+//! boundaries, after `warm_ms` of untimed passes (the GPU's clock up again after the
+//! figure's uploads). The decode figures read their weights cold, as a forward pass does (each
+//! matrix once a token): the dispatches cycle through copies of the matrix that together
+//! outgrow the GPU's L2 cache (`cold_bytes`), where one matrix read by every dispatch
+//! would be served from an L2 of 50 MB (an H100's, an H200's) for all but the head's
+//! shape; `matvec/hot` keeps that figure at T = 1 beside it. Weights are seeded random
+//! values quantized by this crate's reference quantizers (`quant`), never zeros.
 
 use std::time::Instant;
 
@@ -49,6 +54,14 @@ pub struct KernelBenchOptions {
     /// each is timed as `matvec/L<lanes>` through `Tuning::mv_lanes`, as `RWKV_MV_LANES`
     /// would set it).
     pub mv_lanes: Vec<u32>,
+    /// Bytes of copies of a decode figure's matrix its dispatches cycle through, a
+    /// different copy each dispatch ([`cold_copies`]: at most 64); 0: one matrix for
+    /// every dispatch.
+    pub cold_bytes: usize,
+    /// Milliseconds of back-to-back warm-up passes before each figure's timed ones (at
+    /// least one, which also touches every copy): a GPU that idled while the bench
+    /// uploaded the figure's matrices runs its first passes at a lowered clock.
+    pub warm_ms: u64,
 }
 
 impl Default for KernelBenchOptions {
@@ -60,8 +73,16 @@ impl Default for KernelBenchOptions {
             chain: 20,
             repeats: 5,
             mv_lanes: Vec::new(),
+            cold_bytes: 512 << 20,
+            warm_ms: 300,
         }
     }
+}
+
+/// Copies of a matrix of `bytes` bytes that fill `cold_bytes` (1–64; 1 where
+/// `cold_bytes` is 0 or the matrix alone fills it).
+pub fn cold_copies(bytes: usize, cold_bytes: usize) -> usize {
+    cold_bytes.div_ceil(bytes.max(1)).clamp(1, 64)
 }
 
 /// One measured kernel.
@@ -103,7 +124,7 @@ pub fn run(
         out.push(f);
     };
     // The per-dispatch floor: a tiny product, so the time is the launch and the barrier.
-    let f = time_product(gpu, &pipelines, DType::F16, 32, 32, 1, opts)?;
+    let f = time_product(gpu, &pipelines, DType::F16, 32, 32, 1, 0, opts)?;
     push(
         KernelFigure {
             kernel: "floor".into(),
@@ -118,10 +139,23 @@ pub fn run(
             // One token (decode), a server's step of 8 (`SMALL_T`), a prefill chunk.
             let small = crate::ops::matmul::SMALL_T as usize;
             for t in [1, small, opts.prefill_tokens] {
-                match time_product(gpu, &pipelines, dtype, n, k, t, opts) {
+                let cold = if t <= small { opts.cold_bytes } else { 0 };
+                match time_product(gpu, &pipelines, dtype, n, k, t, cold, opts) {
                     Ok(f) => push(f, &mut out),
                     Err(e) => log::warn!("kernel bench {dtype} {n}x{k} T={t}: {e}"),
                 }
+            }
+            // One token with one matrix for every dispatch (its weights in the L2 where
+            // they fit), the figure before `cold_bytes`.
+            match time_product(gpu, &pipelines, dtype, n, k, 1, 0, opts) {
+                Ok(f) => push(
+                    KernelFigure {
+                        kernel: "matvec/hot".into(),
+                        ..f
+                    },
+                    &mut out,
+                ),
+                Err(e) => log::warn!("kernel bench {dtype} {n}x{k} hot: {e}"),
             }
             if dtype == DType::Q4_K {
                 match time_value_x8(gpu, &pipelines, n, k, opts) {
@@ -131,7 +165,8 @@ pub fn run(
             }
             for &lanes in &opts.mv_lanes {
                 let tuned = with_tuning(gpu, |t| t.mv_lanes = Some(lanes));
-                match time_product(&tuned, &pipelines, dtype, n, k, 1, opts) {
+                let cold = opts.cold_bytes;
+                match time_product(&tuned, &pipelines, dtype, n, k, 1, cold, opts) {
                     Ok(f) => push(
                         KernelFigure {
                             kernel: format!("matvec/L{lanes}"),
@@ -205,17 +240,17 @@ fn matrix_bytes(dtype: DType, n: usize, k: usize) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The `[n, k]` `dtype` matrix of the product figures on the GPU, and its encoded size
-/// in bytes.
+/// The `[n, k]` `dtype` matrix of the product figures on the GPU, as many copies as
+/// [`cold_copies`] gives for `cold_bytes`, and its encoded size in bytes.
 ///
 /// Errors: a matrix over one binding; as [`matrix_bytes`], [`GpuMatrix::upload`].
-fn bench_matrix(
+fn bench_matrices(
     gpu: &GpuContext,
     dtype: DType,
-    n: usize,
-    k: usize,
+    (n, k): (usize, usize),
     label: &str,
-) -> Result<(GpuMatrix, usize)> {
+    cold_bytes: usize,
+) -> Result<(Vec<GpuMatrix>, usize)> {
     let bytes = matrix_bytes(dtype, n, k)?;
     if bytes.len() as u64 > gpu.max_binding() {
         return Err(EngineError::invalid(format!(
@@ -224,11 +259,14 @@ fn bench_matrix(
             gpu.max_binding()
         )));
     }
-    let name = format!("bench {dtype} {n}x{k}{label}");
-    Ok((
-        GpuMatrix::upload(gpu, name, dtype, &bytes, n, k)?,
-        bytes.len(),
-    ))
+    let copies = cold_copies(bytes.len(), cold_bytes);
+    let ms = (0..copies)
+        .map(|i| {
+            let name = format!("bench {dtype} {n}x{k}{label} #{i}");
+            GpuMatrix::upload(gpu, name, dtype, &bytes, n, k)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((ms, bytes.len()))
 }
 
 /// A context for the nodes of one figure, its dimensions in `dims_buf`.
@@ -245,7 +283,9 @@ fn bench_ctx<'a>(
     }
 }
 
-/// Times `y = W x` for `t` tokens (x `[t, k]`, y `[t, n]` in one activation buffer).
+/// Times `y = W x` for `t` tokens (x `[t, k]`, y `[t, n]` in one activation buffer), the
+/// dispatches cycling through the copies of W that fill `cold_bytes`.
+#[allow(clippy::too_many_arguments)]
 fn time_product(
     gpu: &GpuContext,
     pipelines: &PipelineCache,
@@ -253,9 +293,10 @@ fn time_product(
     n: usize,
     k: usize,
     t: usize,
+    cold_bytes: usize,
     opts: &KernelBenchOptions,
 ) -> Result<KernelFigure> {
-    let (m, bytes) = bench_matrix(gpu, dtype, n, k, "")?;
+    let (ms, bytes) = bench_matrices(gpu, dtype, (n, k), "", cold_bytes)?;
     let dims = Dims {
         n_tokens: t as u32,
         n_seqs: 1,
@@ -270,8 +311,11 @@ fn time_product(
     let vecs = buffer::storage_init(gpu, "bench.vecs", &[0u8; 16])?;
     // y += W x: every dispatch reads what the previous one wrote.
     let args = MatmulArgs::dense(0, k, t * k, n, Act::None, true, None);
-    let node = matmul(&cx, "bench", None, &m, &vecs, &act, None, &args)?;
-    let us = time_chain(gpu, &node, &dims, opts)?;
+    let nodes = ms
+        .iter()
+        .map(|m| matmul(&cx, "bench", None, m, &vecs, &act, None, &args))
+        .collect::<Result<Vec<_>>>()?;
+    let us = time_chain(gpu, &nodes, &dims, opts)?;
     let s = us * 1e-6;
     let decode = t <= crate::ops::matmul::SMALL_T as usize;
     let kernel = if decode {
@@ -305,7 +349,7 @@ fn time_value_x8(
     k: usize,
     opts: &KernelBenchOptions,
 ) -> Result<KernelFigure> {
-    let (m, bytes) = bench_matrix(gpu, DType::Q4_K, n, k, " x8")?;
+    let (ms, bytes) = bench_matrices(gpu, DType::Q4_K, (n, k), " x8", opts.cold_bytes)?;
     // One token of sequence 0 in state slot 0.
     let (dims, meta_words) = Dims::one_token(0);
     let dims_buf = buffer::uniform(gpu, "dims", &dims);
@@ -342,19 +386,14 @@ fn time_value_x8(
         x8: Some(x8),
     };
     let args = MatmulArgs::dense(x8, k, 0, n, Act::None, true, None);
-    let node = matvec_ln(
-        &cx,
-        "bench",
-        None,
-        &m,
-        &vecs,
-        &act,
-        &args,
-        &ln,
-        LnEnd::Out,
-        None,
-    )?;
-    let us = time_chain(gpu, &node, &dims, opts)?;
+    let nodes = ms
+        .iter()
+        .map(|m| {
+            let end = LnEnd::Out;
+            matvec_ln(&cx, "bench", None, m, &vecs, &act, &args, &ln, end, None)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let us = time_chain(gpu, &nodes, &dims, opts)?;
     Ok(KernelFigure {
         kernel: "matvec/x8".into(),
         dtype: Some(DType::Q4_K.to_string()),
@@ -396,7 +435,7 @@ fn time_wkv(
     )?;
     let a = WkvArgs::consecutive(c, n, 0, slot_len);
     let node = wkv(&cx, None, &a, &meta, &state, &act)?;
-    let us = time_chain(gpu, &node, &dims, opts)?;
+    let us = time_chain(gpu, std::slice::from_ref(&node), &dims, opts)?;
     Ok(KernelFigure {
         kernel: "wkv".into(),
         dtype: None,
@@ -409,10 +448,12 @@ fn time_wkv(
 }
 
 /// Median over `opts.repeats` passes of the GPU time of one dispatch in a chain of
-/// `opts.chain` dispatches of `node`, µs.
+/// `opts.chain` dispatches, µs: `nodes` in turn, each pass going on where the last one
+/// stopped (so with more nodes than a chain, no pass starts on weights the one before it
+/// left in the L2), after `opts.warm_ms` of untimed passes of every node.
 fn time_chain(
     gpu: &GpuContext,
-    node: &Node,
+    nodes: &[Node],
     dims: &Dims,
     opts: &KernelBenchOptions,
 ) -> Result<f64> {
@@ -428,9 +469,24 @@ fn time_chain(
         mapped_at_creation: false,
     });
     let period = gpu.queue.get_timestamp_period() as f64;
-    let mut times = Vec::with_capacity(opts.repeats);
     let t0 = Instant::now();
-    for rep in 0..=opts.repeats {
+    loop {
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for i in 0..opts.chain.max(nodes.len()) {
+                let node = &nodes[i % nodes.len()];
+                crate::ops::encode(&mut pass, std::slice::from_ref(node), dims);
+            }
+        }
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        if t0.elapsed().as_millis() as u64 >= opts.warm_ms {
+            break;
+        }
+    }
+    let mut times = Vec::with_capacity(opts.repeats);
+    for rep in 1..=opts.repeats {
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -441,7 +497,8 @@ fn time_chain(
                     end_of_pass_write_index: Some(1),
                 }),
             });
-            for _ in 0..opts.chain {
+            for i in 0..opts.chain {
+                let node = &nodes[(rep * opts.chain + i) % nodes.len()];
                 crate::ops::encode(&mut pass, std::slice::from_ref(node), dims);
             }
         }
@@ -451,14 +508,12 @@ fn time_chain(
         let mut raw = [0u8; 16];
         buffer::read_bytes(gpu, &resolve, 0, 16, &mut raw)?;
         let ticks: [u64; 2] = bytemuck::cast(raw);
-        if rep > 0 {
-            let ns = ticks[1].saturating_sub(ticks[0]) as f64 * period;
-            times.push(ns / 1e3 / opts.chain as f64);
-        }
+        let ns = ticks[1].saturating_sub(ticks[0]) as f64 * period;
+        times.push(ns / 1e3 / opts.chain as f64);
     }
     log::debug!(
-        "kernel bench: {} passes in {:?}",
-        opts.repeats + 1,
+        "kernel bench: warm-up and {} timed passes in {:?}",
+        opts.repeats,
         t0.elapsed()
     );
     times.sort_by(f64::total_cmp);
@@ -486,14 +541,23 @@ mod tests {
             chain: 2,
             repeats: 1,
             mv_lanes: vec![8],
+            cold_bytes: 1 << 20,
+            warm_ms: 0,
         };
         let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
         let names: Vec<&str> = figs.iter().map(|f| f.kernel.as_str()).collect();
-        for want in ["floor", "matvec/L8", "wkv", "wkv/T1R8", "wkv/T4R64"] {
+        for want in [
+            "floor",
+            "matvec/hot",
+            "matvec/L8",
+            "wkv",
+            "wkv/T1R8",
+            "wkv/T4R64",
+        ] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
-        // floor, the product at T = 1, 8 and 16, lanes 8; per heads: wkv + 6 variants.
-        assert_eq!(figs.len(), 5 + 2 * 7, "{names:?}");
+        // floor, the product at T = 1, 8 and 16, hot, lanes 8; per heads: wkv + 6 variants.
+        assert_eq!(figs.len(), 6 + 2 * 7, "{names:?}");
         assert!(
             figs.iter().any(|f| f.kernel == "matvec" && f.tokens == 8),
             "{names:?}"
@@ -516,11 +580,23 @@ mod tests {
             chain: 2,
             repeats: 1,
             mv_lanes: vec![],
+            cold_bytes: 1 << 20,
+            warm_ms: 0,
         };
         let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
         let x8: Vec<&KernelFigure> = figs.iter().filter(|f| f.kernel == "matvec/x8").collect();
         assert_eq!(x8.len(), 1, "{figs:?}");
         assert_eq!((x8[0].tokens, x8[0].shape.as_str()), (1, "64x512"));
         assert!(x8[0].gb_s.is_some_and(|g| g.is_finite() && g > 0.0));
+    }
+
+    /// The decode figures' copies fill the cold budget, within 1–64.
+    #[test]
+    fn cold_copies_outgrow_the_budget() {
+        assert_eq!(cold_copies(13 << 20, 512 << 20), 40); // F16 2560 × 2560
+        assert_eq!(cold_copies(3_686_400, 512 << 20), 64); // Q4_K 2560 × 2560: capped
+        assert_eq!(cold_copies(335 << 20, 512 << 20), 2); // F16 head
+        assert_eq!(cold_copies(600 << 20, 512 << 20), 1);
+        assert_eq!(cold_copies(1 << 20, 0), 1);
     }
 }
