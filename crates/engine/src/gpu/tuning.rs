@@ -53,8 +53,9 @@ pub struct Tuning {
     /// `RWKV_MV_X8_LANES`: lanes a row of the one-token Q4_K products that read 8-bit x
     /// handed over by the product before them (the channel-mix value: `Q8Handoff::Reads`;
     /// 4–256, a power of two; rows wider than a subgroup are summed by shuffles then
-    /// workgroup memory); `None`: `RWKV_MV_LANES` where set, else by the product's
-    /// workgroups (`ops::matmul::ln_fuse::x8_reads_lanes`).
+    /// workgroup memory); `None`: `RWKV_MV_LANES` where set, else the lanes of the
+    /// product's one-token kernel (`ops::matmul::ln_fuse::x8_reads_lanes`; an H200 sweep
+    /// found none better, benchmarks.md).
     pub mv_x8_lanes: Option<u32>,
     /// `RWKV_LN_SHIFT_SCALAR=0|1`: whether `ln_shift` writes one channel a thread
     /// (`shaders/ln_shift/out_scalar.wgsl`) or 4 (`out_vec4.wgsl`); `None`: one on Mesa's

@@ -403,8 +403,10 @@ pub(crate) fn mv_lanes(steps: u32, n_out: usize) -> u32 {
 /// `rwkv kernels` F16 T = 1, µs at 16 / 32 / 64 / 128 lanes: 2560 × 10240 34.9 / 24.5 /
 /// **17.4** / 18.7; 2560 × 2560 7.2 / **5.7** / 5.5 / 6.5 (5 steps a lane at 64: kept);
 /// 10240 × 2560 17.2 / 18.2 / 17.7 / 19.3; 65536 × 2560 84.0 / **79.7** / 86.5 / 96.2;
-/// Q4_K with f32 x 2560 × 10240 16.2 / 23.6 / 18.8 / 25.6 (benchmarks.md, "a one-token
-/// product's lanes by its workgroups").
+/// Q4_K with f32 x 2560 × 10240 16.2 / 23.6 / 18.8 / 25.6 (one matrix for every
+/// dispatch: the figures before `rwkv kernels` read weights cold). In the model, 2.9B
+/// decode: Q8_0 +6.2 %, F16 +1.2 % (benchmarks.md, "a one-token product's lanes by its
+/// workgroups").
 pub(crate) fn one_token_lanes(lanes: u32, steps: u32, n_out: usize) -> u32 {
     let wgs_at_32 = (n_out as u32).div_ceil(256 / 32);
     if lanes == 32 && wgs_at_32 < 640 && steps >= 64 * 8 {
