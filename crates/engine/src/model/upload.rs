@@ -112,14 +112,11 @@ impl Source<'_> {
     }
 }
 
-/// Bytes of a row of `n_in` values of `dtype` in the file and on the GPU (at least 1; the
-/// planner made `Spread` sources only of whole blocks).
+/// Bytes of a row of `n_in` values of `dtype` in the file and on the GPU
+/// ([`crate::ops::gpu_layout::relaid_rows`]; the planner makes `Spread` sources only of
+/// such rows, (1, 1) keeps the arithmetic defined otherwise).
 fn spread_rows(dtype: DType, n_in: usize) -> (usize, usize) {
-    let file = dtype.bytes_for(n_in).unwrap_or(0).max(1);
-    let gpu = crate::ops::gpu_layout::gpu_row_bytes(dtype, n_in)
-        .unwrap_or(0)
-        .max(1);
-    (file, gpu)
+    crate::ops::gpu_layout::relaid_rows(dtype, n_in).unwrap_or((1, 1))
 }
 
 /// One destination range and what fills it.

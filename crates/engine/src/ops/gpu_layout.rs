@@ -47,6 +47,14 @@ pub fn gpu_row_bytes(dtype: DType, n_in: usize) -> Option<usize> {
     }
 }
 
+/// Bytes of a row of `n_in` values of `dtype` in the file and on the GPU, where the rows
+/// lie otherwise on the GPU ([`relaid`]) and are whole blocks; `None` elsewhere.
+pub fn relaid_rows(dtype: DType, n_in: usize) -> Option<(usize, usize)> {
+    let file = dtype.bytes_for(n_in)?;
+    let gpu = gpu_row_bytes(dtype, n_in)?;
+    (relaid(dtype) && file > 0).then_some((file, gpu))
+}
+
 /// Rows of `n_in` values of `dtype` (`src`: whole rows, as in the file) laid out as the
 /// kernels read them into `dst` (as many rows of [`gpu_row_bytes`]; gaps zeroed). Bytes
 /// of an encoding laid out as in the file, or of rows that are not whole blocks (which the
@@ -54,15 +62,10 @@ pub fn gpu_row_bytes(dtype: DType, n_in: usize) -> Option<usize> {
 ///
 /// Panics if `dst` is shorter than the rows.
 pub fn fill_gpu_layout(dtype: DType, n_in: usize, src: &[u8], dst: &mut [u8]) {
-    let rows = (dtype.bytes_for(n_in), gpu_row_bytes(dtype, n_in));
-    let (Some(file_row), Some(gpu_row)) = rows else {
+    let Some((file_row, gpu_row)) = relaid_rows(dtype, n_in) else {
         dst[..src.len()].copy_from_slice(src);
         return;
     };
-    if !relaid(dtype) || file_row == 0 {
-        dst[..src.len()].copy_from_slice(src);
-        return;
-    }
     let rows = src.len() / file_row;
     let src_rows = src.chunks_exact(file_row);
     for (s, d) in src_rows.zip(dst[..rows * gpu_row].chunks_exact_mut(gpu_row)) {
@@ -96,13 +99,9 @@ fn q8_0_row(src: &[u8], dst: &mut [u8]) {
 /// them (tests, the kernel microbenchmark; the loader lays them out while it streams them);
 /// as they are where [`fill_gpu_layout`] copies them.
 pub fn to_gpu_layout(dtype: DType, n_in: usize, bytes: &[u8]) -> Cow<'_, [u8]> {
-    let rows = (dtype.bytes_for(n_in), gpu_row_bytes(dtype, n_in));
-    let (Some(file_row), Some(gpu_row)) = rows else {
+    let Some((file_row, gpu_row)) = relaid_rows(dtype, n_in) else {
         return Cow::Borrowed(bytes);
     };
-    if !relaid(dtype) || file_row == 0 {
-        return Cow::Borrowed(bytes);
-    }
     let mut out = vec![0u8; bytes.len() / file_row * gpu_row];
     fill_gpu_layout(dtype, n_in, bytes, &mut out);
     Cow::Owned(out)

@@ -26,7 +26,9 @@
 //! shape; `matvec/hot` keeps that figure at T = 1 beside it. Weights are seeded random
 //! values quantized by this crate's reference quantizers (`quant`), never zeros.
 
-use std::time::Instant;
+mod chain;
+
+use chain::time_chain;
 
 use crate::config::HEAD_SIZE;
 use crate::error::{EngineError, Result};
@@ -35,7 +37,7 @@ use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::ops::matmul::{matmul, matvec_ln, Act, LnEnd, LnFuse, MatmulArgs};
 use crate::ops::wkv::{wkv, WkvArgs};
-use crate::ops::{Ctx, Dims, GpuMatrix, Node};
+use crate::ops::{Ctx, Dims, GpuMatrix};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -447,156 +449,5 @@ fn time_wkv(
     })
 }
 
-/// Median over `opts.repeats` passes of the GPU time of one dispatch in a chain of
-/// `opts.chain` dispatches, µs: `nodes` in turn, each pass going on where the last one
-/// stopped (so with more nodes than a chain, no pass starts on weights the one before it
-/// left in the L2), after `opts.warm_ms` of untimed passes of every node.
-fn time_chain(
-    gpu: &GpuContext,
-    nodes: &[Node],
-    dims: &Dims,
-    opts: &KernelBenchOptions,
-) -> Result<f64> {
-    let qs = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
-        label: Some("kernel_bench"),
-        ty: wgpu::QueryType::Timestamp,
-        count: 2,
-    });
-    let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("kernel_bench.resolve"),
-        size: 16,
-        usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
-    let period = gpu.queue.get_timestamp_period() as f64;
-    let t0 = Instant::now();
-    loop {
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            for i in 0..opts.chain.max(nodes.len()) {
-                let node = &nodes[i % nodes.len()];
-                crate::ops::encode(&mut pass, std::slice::from_ref(node), dims);
-            }
-        }
-        gpu.queue.submit([enc.finish()]);
-        gpu.wait()?;
-        if t0.elapsed().as_millis() as u64 >= opts.warm_ms {
-            break;
-        }
-    }
-    let mut times = Vec::with_capacity(opts.repeats);
-    for rep in 1..=opts.repeats {
-        let mut enc = gpu.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("kernel_bench"),
-                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
-                    query_set: &qs,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                }),
-            });
-            for i in 0..opts.chain {
-                let node = &nodes[(rep * opts.chain + i) % nodes.len()];
-                crate::ops::encode(&mut pass, std::slice::from_ref(node), dims);
-            }
-        }
-        enc.resolve_query_set(&qs, 0..2, &resolve, 0);
-        gpu.queue.submit([enc.finish()]);
-        gpu.wait()?;
-        let mut raw = [0u8; 16];
-        buffer::read_bytes(gpu, &resolve, 0, 16, &mut raw)?;
-        let ticks: [u64; 2] = bytemuck::cast(raw);
-        let ns = ticks[1].saturating_sub(ticks[0]) as f64 * period;
-        times.push(ns / 1e3 / opts.chain as f64);
-    }
-    log::debug!(
-        "kernel bench: warm-up and {} timed passes in {:?}",
-        opts.repeats,
-        t0.elapsed()
-    );
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every figure of a tiny run comes out, the tuning variants (lanes given, WKV
-    /// threads × rows) under their own names, each with a time.
-    #[test]
-    fn a_tiny_run_gives_every_figure() {
-        let gpu = crate::ops::testing::gpu();
-        if !gpu.features.timestamp {
-            // No timestamps on this adapter: the bench says so instead of timing.
-            assert!(run(&gpu, &KernelBenchOptions::default(), &mut |_| {}).is_err());
-            return;
-        }
-        let opts = KernelBenchOptions {
-            dtypes: vec![DType::F16],
-            shapes: vec![(64, 256)],
-            prefill_tokens: 16,
-            chain: 2,
-            repeats: 1,
-            mv_lanes: vec![8],
-            cold_bytes: 1 << 20,
-            warm_ms: 0,
-        };
-        let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
-        let names: Vec<&str> = figs.iter().map(|f| f.kernel.as_str()).collect();
-        for want in [
-            "floor",
-            "matvec/hot",
-            "matvec/L8",
-            "wkv",
-            "wkv/T1R8",
-            "wkv/T4R64",
-        ] {
-            assert!(names.contains(&want), "{want} missing from {names:?}");
-        }
-        // floor, the product at T = 1, 8 and 16, hot, lanes 8; per heads: wkv + 6 variants.
-        assert_eq!(figs.len(), 6 + 2 * 7, "{names:?}");
-        assert!(
-            figs.iter().any(|f| f.kernel == "matvec" && f.tokens == 8),
-            "{names:?}"
-        );
-        assert!(figs.iter().all(|f| f.us.is_finite() && f.us >= 0.0));
-    }
-
-    /// Q4_K also gets the value's kernel with its x handed over as 8-bit x (`matvec/x8`),
-    /// one token, with its bandwidth.
-    #[test]
-    fn q4k_gets_the_handed_over_x_figure() {
-        let gpu = crate::ops::testing::gpu();
-        if !gpu.features.timestamp {
-            return; // the bench refuses (a_tiny_run_gives_every_figure checks it)
-        }
-        let opts = KernelBenchOptions {
-            dtypes: vec![DType::Q4_K],
-            shapes: vec![(64, 512)],
-            prefill_tokens: 16,
-            chain: 2,
-            repeats: 1,
-            mv_lanes: vec![],
-            cold_bytes: 1 << 20,
-            warm_ms: 0,
-        };
-        let figs = run(&gpu, &opts, &mut |_| {}).unwrap();
-        let x8: Vec<&KernelFigure> = figs.iter().filter(|f| f.kernel == "matvec/x8").collect();
-        assert_eq!(x8.len(), 1, "{figs:?}");
-        assert_eq!((x8[0].tokens, x8[0].shape.as_str()), (1, "64x512"));
-        assert!(x8[0].gb_s.is_some_and(|g| g.is_finite() && g > 0.0));
-    }
-
-    /// The decode figures' copies fill the cold budget, within 1–64.
-    #[test]
-    fn cold_copies_outgrow_the_budget() {
-        assert_eq!(cold_copies(13 << 20, 512 << 20), 40); // F16 2560 × 2560
-        assert_eq!(cold_copies(3_686_400, 512 << 20), 64); // Q4_K 2560 × 2560: capped
-        assert_eq!(cold_copies(335 << 20, 512 << 20), 2); // F16 head
-        assert_eq!(cold_copies(600 << 20, 512 << 20), 1);
-        assert_eq!(cold_copies(1 << 20, 0), 1);
-    }
-}
+mod tests;
