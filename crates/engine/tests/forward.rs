@@ -230,7 +230,8 @@ fn bad_input_is_an_error_not_a_panic() {
 #[test]
 fn a_model_too_large_for_the_device_is_a_clear_error() {
     let path = fixtures().join("rwkv7-tiny-Q8_0.gguf");
-    // 4 MiB of GPU memory cannot hold the 8.9 MB Q8_0 embedding.
+    // 4 MiB of GPU memory cannot hold the 8.9 MB Q8_0 head (the embedding, as large,
+    // stays in host memory and takes none).
     let opts = LoadOptions {
         max_gpu_bytes: Some(4 << 20),
         ..Default::default()
@@ -239,7 +240,7 @@ fn a_model_too_large_for_the_device_is_a_clear_error() {
     assert!(matches!(err, EngineError::TooLarge { .. }), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("token_embd.weight") && msg.contains("limit"),
+        msg.contains("output.weight") && msg.contains("limit"),
         "{msg}"
     );
     // The device is still usable afterwards.
@@ -257,6 +258,23 @@ fn a_model_too_large_for_the_device_is_a_clear_error() {
         )
         .unwrap();
     assert!(out.logits[0].iter().all(|v| v.is_finite()));
+}
+
+/// The embedding takes no GPU memory: it stays in host memory, and each pass uploads its
+/// tokens' rows (the references of every other test here check what they decode to).
+#[test]
+fn the_embedding_takes_no_gpu_memory() {
+    let eng = engine("rwkv7-tiny-Q8_0.gguf");
+    let info = eng.info();
+    // 65,536 rows of 128 Q8_0 values: 4 blocks of 34 bytes, half of the file (the head
+    // is the other half; on the GPU its rows of 4 blocks take 144 bytes, not 136).
+    let emb = 65536 * 4 * 34;
+    assert!(
+        info.gpu_weight_bytes + emb / 2 < info.file_bytes,
+        "{} bytes of weights on the GPU for a {}-byte file with a {emb}-byte embedding",
+        info.gpu_weight_bytes,
+        info.file_bytes
+    );
 }
 
 /// GPU memory follows use: a model starts with a batch's worth of output rows and two

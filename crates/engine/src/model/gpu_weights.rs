@@ -9,6 +9,7 @@
 //! [`GpuWeights::plan`] walks the tensors, checks the limits and creates every
 //! destination buffer; [`PendingUpload::stream`] (`model::upload`) then fills them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::Rwkv7Config;
@@ -20,7 +21,8 @@ use crate::ops::decode::gpu_native;
 use crate::ops::gpu_layout::{gpu_row_bytes, relaid};
 use crate::ops::GpuMatrix;
 
-use super::upload::{Job, Source};
+use super::host_embedding::HostEmbedding;
+use super::upload::{HostJob, Job, Source};
 pub use super::upload::{PendingUpload, UploadOptions, UploadProgress};
 
 /// Offsets (in units of C) of the vectors packed into a layer's `vecs` buffer.
@@ -74,8 +76,8 @@ pub struct GpuLayer {
 /// The whole model on the GPU.
 pub struct GpuWeights {
     pub config: Rwkv7Config,
-    /// Embedding rows in chunks that each fit one binding.
-    pub emb: Vec<GpuMatrix>,
+    /// The embedding, kept in host memory: each pass uploads its tokens' rows.
+    pub emb: Arc<HostEmbedding>,
     pub head: Vec<GpuMatrix>,
     pub globals: wgpu::Buffer,
     pub layers: Vec<GpuLayer>,
@@ -93,6 +95,7 @@ struct Planner<'a, 'g> {
     bytes: u64,
     types: Vec<(DType, usize)>,
     jobs: Vec<Job<'a>>,
+    host: Vec<HostJob<'a>>,
 }
 
 impl<'a> Planner<'a, '_> {
@@ -308,6 +311,18 @@ impl<'a> Planner<'a, '_> {
         self.rows(m, 0, m.n_out)
     }
 
+    /// A matrix kept in host memory, laid out as the GPU would hold it (the embedding).
+    fn host(&mut self, m: &Matrix<'a>) -> Result<Arc<HostEmbedding>> {
+        let (_, dtype, len, source) = self.matrix_source(m, 0, m.n_out)?;
+        let gpu_row = len / m.n_out.max(1);
+        let target = Arc::new(HostEmbedding::new(m.name, dtype, m.n_in, m.n_out, gpu_row));
+        self.host.push(HostJob {
+            target: target.clone(),
+            source,
+        });
+        Ok(target)
+    }
+
     /// A `[vocab, C]` matrix in row chunks that each fit one binding.
     fn chunked(&mut self, m: &Matrix<'a>) -> Result<Vec<GpuMatrix>> {
         let out_dtype = if gpu_native(m.dtype) {
@@ -385,8 +400,9 @@ impl GpuWeights {
             bytes: 0,
             types: Vec::new(),
             jobs: Vec::new(),
+            host: Vec::new(),
         };
-        let emb = up.chunked(&w.emb)?;
+        let emb = up.host(&w.emb)?;
         let head = up.chunked(&w.head)?;
         let mut g = vec![0f32; GlobalVecs::LEN * c];
         put_vec(&mut g, c, GlobalVecs::LN0, &w.ln0.weight)?;
@@ -471,7 +487,11 @@ impl GpuWeights {
             bytes: up.bytes,
             types: up.types,
         };
-        Ok((weights, PendingUpload { jobs: up.jobs }))
+        let pending = PendingUpload {
+            jobs: up.jobs,
+            host: up.host,
+        };
+        Ok((weights, pending))
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod cpu_ref;
 pub mod gpu_weights;
 pub mod graph;
+pub mod host_embedding;
 pub mod lora;
 pub mod names;
 pub mod upload;

@@ -32,6 +32,9 @@ mod staging;
 
 use std::time::Instant;
 
+use std::sync::Arc;
+
+use super::host_embedding::HostEmbedding;
 use crate::error::{EngineError, Result};
 use crate::format::{DType, FileBytes};
 use crate::gpu::GpuContext;
@@ -215,47 +218,25 @@ fn fill(
             let rows_total = job.len as usize / row_out.max(1);
             let r0 = off / row_out.max(1);
             let r1 = ((off + n) / row_out.max(1)).min(rows_total);
-            let row_src = dtype.bytes_for(*n_in).ok_or_else(|| EngineError::Op {
-                op: "upload",
-                what: format!(
-                    "`{}`: rows of {n_in} are not whole {dtype} blocks",
-                    job.name
-                ),
-            })?;
-            let part =
-                src.get(r0 * row_src..r1.max(r0) * row_src)
-                    .ok_or_else(|| EngineError::Op {
-                        op: "upload",
-                        what: format!("`{}`: rows {r0}..{r1} past the tensor's end", job.name),
-                    })?;
-            let mut raw = vec![0u8; part.len()];
-            bytes.read(part, &mut raw)?;
-            let mut f = vec![0f32; r1.saturating_sub(r0) * n_in];
-            crate::quant::dequantize(*dtype, &raw, &mut f)?;
-            let h: Vec<half::f16> = f.iter().map(|&v| half::f16::from_f32(v)).collect();
-            let out: &[u8] = bytemuck::cast_slice(&h);
+            let mut out = vec![0u8; r1.saturating_sub(r0) * row_out];
+            decode_rows(&job.name, *dtype, src, *n_in, r0, &mut out, bytes)?;
             if !out.is_empty() {
-                view.slice(..out.len()).copy_from_slice(out);
+                view.slice(..out.len()).copy_from_slice(&out);
             }
-            bytes.release(part);
             out.len()
         }
         (Source::Spread { dtype, src, n_in }, None) => {
             let (file, gpu) = spread_rows(*dtype, *n_in);
             let r0 = (off / gpu).min(src.len() / file);
             let r1 = ((off + n) / gpu).min(src.len() / file);
-            let part = &src[r0 * file..r1 * file];
-            let mut raw = vec![0u8; part.len()];
-            bytes.read(part, &mut raw)?;
             // Laid out in host memory, then copied in one sequential run: the staging view
             // is write-combined memory, where the layout's scattered and repeated writes
             // (zeroed gaps, Q8_0's scales apart from their runs) would each cost a bus write.
             let mut out = vec![0u8; (r1 - r0) * gpu];
-            crate::ops::gpu_layout::fill_gpu_layout(*dtype, *n_in, &raw, &mut out);
+            spread_rows_into(*dtype, src, *n_in, r0, &mut out, bytes)?;
             if !out.is_empty() {
                 view.slice(..out.len()).copy_from_slice(&out);
             }
-            bytes.release(part);
             out.len()
         }
         (_, None) => 0,
@@ -267,10 +248,126 @@ fn fill(
     Ok(())
 }
 
+/// Rows `r0..` of a [`Source::Decode`] (as many as `dst` holds, `n_in` F16 values each)
+/// decoded from the file into `dst`. Releases the file pages it read.
+fn decode_rows(
+    name: &str,
+    dtype: DType,
+    src: &[u8],
+    n_in: usize,
+    r0: usize,
+    dst: &mut [u8],
+    bytes: &(dyn FileBytes + Sync),
+) -> Result<()> {
+    let r1 = r0 + dst.len() / (n_in * 2).max(1);
+    let row_src = dtype.bytes_for(n_in).ok_or_else(|| EngineError::Op {
+        op: "upload",
+        what: format!("`{name}`: rows of {n_in} are not whole {dtype} blocks"),
+    })?;
+    let part = src
+        .get(r0 * row_src..r1 * row_src)
+        .ok_or_else(|| EngineError::Op {
+            op: "upload",
+            what: format!("`{name}`: rows {r0}..{r1} past the tensor's end"),
+        })?;
+    let mut raw = vec![0u8; part.len()];
+    bytes.read(part, &mut raw)?;
+    let mut f = vec![0f32; (r1 - r0) * n_in];
+    crate::quant::dequantize(dtype, &raw, &mut f)?;
+    for (d, v) in dst.chunks_exact_mut(2).zip(&f) {
+        d.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+    }
+    bytes.release(part);
+    Ok(())
+}
+
+/// Rows `r0..` of a [`Source::Spread`] (as many as `dst` holds) laid out from the file
+/// into `dst` ([`crate::ops::gpu_layout::fill_gpu_layout`]). Releases the pages it read.
+fn spread_rows_into(
+    dtype: DType,
+    src: &[u8],
+    n_in: usize,
+    r0: usize,
+    dst: &mut [u8],
+    bytes: &(dyn FileBytes + Sync),
+) -> Result<()> {
+    let (file, gpu) = spread_rows(dtype, n_in);
+    let r1 = r0 + dst.len() / gpu;
+    let part = &src[(r0 * file).min(src.len())..(r1 * file).min(src.len())];
+    let mut raw = vec![0u8; part.len()];
+    bytes.read(part, &mut raw)?;
+    crate::ops::gpu_layout::fill_gpu_layout(dtype, n_in, &raw, dst);
+    bytes.release(part);
+    Ok(())
+}
+
+/// Rows `r0..` of `source` (`n_rows` rows of `n_in` values; as many as `dst` holds, rows
+/// of `gpu_row` bytes) as the GPU lays them out, into `dst`: what the staging copy of
+/// those rows would hold, for a matrix kept in host memory.
+fn host_rows(
+    name: &str,
+    source: &Source,
+    (n_rows, n_in, gpu_row): (usize, usize, usize),
+    r0: usize,
+    dst: &mut [u8],
+    bytes: &(dyn FileBytes + Sync),
+) -> Result<()> {
+    let r1 = r0 + dst.len() / gpu_row.max(1);
+    match source {
+        Source::File(b) => {
+            let row = b.len() / n_rows.max(1);
+            let part = &b[r0 * row..r1 * row];
+            bytes.read(part, dst)?;
+            bytes.release(part);
+        }
+        Source::Owned(b) => dst.copy_from_slice(&b[r0 * gpu_row..r1 * gpu_row]),
+        Source::Decode { dtype, src, .. } => decode_rows(name, *dtype, src, n_in, r0, dst, bytes)?,
+        Source::Spread { dtype, src, .. } => spread_rows_into(*dtype, src, n_in, r0, dst, bytes)?,
+    }
+    Ok(())
+}
+
+/// A matrix kept in host memory (the embedding: [`HostEmbedding`]) and what fills it.
+pub(crate) struct HostJob<'a> {
+    pub(crate) target: Arc<HostEmbedding>,
+    pub(crate) source: Source<'a>,
+}
+
+impl HostJob<'_> {
+    /// Reads and lays out every row (on up to 4 threads), then stores them in the target.
+    fn run(&self, bytes: &(dyn FileBytes + Sync)) -> Result<()> {
+        let t = &self.target;
+        let len = self.source.gpu_len(t.n_rows, t.n_in);
+        let gpu_row = len / t.n_rows.max(1);
+        let mut out = vec![0u8; len];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
+        let per = t.n_rows.div_ceil(threads).max(1);
+        let shape = (t.n_rows, t.n_in, gpu_row);
+        std::thread::scope(|s| {
+            let parts: Vec<_> = out
+                .chunks_mut((per * gpu_row).max(1))
+                .enumerate()
+                .map(|(i, dst)| {
+                    s.spawn(move || host_rows(&t.name, &self.source, shape, i * per, dst, bytes))
+                })
+                .collect();
+            parts.into_iter().try_for_each(|p| {
+                p.join()
+                    .map_err(|_| EngineError::gpu("filling the host embedding panicked"))?
+            })
+        })?;
+        t.set(out, gpu_row)
+    }
+}
+
 /// Destination buffers created but not yet filled: what [`super::gpu_weights::GpuWeights::plan`] leaves for
 /// [`PendingUpload::stream`].
 pub struct PendingUpload<'a> {
     pub(crate) jobs: Vec<Job<'a>>,
+    /// Matrices kept in host memory, filled beside the copies.
+    pub(crate) host: Vec<HostJob<'a>>,
 }
 
 impl PendingUpload<'_> {
@@ -288,7 +385,19 @@ impl PendingUpload<'_> {
         progress: &mut dyn FnMut(UploadProgress),
     ) -> Result<()> {
         let t0 = Instant::now();
-        let stats = staging::stream(gpu, &self.jobs, opts, bytes, progress)?;
+        let (stats, host) = std::thread::scope(|s| {
+            let host = std::thread::Builder::new()
+                .name("rwkv-host-rows".into())
+                .spawn_scoped(s, || self.host.iter().try_for_each(|h| h.run(bytes)))
+                .map_err(|e| EngineError::gpu(format!("cannot start a load thread: {e}")))?;
+            let stats = staging::stream(gpu, &self.jobs, opts, bytes, progress);
+            let host = host
+                .join()
+                .map_err(|_| EngineError::gpu("filling the host embedding panicked"))?;
+            Ok::<_, EngineError>((stats, host))
+        })?;
+        let stats = stats?;
+        host?;
         let t = t0.elapsed().as_secs_f64();
         let total: u64 = self.jobs.iter().map(|j| j.len).sum();
         log::debug!(

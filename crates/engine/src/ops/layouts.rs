@@ -143,8 +143,7 @@ fn mirrors(v: &Variant) -> Vec<(&'static str, Layout)> {
             "Params",
             layout!(o::embed::Params {
                 c,
-                row0,
-                n_rows,
+                rows_off,
                 row_bytes,
                 y_off
             }),
@@ -384,7 +383,11 @@ fn a_moved_member_is_caught() {
         .find(|v| matches!(v, Variant::Embed(_)))
         .unwrap_or_else(|| panic!("no embed variant"));
     let src = v.source().unwrap_or_else(|e| panic!("{e}"));
-    let changed = src.replacen("    row0: u32,", "    row0: u32,\n    extra: u32,", 1);
+    let changed = src.replacen(
+        "    rows_off: u32,",
+        "    rows_off: u32,\n    extra: u32,",
+        1,
+    );
     assert_ne!(changed, src);
     let rust: BTreeMap<&str, Layout> = mirrors(&v).into_iter().collect();
     let wgsl = |text: &str| {

@@ -19,6 +19,8 @@ pub(super) struct Blocks<'a> {
     pub rg: Regions,
     pub t_cap: usize,
     pub meta: &'a wgpu::Buffer,
+    /// Where a pass's embedding rows lie in `meta`.
+    pub emb_rows: crate::ops::embed::EmbedRows,
     /// The state buffers: each node binds the part of its layer.
     pub state: &'a StateParts,
     pub act: &'a wgpu::Buffer,

@@ -1,5 +1,7 @@
 //! The [`Graph`]: its buffers at a given capacity and its nodes, block by block.
 
+use std::sync::Arc;
+
 use super::blocks::Blocks;
 use super::hplan::HPlan;
 use super::regions::Regions;
@@ -9,7 +11,9 @@ use crate::error::{EngineError, Result};
 use crate::gpu::pipeline::PipelineCache;
 use crate::gpu::{buffer, GpuContext};
 use crate::model::gpu_weights::{GlobalVecs, GpuWeights};
+use crate::model::host_embedding::HostEmbedding;
 use crate::model::lora::ActiveLoras;
+use crate::ops::embed::EmbedRows;
 use crate::ops::matmul::{
     coop_ksplit, matmul, medium_plan, waves_plan, Act, MatmulArgs, MEDIUM_T, SMALL_T,
 };
@@ -27,7 +31,12 @@ pub struct Graph {
     pub slot_len: usize,
     pub regions: Regions,
     pub dims: wgpu::Buffer,
+    /// The pass's metadata (token ids, their sequences and positions, the sequences, the
+    /// output rows; `Dims`' offsets), then the tokens' embedding rows ([`Graph::emb_rows`]).
     pub meta: wgpu::Buffer,
+    /// The embedding in host memory, and where its rows for a pass lie in `meta`.
+    pub(super) emb: Arc<HostEmbedding>,
+    pub(super) emb_rows: EmbedRows,
     pub act: wgpu::Buffer,
     /// The states, their layers split over as few buffers as the binding limit allows.
     pub state: StateParts,
@@ -70,7 +79,7 @@ impl Graph {
     /// (and the LoRA h sets).
     pub fn bytes(&self) -> u64 {
         let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
-        self.act.size() + self.state.bytes() + self.logits.size() + h_sets
+        self.act.size() + self.state.bytes() + self.logits.size() + h_sets + self.meta.size()
     }
 
     /// Allocates buffers for `t_cap` tokens, `r_cap` output rows, `b_cap` sequences per
@@ -102,7 +111,15 @@ impl Graph {
             ..Default::default()
         };
         let dims = buffer::uniform(gpu, "dims", &dims_host);
-        let meta = buffer::storage(gpu, "meta", (3 * t_cap + 4 * b_cap + r_cap) as u64 * 4);
+        let emb = wts.emb.clone();
+        let emb_rows = EmbedRows {
+            dtype: emb.dtype,
+            c: cfg.n_embd,
+            rows_off: (3 * t_cap + 4 * b_cap + r_cap).next_multiple_of(4) * 4,
+            row_bytes: emb.row_bytes,
+        };
+        let meta_bytes = emb_rows.rows_off + t_cap * emb_rows.row_bytes;
+        let meta = buffer::storage(gpu, "meta", meta_bytes as u64);
         let act = buffer::storage(gpu, "activations", regions.len as u64 * 4);
         let state = StateParts::new(gpu, &cfg, n_slots, gpu.tuning.state_parts.unwrap_or(1))?;
         let logits = buffer::storage(gpu, "logits", (r_cap * cfg.vocab_size) as u64 * 4);
@@ -128,6 +145,7 @@ impl Graph {
             rg: regions,
             t_cap,
             meta: &meta,
+            emb_rows,
             state: &state,
             act: &act,
             split: &split,
@@ -158,6 +176,8 @@ impl Graph {
             regions,
             dims,
             meta,
+            emb,
+            emb_rows,
             act,
             state,
             logits,
@@ -245,10 +265,7 @@ fn split_scratch(gpu: &GpuContext, cfg: &Rwkv7Config, t_cap: usize) -> (wgpu::Bu
 /// gather of the wanted rows and `ln_out` (everything but the head).
 fn body_nodes(b: &Blocks, wts: &GpuWeights) -> Result<Vec<Node>> {
     let (cx, rg, act, c) = (b.cx, &b.rg, b.act, b.cfg.n_embd);
-    let mut body = Vec::new();
-    for chunk in &wts.emb {
-        body.push(ops::embed::embed(cx, chunk, b.meta, act, rg.x)?);
-    }
+    let mut body = vec![ops::embed::embed(cx, b.emb_rows, b.meta, act, rg.x)?];
     let (g, ln0, ln_out) = (&wts.globals, GlobalVecs::LN0 * c, GlobalVecs::LN_OUT * c);
     body.push(ops::layer_norm::layer_norm(
         cx,

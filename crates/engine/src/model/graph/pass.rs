@@ -160,7 +160,7 @@ impl Graph {
             });
         }
         let d = self.dims_host;
-        let mut meta = vec![0u32; (d.off_rows as usize) + rows.len()];
+        let mut meta = vec![0u32; self.emb_rows.rows_off / 4];
         let mut at = 0usize;
         for (b, (slot, toks)) in seqs.iter().enumerate() {
             if *slot as usize >= self.n_slots {
@@ -179,7 +179,19 @@ impl Graph {
             }
             at += toks.len();
         }
-        meta[d.off_rows as usize..].copy_from_slice(rows);
+        meta[d.off_rows as usize..][..rows.len()].copy_from_slice(rows);
+        // The tokens' embedding rows, in pass order, after the rest.
+        let er = &self.emb_rows;
+        let mut at = er.rows_off;
+        let rows_end = er.rows_off + t * er.row_bytes;
+        meta.resize(rows_end / 4, 0);
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut meta);
+        for (_, toks) in seqs {
+            for &tok in toks.iter() {
+                bytes[at..at + er.row_bytes].copy_from_slice(self.emb.row(tok)?);
+                at += er.row_bytes;
+            }
+        }
         let dims = Dims {
             n_tokens: t as u32,
             n_seqs: seqs.len() as u32,

@@ -69,7 +69,15 @@ impl Regions {
         let o = take(tc);
         let lora = take(4 * t_cap * d_max);
         let adapter_h = take(3 * t_cap * adapter_rank);
-        let ffn = take(t_cap * cfg.ffn_dim);
+        // The channel mix's h = relu(Wk xk)² in the mixes' slots 1.. where it fits: the
+        // channel mix reads only slot 0 (its xk) of them, and the next block's time mix
+        // writes them anew after the value has read h (in one-token passes the value's last
+        // workgroups write them, once every workgroup has read its h).
+        let ffn = if Regions::ffn_in_mix(cfg) {
+            mix + tc
+        } else {
+            take(t_cap * cfg.ffn_dim)
+        };
         let head_in = take(r_cap * cfg.n_embd);
         let head_norm = take(r_cap * cfg.n_embd);
         // 4 floats at a multiple of 4 within 7.
@@ -104,6 +112,12 @@ impl Regions {
         }
     }
 
+    /// Whether the channel mix's h (`[t_cap, F]`) shares the mixes' slots 1–5 rather than
+    /// taking a region of its own: where F ≤ 5 C (4 C in RWKV-7 models).
+    pub fn ffn_in_mix(cfg: &Rwkv7Config) -> bool {
+        cfg.ffn_dim <= 5 * cfg.n_embd
+    }
+
     /// Width of each LoRA hidden region: the largest of the four ranks.
     pub fn lora_width(cfg: &Rwkv7Config) -> usize {
         cfg.lora
@@ -122,6 +136,60 @@ impl Regions {
     /// adapters.
     pub fn per_token(cfg: &Rwkv7Config) -> usize {
         let d_max = Regions::lora_width(cfg);
-        19 * cfg.n_embd + 4 * d_max + cfg.ffn_dim
+        let ffn = if Regions::ffn_in_mix(cfg) {
+            0
+        } else {
+            cfg.ffn_dim
+        };
+        19 * cfg.n_embd + 4 * d_max + ffn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// h shares the mixes' slots 1.. only, never slot 0 (the channel mix's xk, which the
+    /// key reads while writing h) nor any region live across the channel mix.
+    #[test]
+    fn the_channel_mix_h_lies_in_the_mixes_after_slot_0() {
+        let mut cfg = Rwkv7Config {
+            n_layer: 4,
+            n_embd: 256,
+            head_size: 64,
+            n_head: 4,
+            ffn_dim: 1024,
+            vocab_size: 65536,
+            lora: crate::config::LoraRanks {
+                decay_w: 32,
+                iclr_a: 32,
+                value_v: 32,
+                gate_g: 64,
+            },
+        };
+        let (t_cap, c) = (16, cfg.n_embd);
+        let rg = Regions::new(&cfg, t_cap, 4, 0);
+        let (tc, hf) = (t_cap * c, t_cap * cfg.ffn_dim);
+        assert!(Regions::ffn_in_mix(&cfg));
+        assert!(rg.ffn >= rg.mix + tc && rg.ffn + hf <= rg.mix + 6 * tc);
+        let alone = Regions::new(&cfg, t_cap, 4, 0).len;
+        cfg.ffn_dim = 6 * c;
+        let wide = Regions::new(&cfg, t_cap, 4, 0);
+        assert!(!Regions::ffn_in_mix(&cfg));
+        assert!(
+            wide.ffn >= wide.mix + 6 * tc,
+            "a wider h has its own region"
+        );
+        // (The 8-bit copy of h for one-token passes grows by 5 / 16 of the 2 C more.)
+        let q8 = 5 * 2 * c / 16;
+        assert_eq!(
+            wide.len - alone,
+            6 * tc + q8,
+            "the region h saves where it fits"
+        );
+        assert_eq!(
+            Regions::per_token(&cfg) - 6 * c,
+            19 * c + 4 * Regions::lora_width(&cfg)
+        );
     }
 }
