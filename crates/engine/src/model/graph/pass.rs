@@ -180,18 +180,27 @@ impl Graph {
             at += toks.len();
         }
         meta[d.off_rows as usize..][..rows.len()].copy_from_slice(rows);
-        // The tokens' embedding rows, in pass order, after the rest.
+        // The tokens' embedding rows, in pass order, after the rest: copied from the host
+        // embedding straight into the write's staging memory (a 512-token chunk of a
+        // 2560-wide F16 model is 2.6 MB).
         let er = &self.emb_rows;
-        let mut at = er.rows_off;
-        let rows_end = er.rows_off + t * er.row_bytes;
-        meta.resize(rows_end / 4, 0);
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut meta);
-        for (_, toks) in seqs {
-            for &tok in toks.iter() {
-                bytes[at..at + er.row_bytes].copy_from_slice(self.emb.row(tok)?);
-                at += er.row_bytes;
-            }
+        let emb_rows = seqs
+            .iter()
+            .flat_map(|s| s.1.iter())
+            .map(|&tok| self.emb.row(tok))
+            .collect::<Result<Vec<&[u8]>>>()?;
+        let words: &[u8] = bytemuck::cast_slice(&meta);
+        let total = std::num::NonZeroU64::new((er.rows_off + t * er.row_bytes) as u64);
+        let view = total.and_then(|n| gpu.queue.write_buffer_with(&self.meta, 0, n));
+        let Some(mut view) = view else {
+            return Err(EngineError::gpu("cannot stage the pass's metadata"));
+        };
+        view.slice(..words.len()).copy_from_slice(words);
+        for (i, row) in emb_rows.iter().enumerate() {
+            let at = er.rows_off + i * er.row_bytes;
+            view.slice(at..at + er.row_bytes).copy_from_slice(row);
         }
+        drop(view);
         let dims = Dims {
             n_tokens: t as u32,
             n_seqs: seqs.len() as u32,
@@ -199,8 +208,6 @@ impl Graph {
             max_len: seqs.iter().map(|s| s.1.len() as u32).max().unwrap_or(0),
             ..d
         };
-        gpu.queue
-            .write_buffer(&self.meta, 0, bytemuck::cast_slice(&meta));
         gpu.queue
             .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
         Ok(dims)
