@@ -30,9 +30,8 @@
 
 mod staging;
 
-use std::time::Instant;
-
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::host_embedding::HostEmbedding;
 use crate::error::{EngineError, Result};

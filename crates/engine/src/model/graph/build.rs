@@ -76,7 +76,7 @@ pub struct Graph {
 
 impl Graph {
     /// GPU bytes of its buffers that scale with the model: activations, states, logits
-    /// (and the LoRA h sets).
+    /// (and the LoRA h sets), and the pass metadata with its tokens' embedding rows.
     pub fn bytes(&self) -> u64 {
         let h_sets = self.h_sets.as_ref().map_or(0, |b| b.size());
         self.act.size() + self.state.bytes() + self.logits.size() + h_sets + self.meta.size()
