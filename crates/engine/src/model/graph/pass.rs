@@ -191,16 +191,23 @@ impl Graph {
             .collect::<Result<Vec<&[u8]>>>()?;
         let words: &[u8] = bytemuck::cast_slice(&meta);
         let total = std::num::NonZeroU64::new((er.rows_off + t * er.row_bytes) as u64);
-        let view = total.and_then(|n| gpu.queue.write_buffer_with(&self.meta, 0, n));
-        let Some(mut view) = view else {
-            return Err(EngineError::gpu("cannot stage the pass's metadata"));
-        };
-        view.slice(..words.len()).copy_from_slice(words);
-        for (i, row) in emb_rows.iter().enumerate() {
-            let at = er.rows_off + i * er.row_bytes;
-            view.slice(at..at + er.row_bytes).copy_from_slice(row);
+        match total.and_then(|n| gpu.queue.write_buffer_with(&self.meta, 0, n)) {
+            Some(mut view) => {
+                view.slice(..words.len()).copy_from_slice(words);
+                for (i, row) in emb_rows.iter().enumerate() {
+                    let at = er.rows_off + i * er.row_bytes;
+                    view.slice(at..at + er.row_bytes).copy_from_slice(row);
+                }
+            }
+            None => {
+                // No staging memory: a lost device answers so (its error first), or one
+                // out of memory, whose plain write fails where the pass reports it.
+                gpu.check_lost()?;
+                let mut bytes = words.to_vec();
+                emb_rows.iter().for_each(|row| bytes.extend_from_slice(row));
+                gpu.queue.write_buffer(&self.meta, 0, &bytes);
+            }
         }
-        drop(view);
         let dims = Dims {
             n_tokens: t as u32,
             n_seqs: seqs.len() as u32,
