@@ -299,19 +299,21 @@ impl Measure<'_> {
     }
 
     /// TTFT of a 212-token prompt and decode tok/s of `gen` greedy tokens after it
-    /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`; as llama-bench's tg, the steps
-    /// without the draws between them), and of `gen` tokens drawn by the chat's default
-    /// sampler in wall time (`decode_chat_tok_s`: temperature 1, top-p 0.3, presence and
-    /// frequency penalties, drawn as the app's chat draws them — `generate_sampled` — what
-    /// a chat user waits for, the host's part of the draws included, which the GPU waits
-    /// for; `decode_chat_draw_us`: that part a token; `decode_chat_gpu_draws_pct`: the
-    /// share of draws the GPU's candidates decided).
+    /// (`ttft_ms`, `decode_tok_s`, `decode_record_us`, `decode_write_us`,
+    /// `decode_submit_us` and `decode_read_us` a step — `GenerateStats`; as llama-bench's
+    /// tg, the steps without the draws between them), and of `gen` tokens drawn by the
+    /// chat's default sampler in wall time (`decode_chat_tok_s`: temperature 1, top-p 0.3,
+    /// presence and frequency penalties, drawn as the app's chat draws them —
+    /// `generate_sampled` — what a chat user waits for, the host's part of the draws
+    /// included, which the GPU waits for; `decode_chat_draw_us`: that part a token;
+    /// `decode_chat_gpu_draws_pct`: the share of draws the GPU's candidates decided).
     fn decode(&mut self, gen: usize) -> Result<()> {
         let (eng, init) = (&mut *self.eng, self.init);
         let vocab = eng.config().vocab_size;
         let cancel = CancelToken::new();
         let prompt = tokens(7, 212, vocab);
         let (mut ttft, mut decode, mut record) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut write, mut submit, mut read) = (Vec::new(), Vec::new(), Vec::new());
         let (mut chat, mut draw_us, mut gpu_share) = (Vec::new(), Vec::new(), Vec::new());
         let (mut first_ttft, mut first_decode) = (None, None);
         for r in 0..=self.repeat {
@@ -353,10 +355,19 @@ impl Measure<'_> {
                 decode.push(s.decode_tok_s);
                 let steps = s.generated_tokens.saturating_sub(1).max(1) as f64;
                 record.push(s.decode_record_ms * 1e3 / steps);
+                write.push(s.decode_write_ms * 1e3 / steps);
+                submit.push(s.decode_submit_ms * 1e3 / steps);
+                read.push(s.decode_read_ms * 1e3 / steps);
             }
         }
         self.figures
             .insert("decode_record_us".into(), Figure::of(&record));
+        self.figures
+            .insert("decode_write_us".into(), Figure::of(&write));
+        self.figures
+            .insert("decode_submit_us".into(), Figure::of(&submit));
+        self.figures
+            .insert("decode_read_us".into(), Figure::of(&read));
         let ttft = Figure::with_first(&ttft, first_ttft);
         self.figures.insert("ttft_ms".into(), ttft);
         let decode = Figure::with_first(&decode, first_decode);

@@ -258,9 +258,14 @@ fn print_report(r: &BenchReport) {
         );
     }
     if let Some(rec) = r.figures.get("decode_record_us") {
+        let fig = |k: &str| r.figures.get(k).map_or(0.0, |d| d.median);
         println!(
-            "          CPU recording {:.0} µs per step (overlapped with the GPU)",
-            rec.median
+            "          a step: CPU recording {:.0} µs (overlapped with the GPU), writing {:.0} \
+             µs, submitting {:.0} µs, waiting and reading back {:.0} µs",
+            rec.median,
+            fig("decode_write_us"),
+            fig("decode_submit_us"),
+            fig("decode_read_us")
         );
     }
     println!("doc state {:.1} ms{}", r.doc_state_ms, f("doc_state_ms"));

@@ -129,3 +129,57 @@ fn draws_the_gpu_cannot_prepare_read_the_logits() {
         assert_eq!(gpu_draws, 0);
     }
 }
+
+/// A decode loop whose read-backs poll for the steps' results, sleeping through most of
+/// each step first (`RWKV_SPIN_WAIT_US`, `gpu::pacing`: the default on a GPU, off on
+/// lavapipe), draws the tokens of one that blocks, greedy and sampled, and times its steps.
+#[test]
+fn a_polling_paced_decode_loop_draws_the_same_tokens() {
+    use rwkv_engine::gpu::{AdapterChoice, GpuContext, Tuning};
+    use rwkv_engine::{Engine, LoadOptions};
+    use std::sync::Arc;
+    let tuning = Tuning {
+        spin_wait_us: Some(200_000),
+        ..Tuning::from_env()
+    };
+    let polling = Arc::new(GpuContext::with_tuning(&AdapterChoice::Auto, tuning).unwrap());
+    let path = fixtures().join("rwkv7-tiny-Q8_0.gguf");
+    let mut spin = Engine::load_on(polling, &path, &LoadOptions::default()).unwrap();
+    let mut block = engine("rwkv7-tiny-Q8_0.gguf");
+    let prompt = [33u32, 1000, 7, 4242, 12];
+    let n = 24;
+    let cancel = CancelToken::new();
+    for opts in [
+        SamplerOptions::greedy(),
+        SamplerOptions {
+            seed: Some(5),
+            ..SamplerOptions::default()
+        },
+    ] {
+        let run = |eng: &mut Engine| {
+            let vocab = eng.config().vocab_size;
+            let st = eng.new_state().unwrap();
+            let mut s = Sampler::new(opts.clone(), vocab).unwrap();
+            let mut toks = Vec::new();
+            let stats = eng
+                .generate_sampled(st, &prompt, n, &mut s, &cancel, &mut |t| {
+                    toks.push(t);
+                    true
+                })
+                .unwrap();
+            eng.free_state(st).unwrap();
+            (toks, stats)
+        };
+        let (a, sa) = run(&mut spin);
+        let (b, _) = run(&mut block);
+        assert_eq!(a.len(), n);
+        assert_eq!(a, b, "{opts:?}");
+        assert!(
+            sa.decode_read_ms > 0.0 && sa.decode_submit_ms > 0.0,
+            "{sa:?}"
+        );
+        assert!(
+            sa.decode_read_ms + sa.decode_submit_ms + sa.decode_write_ms <= sa.decode_ms + 1e-6
+        );
+    }
+}

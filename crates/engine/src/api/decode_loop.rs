@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::{CancelToken, Engine, Rows, SeqInput, StateId, Want};
 use crate::error::{EngineError, Result};
 use crate::gpu::buffer;
+use crate::gpu::pacing::Pacer;
 use crate::ops::argmax::ADJUST_PER_ROW;
 use crate::ops::candidates::{self, CandRow};
 use crate::sampler::Sampler;
@@ -39,6 +40,15 @@ pub struct GenerateStats {
     /// Of `decode_ms`, CPU time spent recording and submitting the steps' commands (the
     /// next step is recorded while the GPU runs the current one).
     pub decode_record_ms: f64,
+    /// Of `decode_ms`, CPU time writing the steps' token metadata (and draw adjustments),
+    /// ms: the GPU idles through it.
+    pub decode_write_ms: f64,
+    /// Of `decode_ms`, CPU time submitting the steps' recorded commands, ms: the GPU
+    /// idles through it too.
+    pub decode_submit_ms: f64,
+    /// Of `decode_ms`, time waiting for the steps' results and copying them to the host,
+    /// ms (the GPU's pass, then the wake-up, the mapping and the copy).
+    pub decode_read_ms: f64,
     /// Draws of the built-in sampler decided by candidates prepared on the GPU
     /// ([`Engine::generate_sampled`]); the others read the logits back.
     pub gpu_draws: usize,
@@ -126,6 +136,10 @@ impl Engine {
         let mut next_cmd: Option<(Left, wgpu::CommandBuffer)> = None;
         let mut decode_time = Duration::ZERO;
         let mut record_time = Duration::ZERO;
+        let (mut write_time, mut submit_time) = (Duration::ZERO, Duration::ZERO);
+        let mut read_time = Duration::ZERO;
+        // Sleeps through most of each step's wait before polling for its result.
+        let mut pacer = Pacer::default();
         for i in 0..max_tokens {
             let (tok, on_gpu) = self.draw_token(&mut draw, &mut logits, &words, left)?;
             stats.gpu_draws += usize::from(on_gpu);
@@ -160,26 +174,39 @@ impl Engine {
                 Some((k, c)) if k == left => c,
                 _ => self.record_step(left),
             };
+            let ts = Instant::now();
+            write_time += ts - td;
             self.gpu.queue.submit([cmd]);
             let tr = Instant::now();
+            submit_time += tr - ts;
             next_cmd = Some((left, self.record_step(left)));
             record_time += tr.elapsed();
             after_submit(tok)?;
-            match left {
+            let tw = Instant::now();
+            let out: &mut [u8] = match left {
                 Left::Logits => {
                     logits.resize(vocab, 0.0);
-                    let out = bytemuck::cast_slice_mut(&mut logits);
-                    buffer::read_staged(&self.gpu, &self.graph.readback, 0, out)?;
+                    bytemuck::cast_slice_mut(&mut logits)
                 }
                 Left::Candidates => {
                     words.resize(candidates::row_words(), 0);
-                    let out = bytemuck::cast_slice_mut(&mut words);
-                    buffer::read_staged(&self.gpu, &self.graph.readback, 0, out)?;
+                    bytemuck::cast_slice_mut(&mut words)
                 }
-            }
+            };
+            let sleep = match self.gpu.tuning.pace {
+                true => pacer.sleep(),
+                false => Duration::ZERO,
+            };
+            let rb = &self.graph.readback;
+            let overslept = buffer::read_staged_paced(&self.gpu, rb, 0, out, sleep)?;
+            pacer.record(tw.elapsed(), overslept);
+            read_time += tw.elapsed();
             decode_time += td.elapsed();
         }
         stats.decode_record_ms = record_time.as_secs_f64() * 1e3;
+        stats.decode_write_ms = write_time.as_secs_f64() * 1e3;
+        stats.decode_submit_ms = submit_time.as_secs_f64() * 1e3;
+        stats.decode_read_ms = read_time.as_secs_f64() * 1e3;
         stats.decode_ms = decode_time.as_secs_f64() * 1e3;
         stats.prefill_tok_s = prompt.len() as f64 / (stats.prefill_ms / 1e3).max(1e-9);
         let decoded = stats.generated_tokens.saturating_sub(1);

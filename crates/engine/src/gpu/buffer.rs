@@ -101,17 +101,33 @@ pub fn read_staged(
     offset: u64,
     out: &mut [u8],
 ) -> Result<()> {
+    read_staged_paced(ctx, staging, offset, out, std::time::Duration::ZERO).map(|_| ())
+}
+
+/// [`read_staged`] sleeping `sleep_first` before it polls for the result (a
+/// [`crate::gpu::pacing::Pacer`]'s plan for a loop of alike steps); returns whether the
+/// result was there at the first poll after the sleep ([`GpuContext::wait_for`]).
+pub fn read_staged_paced(
+    ctx: &GpuContext,
+    staging: &wgpu::Buffer,
+    offset: u64,
+    out: &mut [u8],
+    sleep_first: std::time::Duration,
+) -> Result<bool> {
     if out.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let slice = staging.slice(offset..offset + (out.len() as u64).next_multiple_of(4));
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
+    let result = std::sync::Arc::new(std::sync::OnceLock::new());
+    let r = result.clone();
+    slice.map_async(wgpu::MapMode::Read, move |m| {
+        let _ = r.set(m);
     });
-    ctx.wait()?;
-    rx.recv()
-        .map_err(|_| EngineError::gpu("read-back callback never ran"))?
+    let overslept = ctx.wait_for(&|| result.get().is_some(), sleep_first)?;
+    result
+        .get()
+        .ok_or_else(|| EngineError::gpu("read-back callback never ran"))?
+        .clone()
         .map_err(|e| EngineError::gpu(format!("read-back mapping failed: {e}")))?;
     {
         let view = slice
@@ -120,7 +136,7 @@ pub fn read_staged(
         out.copy_from_slice(&view[..out.len()]);
     }
     staging.unmap();
-    Ok(())
+    Ok(overslept)
 }
 
 /// Reads `n` f32 values at element offset `offset` of `src`.
@@ -134,4 +150,51 @@ pub fn read_f32(ctx: &GpuContext, src: &wgpu::Buffer, offset: usize, n: usize) -
         bytemuck::cast_slice_mut(&mut out),
     )?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::gpu::{AdapterChoice, Tuning};
+    use std::time::Duration;
+
+    /// A context that polls for up to `spin_us` before it blocks (0: blocks at once).
+    fn spinning(spin_us: u32) -> GpuContext {
+        let tuning = Tuning {
+            spin_wait_us: Some(spin_us),
+            ..Tuning::from_env()
+        };
+        GpuContext::with_tuning(&AdapterChoice::Auto, tuning).expect("a GPU adapter (lavapipe)")
+    }
+
+    /// Read-backs that poll (with and without a sleep first) or block return the bytes
+    /// the GPU copied; a sleep that outlasts the work says so, a blocking wait never does.
+    #[test]
+    fn polled_and_blocking_read_backs_return_the_copied_bytes() {
+        for spin_us in [0, 200_000] {
+            let ctx = spinning(spin_us);
+            assert_eq!(ctx.tuning.spin_wait_us, Some(spin_us));
+            let data: Vec<u8> = (0..4096u32)
+                .flat_map(|i| (i * 7 + 3).to_le_bytes())
+                .collect();
+            let src = storage_init(&ctx, "src", &data).unwrap();
+            let rb = readback(&ctx, "rb", data.len() as u64);
+            for sleep_ms in [0u64, 50] {
+                let mut enc = ctx.device.create_command_encoder(&Default::default());
+                enc.copy_buffer_to_buffer(&src, 0, &rb, 0, data.len() as u64);
+                ctx.queue.submit([enc.finish()]);
+                let mut out = vec![0u8; data.len()];
+                let sleep = Duration::from_millis(sleep_ms);
+                let overslept = read_staged_paced(&ctx, &rb, 0, &mut out, sleep).unwrap();
+                assert_eq!(out, data, "spin {spin_us} µs, sleep {sleep_ms} ms");
+                // A 16 KB copy is done within 50 ms; only a polling wait sees it at once.
+                assert_eq!(
+                    overslept,
+                    spin_us > 0 && sleep_ms > 0,
+                    "spin {spin_us}, sleep {sleep_ms}"
+                );
+            }
+        }
+    }
 }

@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -29,6 +30,12 @@ pub fn subgroups_wanted(info: &wgpu::AdapterInfo, tuning: &Tuning) -> bool {
 /// one sequence without logits 84.5 → 48.4, four with their logits (the server's step:
 /// the 65,536-row Q6_K head dominates) 513 → 410; greedy generation 4 → 6 tok/s.
 pub const LLVMPIPE_MV_LANES: u32 = 4;
+
+/// How long a read-back polls before it blocks where `RWKV_SPIN_WAIT_US` is not set, on
+/// every adapter but a CPU one (where it is 0): a decode step of a large model on a small
+/// GPU is within it; a longer pass pays one wake-up, a small part of it (H200, a 0.1B decode
+/// step: 1,468 → 1,776 tok/s with the finish seen by polling; benchmarks.md).
+pub const DEFAULT_SPIN_WAIT_US: u32 = 5_000;
 
 /// Mesa's llvmpipe: lavapipe on Vulkan, the same rasterizer behind GL.
 pub fn is_llvmpipe(info: &wgpu::AdapterInfo) -> bool {
@@ -308,6 +315,11 @@ impl GpuContext {
         if is_llvmpipe(&info) {
             tuning.mv_lanes.get_or_insert(LLVMPIPE_MV_LANES);
         }
+        // A CPU "GPU" runs its work on the cores a spinning wait would take from it.
+        let cpu = info.device_type == wgpu::DeviceType::Cpu || is_llvmpipe(&info);
+        tuning
+            .spin_wait_us
+            .get_or_insert(if cpu { 0 } else { DEFAULT_SPIN_WAIT_US });
         let (required, coopmat) = features_to_ask(&adapter, &tuning);
         let limits = adapter.limits();
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -370,6 +382,45 @@ impl GpuContext {
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| EngineError::gpu(format!("waiting for the GPU: {e}")))?;
         self.check_lost()
+    }
+
+    /// Waits until `done()` holds (it turns true in a callback the device's polls run,
+    /// such as a buffer mapping's) or else the submitted work has finished: after sleeping
+    /// `sleep_first` (a [`crate::gpu::pacing::Pacer`]'s plan; only where spinning is on),
+    /// with non-blocking polls for up to [`crate::gpu::Tuning::spin_wait_us`] µs, then as
+    /// [`GpuContext::wait`]. Spinning spares the thread wake-up after the GPU's finish (the
+    /// GPU idles until the host submits the next step) at the price of a busy CPU core.
+    /// Returns whether `done()` held at the first poll after a sleep (the sleep outlasted
+    /// the work).
+    ///
+    /// Errors: as [`GpuContext::wait`].
+    pub fn wait_for(&self, done: &dyn Fn() -> bool, sleep_first: Duration) -> Result<bool> {
+        let spin = Duration::from_micros(self.tuning.spin_wait_us.unwrap_or(0).into());
+        if spin.is_zero() {
+            self.wait()?;
+            return Ok(false);
+        }
+        if !sleep_first.is_zero() {
+            std::thread::sleep(sleep_first);
+        }
+        let t0 = std::time::Instant::now();
+        let mut first = !sleep_first.is_zero();
+        loop {
+            self.device
+                .poll(wgpu::PollType::Poll)
+                .map_err(|e| EngineError::gpu(format!("polling the GPU: {e}")))?;
+            if done() {
+                self.check_lost()?;
+                return Ok(first);
+            }
+            first = false;
+            if t0.elapsed() >= spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.wait()?;
+        Ok(false)
     }
 
     /// Whether the driver refused an allocation that no error scope caught (the device

@@ -132,6 +132,15 @@ pub struct Tuning {
     /// `RWKV_HPROD_SPIN`: polls of an unpublished LoRA h value before a lane computes it
     /// itself (0: at once).
     pub hprod_spin: u32,
+    /// `RWKV_SPIN_WAIT_US` (0–1,000,000): how long a read-back wait polls the device
+    /// without blocking before it blocks (`GpuContext::wait_for`): the host sees the GPU's
+    /// finish without a thread wake-up, at the cost of a busy CPU core while it waits;
+    /// `None`: set by the context, 0 on a CPU adapter, else
+    /// [`crate::gpu::context::DEFAULT_SPIN_WAIT_US`].
+    pub spin_wait_us: Option<u32>,
+    /// `RWKV_PACE=0` makes it false: a decode loop polls for each step's result from its
+    /// submission on instead of sleeping through most of it first (`gpu::pacing`).
+    pub pace: bool,
     /// `RWKV_COMPILE_THREADS`: pipeline-compile worker threads (≥ 1); `None`: the CPU
     /// count, at most 16.
     pub compile_threads: Option<usize>,
@@ -177,6 +186,8 @@ impl Default for Tuning {
             wkv_staged: true,
             lora_hprod: true,
             hprod_spin: DEFAULT_HPROD_SPIN,
+            spin_wait_us: None,
+            pace: true,
             compile_threads: None,
             upload_threads: None,
             wgpu_backend: None,
@@ -301,6 +312,8 @@ impl Tuning {
                 n <= u64::from(u32::MAX)
             })
             .unwrap_or(DEFAULT_HPROD_SPIN),
+            spin_wait_us: u32_in("RWKV_SPIN_WAIT_US", "0 to 1000000", &|n| n <= 1_000_000),
+            pace: flag("RWKV_PACE") != Some(false),
             compile_threads: num("RWKV_COMPILE_THREADS", "at least 1", &|n| n >= 1)
                 .map(|n| n as usize),
             upload_threads: num("RWKV_UPLOAD_THREADS", "1 to 64", &|n| (1..=64).contains(&n))
@@ -360,6 +373,8 @@ mod tests {
             ("RWKV_WKV_STAGED", "0"),
             ("RWKV_LORA_HPROD", "0"),
             ("RWKV_HPROD_SPIN", "0"),
+            ("RWKV_SPIN_WAIT_US", "200"),
+            ("RWKV_PACE", "0"),
             ("RWKV_COMPILE_THREADS", "2"),
             ("RWKV_UPLOAD_THREADS", "5"),
             ("WGPU_BACKEND", "vulkan"),
@@ -396,6 +411,8 @@ mod tests {
             wkv_staged: false,
             lora_hprod: false,
             hprod_spin: 0,
+            spin_wait_us: Some(200),
+            pace: false,
             compile_threads: Some(2),
             upload_threads: Some(5),
             wgpu_backend: Some("vulkan".into()),
@@ -411,6 +428,7 @@ mod tests {
             ("RWKV_WKV_ROWS", "48"),
             ("RWKV_WKV_TPR", "3"),
             ("RWKV_HPROD_SPIN", "-1"),
+            ("RWKV_SPIN_WAIT_US", "1000001"),
             ("RWKV_COMPILE_THREADS", "0"),
             ("RWKV_UPLOAD_THREADS", "65"),
             ("RWKV_ADAPTER", ""),

@@ -63,6 +63,9 @@ pub struct Graph {
     pub body: Vec<Node>,
     pub head: Vec<Node>,
     pub(super) dims_host: Dims,
+    /// The [`Dims`] the last pass wrote into `dims` (a decode loop's steps all have the
+    /// same: [`Graph::write_meta`] writes them only when they change).
+    pub(super) dims_written: std::sync::Mutex<Option<Dims>>,
     /// Batch-invariant passes: every node runs its large variant whatever the pass size,
     /// so a sequence's numbers do not depend on what shares its pass (see
     /// [`crate::LoadOptions::batch_invariant`]).
@@ -192,6 +195,7 @@ impl Graph {
             body,
             head,
             dims_host,
+            dims_written: std::sync::Mutex::new(Some(dims_host)),
             invariant: false,
             timing_skip: Vec::new(),
             h_sets: hplan.map(|p| p.sets),

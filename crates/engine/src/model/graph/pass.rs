@@ -215,8 +215,14 @@ impl Graph {
             max_len: seqs.iter().map(|s| s.1.len() as u32).max().unwrap_or(0),
             ..d
         };
-        gpu.queue
-            .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
+        // Written only when they change (every step of a decode loop has the same): a
+        // queued write costs the step a staging buffer, with the GPU idle.
+        let mut last = self.dims_written.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|l| bytemuck::bytes_of(&l) != bytemuck::bytes_of(&dims)) {
+            gpu.queue
+                .write_buffer(&self.dims, 0, bytemuck::bytes_of(&dims));
+            *last = Some(dims);
+        }
         Ok(dims)
     }
 }
