@@ -132,7 +132,9 @@ fn draws_the_gpu_cannot_prepare_read_the_logits() {
 
 /// A decode loop whose read-backs poll for the steps' results, sleeping through most of
 /// each step first (`RWKV_SPIN_WAIT_US`, `gpu::pacing`: the default on a GPU, off on
-/// lavapipe), draws the tokens of one that blocks, greedy and sampled, and times its steps.
+/// lavapipe), and that submits each step whole (`RWKV_SPLIT_SUBMIT=0`), draws the tokens
+/// of one that blocks and submits each step's opening apart (the defaults here), greedy
+/// and sampled, and times its steps.
 #[test]
 fn a_polling_paced_decode_loop_draws_the_same_tokens() {
     use rwkv_engine::gpu::{AdapterChoice, GpuContext, Tuning};
@@ -140,12 +142,14 @@ fn a_polling_paced_decode_loop_draws_the_same_tokens() {
     use std::sync::Arc;
     let tuning = Tuning {
         spin_wait_us: Some(200_000),
+        split_submit: 0,
         ..Tuning::from_env()
     };
     let polling = Arc::new(GpuContext::with_tuning(&AdapterChoice::Auto, tuning).unwrap());
     let path = fixtures().join("rwkv7-tiny-Q8_0.gguf");
     let mut spin = Engine::load_on(polling, &path, &LoadOptions::default()).unwrap();
     let mut block = engine("rwkv7-tiny-Q8_0.gguf");
+    assert!(block.gpu().tuning.split_submit > 0);
     let prompt = [33u32, 1000, 7, 4242, 12];
     let n = 24;
     let cancel = CancelToken::new();

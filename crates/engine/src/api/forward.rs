@@ -312,25 +312,43 @@ impl Engine {
 
     /// The commands of one decode step (see [`Graph::decode_dims`]) with its logits copied
     /// to the readback buffer.
-    pub(super) fn record_decode(&self) -> wgpu::CommandBuffer {
+    pub(super) fn record_decode(&self) -> Vec<wgpu::CommandBuffer> {
         let dims = self.graph.decode_dims();
+        let (mut out, k) = self.record_opening(&dims);
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        self.graph.record(&mut enc, &dims, true, false);
+        self.graph.record_from(&mut enc, &dims, k, true, false);
         let bytes = self.weights.config.vocab_size as u64 * 4;
         enc.copy_buffer_to_buffer(&self.graph.logits, 0, &self.graph.readback, 0, bytes);
-        enc.finish()
+        out.push(enc.finish());
+        out
     }
 
     /// [`Self::record_decode`] for a draw prepared on the GPU: the step, its row's
     /// adjustments and draw candidates, and those (not the logits) copied for reading back
     /// (`ops::candidates::row_words()` u32 at the read-back buffer's start).
-    pub(super) fn record_decode_draw(&self) -> wgpu::CommandBuffer {
+    pub(super) fn record_decode_draw(&self) -> Vec<wgpu::CommandBuffer> {
         let dims = self.graph.decode_dims();
+        let (mut out, k) = self.record_opening(&dims);
         let mut enc = self.gpu.device.create_command_encoder(&Default::default());
-        self.graph.record_draw(&mut enc, &dims);
+        self.graph.record_draw_from(&mut enc, &dims, k);
         let bytes = crate::ops::candidates::row_words() as u64 * 4;
         enc.copy_buffer_to_buffer(&self.graph.cand_out, 0, &self.graph.readback, 0, bytes);
-        enc.finish()
+        out.push(enc.finish());
+        out
+    }
+
+    /// A decode step's opening as a command buffer of its own where
+    /// [`crate::gpu::Tuning::split_submit`] asks for one (its first nodes, submitted ahead
+    /// of the rest so that the GPU starts while the host submits the rest), and how many
+    /// body nodes it holds.
+    fn record_opening(&self, dims: &crate::ops::Dims) -> (Vec<wgpu::CommandBuffer>, usize) {
+        let k = self.gpu.tuning.split_submit as usize;
+        if k == 0 {
+            return (Vec::new(), 0);
+        }
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        self.graph.record_opening(&mut enc, dims, k);
+        (vec![enc.finish()], k)
     }
 }
 

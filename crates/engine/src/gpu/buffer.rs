@@ -1,5 +1,7 @@
 //! Buffer helpers: storage buffers from bytes (padded to 4), uniforms, read-back.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use wgpu::util::DeviceExt;
 
 use crate::error::{EngineError, Result};
@@ -118,16 +120,19 @@ pub fn read_staged_paced(
         return Ok(false);
     }
     let slice = staging.slice(offset..offset + (out.len() as u64).next_multiple_of(4));
-    let result = std::sync::Arc::new(std::sync::OnceLock::new());
-    let r = result.clone();
+    // The callback runs in whichever thread's poll sees the work done — another user of a
+    // shared device may be that thread, after this one's wait has returned: `recv` waits
+    // for it (the flag only ends a polling wait early).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let d = done.clone();
     slice.map_async(wgpu::MapMode::Read, move |m| {
-        let _ = r.set(m);
+        let _ = tx.send(m);
+        d.store(true, Ordering::Release);
     });
-    let overslept = ctx.wait_for(&|| result.get().is_some(), sleep_first)?;
-    result
-        .get()
-        .ok_or_else(|| EngineError::gpu("read-back callback never ran"))?
-        .clone()
+    let overslept = ctx.wait_for(&|| done.load(Ordering::Acquire), sleep_first)?;
+    rx.recv()
+        .map_err(|_| EngineError::gpu("read-back callback never ran"))?
         .map_err(|e| EngineError::gpu(format!("read-back mapping failed: {e}")))?;
     {
         let view = slice

@@ -141,6 +141,10 @@ pub struct Tuning {
     /// `RWKV_PACE=0` makes it false: a decode loop polls for each step's result from its
     /// submission on instead of sleeping through most of it first (`gpu::pacing`).
     pub pace: bool,
+    /// `RWKV_SPLIT_SUBMIT` (0–64, default [`DEFAULT_SPLIT_SUBMIT`]): a decode step's first
+    /// this many graph nodes go in a submission of their own, ahead of the rest (the GPU
+    /// starts on them while the host submits the rest); 0: one submission a step.
+    pub split_submit: u32,
     /// `RWKV_COMPILE_THREADS`: pipeline-compile worker threads (≥ 1); `None`: the CPU
     /// count, at most 16.
     pub compile_threads: Option<usize>,
@@ -188,6 +192,7 @@ impl Default for Tuning {
             hprod_spin: DEFAULT_HPROD_SPIN,
             spin_wait_us: None,
             pace: true,
+            split_submit: DEFAULT_SPLIT_SUBMIT,
             compile_threads: None,
             upload_threads: None,
             wgpu_backend: None,
@@ -201,6 +206,13 @@ impl Default for Tuning {
 /// start workgroups in order, cuts loops of more than ≈ 32k iterations short (outputs
 /// then go missing): keep it well below that.
 pub const DEFAULT_HPROD_SPIN: u32 = 4096;
+
+/// [`Tuning::split_submit`] with no knob set: the embedding and the first block's first
+/// three dispatches. A submission's validation in wgpu checks every bind group it holds
+/// (≈ 0.25 µs a dispatch on the H200's host), with the GPU idle until it ends; the rest
+/// of the step is submitted while the GPU runs these (H200, 2.9B Q4_K: the step's
+/// submission 50–75 → 24–28 µs, decode +2.9 %; benchmarks.md).
+pub const DEFAULT_SPLIT_SUBMIT: u32 = 4;
 
 /// [`Tuning::wkv_fused_len`] with no knob set.
 pub const DEFAULT_WKV_FUSED_LEN: u32 = 8;
@@ -314,6 +326,8 @@ impl Tuning {
             .unwrap_or(DEFAULT_HPROD_SPIN),
             spin_wait_us: u32_in("RWKV_SPIN_WAIT_US", "0 to 1000000", &|n| n <= 1_000_000),
             pace: flag("RWKV_PACE") != Some(false),
+            split_submit: u32_in("RWKV_SPLIT_SUBMIT", "0 to 64", &|n| n <= 64)
+                .unwrap_or(DEFAULT_SPLIT_SUBMIT),
             compile_threads: num("RWKV_COMPILE_THREADS", "at least 1", &|n| n >= 1)
                 .map(|n| n as usize),
             upload_threads: num("RWKV_UPLOAD_THREADS", "1 to 64", &|n| (1..=64).contains(&n))
@@ -375,6 +389,7 @@ mod tests {
             ("RWKV_HPROD_SPIN", "0"),
             ("RWKV_SPIN_WAIT_US", "200"),
             ("RWKV_PACE", "0"),
+            ("RWKV_SPLIT_SUBMIT", "6"),
             ("RWKV_COMPILE_THREADS", "2"),
             ("RWKV_UPLOAD_THREADS", "5"),
             ("WGPU_BACKEND", "vulkan"),
@@ -413,6 +428,7 @@ mod tests {
             hprod_spin: 0,
             spin_wait_us: Some(200),
             pace: false,
+            split_submit: 6,
             compile_threads: Some(2),
             upload_threads: Some(5),
             wgpu_backend: Some("vulkan".into()),
@@ -429,6 +445,7 @@ mod tests {
             ("RWKV_WKV_TPR", "3"),
             ("RWKV_HPROD_SPIN", "-1"),
             ("RWKV_SPIN_WAIT_US", "1000001"),
+            ("RWKV_SPLIT_SUBMIT", "65"),
             ("RWKV_COMPILE_THREADS", "0"),
             ("RWKV_UPLOAD_THREADS", "65"),
             ("RWKV_ADAPTER", ""),

@@ -97,12 +97,36 @@ impl Graph {
         run_head: bool,
         greedy: bool,
     ) {
+        self.record_from(enc, dims, 0, run_head, greedy);
+    }
+
+    /// The body's first `k` nodes of a pass of `dims` (a decode step's opening, submitted
+    /// ahead of the rest: `api::decode_loop`); [`Graph::record_from`] `k` records the rest.
+    pub fn record_opening(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, k: usize) {
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("forward opening"),
+            timestamp_writes: None,
+        });
+        let body = &self.body[..k.min(self.body.len())];
+        ops::encode_except(&mut pass, body, dims, self.invariant, &self.timing_skip);
+    }
+
+    /// [`Graph::record`] without the body's first `k` nodes.
+    pub fn record_from(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        dims: &Dims,
+        k: usize,
+        run_head: bool,
+        greedy: bool,
+    ) {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("forward"),
             timestamp_writes: None,
         });
         let skip = &self.timing_skip;
-        ops::encode_except(&mut pass, &self.body, dims, self.invariant, skip);
+        let body = &self.body[k.min(self.body.len())..];
+        ops::encode_except(&mut pass, body, dims, self.invariant, skip);
         if run_head {
             ops::encode_except(&mut pass, &self.head, dims, self.invariant, skip);
             if greedy {
@@ -117,7 +141,12 @@ impl Graph {
     /// output row's draw candidates under `draw_opts` into `cand_out` (both written by the
     /// caller before the submission; `ops::candidates`).
     pub fn record_draw(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims) {
-        self.record(enc, dims, true, false);
+        self.record_draw_from(enc, dims, 0);
+    }
+
+    /// [`Graph::record_draw`] without the body's first `k` nodes.
+    pub fn record_draw_from(&self, enc: &mut wgpu::CommandEncoder, dims: &Dims, k: usize) {
+        self.record_from(enc, dims, k, true, false);
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("draw"),
             timestamp_writes: None,
