@@ -362,6 +362,61 @@ fn greedy_steps_read_back_the_argmax_and_the_asked_logits() {
     }
 }
 
+/// A server's decode steps where every sequence takes its argmax run the commands recorded
+/// while the GPU ran the step before (the graph's spare step): five steps of three
+/// sequences, each feeding its last argmax, draw what `forward`'s logits on forks of the
+/// same states draw, and the states advance alike — also after a step of another shape
+/// (two sequences) between them, whose spare must not serve the three.
+#[test]
+fn repeated_greedy_steps_reuse_their_recorded_commands() {
+    let mut eng = engine("rwkv7-demo-6x256-Q4_K_M.gguf");
+    let tok = eng.tokenizer().clone();
+    let bases: Vec<StateId> = ["The sea", "Once upon", "In the"]
+        .iter()
+        .map(|t| eng.prefill(&tok.encode(t)).unwrap())
+        .collect();
+    let a: Vec<StateId> = bases.iter().map(|&b| eng.fork_state(b).unwrap()).collect();
+    let b: Vec<StateId> = bases.iter().map(|&b| eng.fork_state(b).unwrap()).collect();
+    let mut next = [11u32, 300, 4000];
+    for step in 0..6 {
+        // Step 3 runs two of the three sequences.
+        let n = if step == 3 { 2 } else { 3 };
+        let pieces: Vec<[u32; 1]> = next.iter().map(|&t| [t]).collect();
+        let inputs = |states: &[StateId]| -> Vec<SeqInput> {
+            (0..n)
+                .map(|i| SeqInput {
+                    state: states[i],
+                    tokens: &pieces[i],
+                    rows: Rows::Last,
+                })
+                .collect()
+        };
+        let plain = eng.forward(&inputs(&a), WANT, None).unwrap();
+        let choice: Vec<Option<&[(u32, f32)]>> = vec![Some(&[][..]); n];
+        let greedy = eng.forward_greedy(&inputs(&b), &choice, None).unwrap();
+        for (i, next) in next.iter_mut().enumerate().take(n) {
+            let t = argmax(&plain.logits[i]);
+            assert_eq!(
+                greedy.argmax[i],
+                vec![(t, plain.logits[i][t as usize])],
+                "step {step}, sequence {i}"
+            );
+            assert!(greedy.logits[i].is_empty());
+            *next = t;
+        }
+    }
+    for i in 0..3 {
+        assert_eq!(
+            eng.read_state_vec(a[i]).unwrap(),
+            eng.read_state_vec(b[i]).unwrap(),
+            "sequence {i}: states"
+        );
+    }
+    for s in a.into_iter().chain(b).chain(bases) {
+        eng.free_state(s).unwrap();
+    }
+}
+
 /// `profile_seqs` times one step of several sequences (a server's decode step and a prompt
 /// piece) with the forward pass's checks: every dispatch timed, the tokens counted, the
 /// states fed as `forward` feeds them; a state given twice, a token past the vocabulary

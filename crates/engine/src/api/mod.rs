@@ -105,6 +105,10 @@ impl Engine {
     /// The ops whose dispatches recorded passes leave out (`crate::wall_costs` only: the
     /// results are wrong while any is set); the previous set.
     pub(crate) fn set_timing_skip(&mut self, ops: Vec<String>) -> Vec<String> {
+        // A spare step recorded with the old list would run the ops it lists.
+        if let Ok(mut spare) = self.graph.spare_step.lock() {
+            spare.take();
+        }
         std::mem::replace(&mut self.graph.timing_skip, ops)
     }
 }

@@ -23,6 +23,11 @@ use crate::ops::{self, Count, Ctx, Dims, Node};
 pub type DispatchLabel = (String, &'static str, Option<usize>);
 
 /// GPU buffers and nodes of the forward pass at a given capacity.
+/// What a greedy step's commands depend on: the pass's [`Dims`] (as bytes) and its output
+/// rows (the argmax rows read back). The token metadata, the state slots and the
+/// adjustments are written before each submission, not recorded.
+pub(crate) type SpareKey = (Vec<u8>, usize);
+
 pub struct Graph {
     pub t_cap: usize,
     pub r_cap: usize,
@@ -66,6 +71,11 @@ pub struct Graph {
     /// The [`Dims`] the last pass wrote into `dims` (a decode loop's steps all have the
     /// same: [`Graph::write_meta`] writes them only when they change).
     pub(super) dims_written: std::sync::Mutex<Option<Dims>>,
+    /// A server's next greedy step recorded while the GPU ran the last one
+    /// (`Engine::forward_greedy`): its key (the pass's [`Dims`] and output rows) and
+    /// commands, used if the next step has the same key (kept here, so a rebuilt graph
+    /// never runs another's commands).
+    pub(crate) spare_step: std::sync::Mutex<Option<(SpareKey, wgpu::CommandBuffer)>>,
     /// Batch-invariant passes: every node runs its large variant whatever the pass size,
     /// so a sequence's numbers do not depend on what shares its pass (see
     /// [`crate::LoadOptions::batch_invariant`]).
@@ -196,6 +206,7 @@ impl Graph {
             head,
             dims_host,
             dims_written: std::sync::Mutex::new(Some(dims_host)),
+            spare_step: std::sync::Mutex::new(None),
             invariant: false,
             timing_skip: Vec::new(),
             h_sets: hplan.map(|p| p.sets),

@@ -71,10 +71,17 @@ impl Graph {
         greedy: bool,
     ) -> Result<Dims> {
         let dims = self.write_meta(gpu, seqs, rows)?;
-        // The late-compiled variants this pass takes (2–8 tokens): an error, not a pass
-        // that skips a dispatch, if one failed (the load checked all the others).
+        self.check_late(&dims)?;
+        self.record(enc, &dims, run_head, greedy);
+        Ok(dims)
+    }
+
+    /// Waits for the late-compiled variants a pass of `dims` takes (2–8 tokens): an
+    /// error, not a pass that skips a dispatch, if one failed (the load checked all the
+    /// others).
+    pub fn check_late(&self, dims: &Dims) -> Result<()> {
         for n in self.body.iter().chain(&self.head) {
-            let n = n.pick_as(&dims, self.invariant);
+            let n = n.pick_as(dims, self.invariant);
             if n.pipeline.late() {
                 n.pipeline.wait().map_err(|what| crate::EngineError::Op {
                     op: "pipeline",
@@ -82,8 +89,7 @@ impl Graph {
                 })?;
             }
         }
-        self.record(enc, &dims, run_head, greedy);
-        Ok(dims)
+        Ok(())
     }
 
     /// Records the dispatches of a pass of `dims` (its metadata written separately by
