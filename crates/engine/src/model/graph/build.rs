@@ -22,12 +22,12 @@ use crate::ops::{self, Count, Ctx, Dims, Node};
 /// A profiled dispatch: (label `op@layer`, op, layer).
 pub type DispatchLabel = (String, &'static str, Option<usize>);
 
-/// GPU buffers and nodes of the forward pass at a given capacity.
 /// What a greedy step's commands depend on: the pass's [`Dims`] (as bytes) and its output
 /// rows (the argmax rows read back). The token metadata, the state slots and the
 /// adjustments are written before each submission, not recorded.
 pub(crate) type SpareKey = (Vec<u8>, usize);
 
+/// GPU buffers and nodes of the forward pass at a given capacity.
 pub struct Graph {
     pub t_cap: usize,
     pub r_cap: usize,
