@@ -25,7 +25,9 @@
 // `p` taken from the group's table by `enter` (workgroup x → its product's own x;
 // product/group.wgsl), each with its own k slices (`slices`), W offset (`w_base`) and
 // scratch offset. The variant's pieces: matmul_coop/ (LoRA term, k-split output, the
-// prefetch pair of encodings without one of their own).
+// prefetch pair of encodings without one of their own). BT = 1: the W tile transposed
+// in workgroup memory (`put_b`, `load_b`); ROT = 1: each row tile takes its slice's k
+// steps from a start of its own (`kst`).
 
 @group(0) @binding(0) var<uniform> d: Dims;
 @group(0) @binding(2) var<storage, read> w: array<u32>;               // [N, K] encoded
@@ -48,6 +50,40 @@ const SB: u32 = BN * LD;
 var<workgroup> sa: array<f16, 2u * SA>; // x tiles [2][BM][LD]
 var<workgroup> sb: array<f16, 2u * SB>; // W tiles [2][BN][LD] (column-major B = W^T)
 var<workgroup> sc: array<f32, 256u * NSG>; // one 16 × 16 result per subgroup
+
+// With BT = 1 the W tile lies transposed in `sb`, [2][BK][LDB] (B row-major, read by
+// coopLoadT), instead of [2][BN][LD] (B column-major, read by coopLoad): the same
+// halves, so the same products bit for bit. It fits `sb` for BN ≥ 32.
+const LDB: u32 = BN + 8u;
+const SBT: u32 = BK * LDB;
+
+// Stores the f16 of v as W's element (row nl, column kl) of the tile in buffer buf.
+fn put_b(buf: u32, nl: u32, kl: u32, v: f32) {
+    if (BT == 1u) {
+        sb[buf * SBT + kl * LDB + nl] = f16(v);
+    } else {
+        sb[buf * SB + nl * LD + kl] = f16(v);
+    }
+}
+
+// The B fragment of W's rows n.. (16 of them) at column h of the tile in buffer buf.
+fn load_b(buf: u32, n: u32, h: u32) -> coop_mat16x16<f16, B> {
+    if (BT == 1u) {
+        return coopLoadT<coop_mat16x16<f16, B>>(&sb[buf * SBT + h * LDB + n], LDB);
+    }
+    return coopLoad<coop_mat16x16<f16, B>>(&sb[buf * SB + n * LD + h], LD);
+}
+
+// The k step a workgroup takes at its s-th step of the slice [s0, s0 + n): with ROT = 1
+// the slice's steps from the step `rot` on, wrapping around (rot < n; every
+// s - s0 < n + 2), else in order.
+fn kst(s: u32, s0: u32, n: u32, rot: u32) -> u32 {
+    if (ROT == 0u) {
+        return s;
+    }
+    let j = s - s0 + rot;
+    return s0 + select(j, j - n, j >= n);
+}
 
 
 // Writes the 16 × 16 result a subgroup left in `sc` at tokens tm.., rows tn.. (raw into
@@ -156,9 +192,8 @@ fn load_w(k0: u32, ln: Lanes, wr: ptr<function, array<vec4<u32>, WV>>,
 // loaded words).
 fn store_w(buf: u32, k0: u32, li: u32, ln: Lanes, wr: ptr<function, array<vec4<u32>, WV>>,
            rr: ptr<function, array<R8, WV>>) {
-    let bo = buf * SB + (li / 4u) * LD + ln.kc;
     for (var u = 0u; u < WV; u++) {
-        let o = bo + u * (WR * LD);
+        let nl = li / 4u + u * WR;
         var q = W8(vec4<f32>(0.0), vec4<f32>(0.0));
         if (W16 == 1u) {
             let h = (*wr)[u];
@@ -167,14 +202,14 @@ fn store_w(buf: u32, k0: u32, li: u32, ln: Lanes, wr: ptr<function, array<vec4<u
         } else {
             q = cvt8((*rr)[u], k0 + ln.kc);
         }
-        sb[o] = f16(q.a.x);
-        sb[o + 1u] = f16(q.a.y);
-        sb[o + 2u] = f16(q.a.z);
-        sb[o + 3u] = f16(q.a.w);
-        sb[o + 4u] = f16(q.b.x);
-        sb[o + 5u] = f16(q.b.y);
-        sb[o + 6u] = f16(q.b.z);
-        sb[o + 7u] = f16(q.b.w);
+        put_b(buf, nl, ln.kc, q.a.x);
+        put_b(buf, nl, ln.kc + 1u, q.a.y);
+        put_b(buf, nl, ln.kc + 2u, q.a.z);
+        put_b(buf, nl, ln.kc + 3u, q.a.w);
+        put_b(buf, nl, ln.kc + 4u, q.b.x);
+        put_b(buf, nl, ln.kc + 5u, q.b.y);
+        put_b(buf, nl, ln.kc + 6u, q.b.z);
+        put_b(buf, nl, ln.kc + 7u, q.b.w);
     }
 }
 
@@ -199,19 +234,20 @@ fn store_lora(j0: u32, li: u32, m0: u32, n0: u32, t_count: u32) {
         let e = u * THREADS + li;
         let n = min(n0 + e / 4u, p.n - 1u);
         let h = lora_w8((p.lora_b + n * p.lora_rank + j0 + 8u * (e % 4u)) >> 3u);
-        let o = (e / 4u) * LD + 8u * (e % 4u);
+        let nl = e / 4u;
+        let kl = 8u * (e % 4u);
         let a = unpack2x16float(h.x);
         let b = unpack2x16float(h.y);
         let c = unpack2x16float(h.z);
         let f = unpack2x16float(h.w);
-        sb[o] = f16(a.x);
-        sb[o + 1u] = f16(a.y);
-        sb[o + 2u] = f16(b.x);
-        sb[o + 3u] = f16(b.y);
-        sb[o + 4u] = f16(c.x);
-        sb[o + 5u] = f16(c.y);
-        sb[o + 6u] = f16(f.x);
-        sb[o + 7u] = f16(f.y);
+        put_b(0u, nl, kl, a.x);
+        put_b(0u, nl, kl + 1u, a.y);
+        put_b(0u, nl, kl + 2u, b.x);
+        put_b(0u, nl, kl + 3u, b.y);
+        put_b(0u, nl, kl + 4u, c.x);
+        put_b(0u, nl, kl + 5u, c.y);
+        put_b(0u, nl, kl + 6u, f.x);
+        put_b(0u, nl, kl + 7u, f.y);
     }
 }
 
@@ -249,16 +285,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     _ = arrayLength(&w);
     _ = arrayLength(&w4);
     let ln = lanes_of(li, m0, n0);
+    // ROT = 1: the row tiles start their slice at different steps (7 apart, wrapping), so
+    // that the workgroups of a token tile do not all read the same block of x at once.
+    let nsl = s1 - s0;
+    let rot = select(0u, ((n0 / BN) * 7u) % max(nsl, 1u), ROT == 1u);
     var xr: array<vec4<f32>, XV>;
     var wr: array<vec4<u32>, WV>;
     var rr: array<R8, WV>;
-    load_x(s0 * BK, ln, t_count, &xr);
-    load_w(s0 * BK, ln, &wr, &rr);
+    load_x(kst(s0, s0, nsl, rot) * BK, ln, t_count, &xr);
+    load_w(kst(s0, s0, nsl, rot) * BK, ln, &wr, &rr);
     store_x(s0 & 1u, li, &xr);
-    store_w(s0 & 1u, s0 * BK, li, ln, &wr, &rr);
+    store_w(s0 & 1u, kst(s0, s0, nsl, rot) * BK, li, ln, &wr, &rr);
     if (PF2 == 1u && s0 + 1u < s1) {
-        load_x((s0 + 1u) * BK, ln, t_count, &xr);
-        load_w((s0 + 1u) * BK, ln, &wr, &rr);
+        load_x(kst(s0 + 1u, s0, nsl, rot) * BK, ln, t_count, &xr);
+        load_w(kst(s0 + 1u, s0, nsl, rot) * BK, ln, &wr, &rr);
     }
     workgroupBarrier();
     for (var s = s0; s < s1; s++) {
@@ -269,21 +309,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             // whole step.
             if (s + 1u < s1) {
                 store_x(buf ^ 1u, li, &xr);
-                store_w(buf ^ 1u, (s + 1u) * BK, li, ln, &wr, &rr);
+                store_w(buf ^ 1u, kst(s + 1u, s0, nsl, rot) * BK, li, ln, &wr, &rr);
             }
             if (s + 2u < s1) {
-                load_x((s + 2u) * BK, ln, t_count, &xr);
-                load_w((s + 2u) * BK, ln, &wr, &rr);
+                load_x(kst(s + 2u, s0, nsl, rot) * BK, ln, t_count, &xr);
+                load_w(kst(s + 2u, s0, nsl, rot) * BK, ln, &wr, &rr);
             }
         } else if (s + 1u < s1) {
-            load_x((s + 1u) * BK, ln, t_count, &xr);
-            load_w((s + 1u) * BK, ln, &wr, &rr);
+            load_x(kst(s + 1u, s0, nsl, rot) * BK, ln, t_count, &xr);
+            load_w(kst(s + 1u, s0, nsl, rot) * BK, ln, &wr, &rr);
         }
         let ab = buf * SA + wm0 * LD;
-        let bb = buf * SB + wn0 * LD;
         for (var h = 0u; h < BK; h += 16u) {
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + h], LD);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + 16u * LD + h], LD);
+            let b0 = load_b(buf, wn0, h);
+            let b1 = load_b(buf, wn0 + 16u, h);
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
@@ -303,7 +342,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // (into the buffer step s - 1 read, before that step's barrier).
         if (PF2 == 0u && s + 1u < s1) {
             store_x(buf ^ 1u, li, &xr);
-            store_w(buf ^ 1u, (s + 1u) * BK, li, ln, &wr, &rr);
+            store_w(buf ^ 1u, kst(s + 1u, s0, nsl, rot) * BK, li, ln, &wr, &rr);
         }
         workgroupBarrier();
     }
@@ -314,10 +353,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         store_lora(j0, li, m0, n0, t_count);
         workgroupBarrier();
         let ab = wm0 * LD;
-        let bb = wn0 * LD;
         for (var h = 0u; h < BK; h += 16u) {
-            let b0 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + h], LD);
-            let b1 = coopLoad<coop_mat16x16<f16, B>>(&sb[bb + 16u * LD + h], LD);
+            let b0 = load_b(0u, wn0, h);
+            let b1 = load_b(0u, wn0 + 16u, h);
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + h], LD);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&sa[ab + 16u * LD + h], LD);
             acc00 = coopMultiplyAdd(a0, b0, acc00);

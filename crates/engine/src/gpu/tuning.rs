@@ -97,6 +97,15 @@ pub struct Tuning {
     /// `RWKV_COOP_PF2=0|1`: tensor-core tiles load two steps ahead; `None`: for F16
     /// weights in 128-token tiles.
     pub coop_pf2: Option<bool>,
+    /// `RWKV_COOP_BT=0|1|2`: where a tensor-core tile keeps its W tile transposed in
+    /// workgroup memory (`BT` of shaders/matmul_coop.wgsl): 0 nowhere, 1 single products
+    /// of more than 4096 rows or depth, 2 every tile; `None`: the default of
+    /// `ops::matmul::coop_bt`.
+    pub coop_bt: Option<u32>,
+    /// `RWKV_COOP_ROTATE=0|1`: tensor-core row tiles start their k steps at rotated
+    /// steps (`ROT` of shaders/matmul_coop.wgsl); `None`: the default of
+    /// `ops::matmul::coop_rotate`.
+    pub coop_rotate: Option<bool>,
     /// `RWKV_KSPLIT_C`: k slices (1–32) of the C-row tensor-core products.
     pub ksplit_c: Option<u32>,
     /// `RWKV_KSPLIT_WIDE`: k slices (1–32) of the tensor-core products of more than 4096 rows.
@@ -179,6 +188,8 @@ impl Default for Tuning {
             state_parts: None,
             coop_tile: None,
             coop_pf2: None,
+            coop_bt: None,
+            coop_rotate: None,
             ksplit_c: None,
             ksplit_wide: None,
             waves: true,
@@ -305,6 +316,8 @@ impl Tuning {
                 tile
             }),
             coop_pf2: flag("RWKV_COOP_PF2"),
+            coop_bt: u32_in("RWKV_COOP_BT", "0, 1 or 2", &|n| n <= 2),
+            coop_rotate: flag("RWKV_COOP_ROTATE"),
             ksplit_c: u32_in("RWKV_KSPLIT_C", "1 to 32", &one_to_32),
             ksplit_wide: u32_in("RWKV_KSPLIT_WIDE", "1 to 32", &one_to_32),
             waves: flag("RWKV_WAVES") != Some(false),
@@ -376,6 +389,8 @@ mod tests {
             ("RWKV_Q8_HANDOFF", "0"),
             ("RWKV_COOP_TILE", "64x128"),
             ("RWKV_COOP_PF2", "0"),
+            ("RWKV_COOP_BT", "2"),
+            ("RWKV_COOP_ROTATE", "1"),
             ("RWKV_KSPLIT_C", "3"),
             ("RWKV_KSPLIT_WIDE", "2"),
             ("RWKV_WAVES", "0"),
@@ -415,6 +430,8 @@ mod tests {
             state_parts: Some(3),
             coop_tile: Some((64, 128)),
             coop_pf2: Some(false),
+            coop_bt: Some(2),
+            coop_rotate: Some(true),
             ksplit_c: Some(3),
             ksplit_wide: Some(2),
             waves: false,

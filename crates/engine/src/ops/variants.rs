@@ -117,6 +117,29 @@ fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
                 pf2: d == DType::F16 && bm == 128,
                 lora: false,
                 group: false,
+                bt: false,
+                rotate: false,
+            }));
+        }
+    }
+    // The transposed W tile and the rotated steps, on the large tile and the small one.
+    for (bm, bn, wm) in [COOP_TILES[0], COOP_TILES[2]] {
+        if logits {
+            continue;
+        }
+        for (bt, rotate) in [(true, false), (false, true), (true, true)] {
+            out.push(Variant::Coop(CoopSpec {
+                dtype: d,
+                logits,
+                bm,
+                bn,
+                wm,
+                ksplit: 4,
+                pf2: d == DType::F16 && bm == 128,
+                lora: false,
+                group: false,
+                bt,
+                rotate,
             }));
         }
     }

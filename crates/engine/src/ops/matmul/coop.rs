@@ -2,7 +2,7 @@
 //! BN rows a workgroup) and the reduce step of their k slices
 //! (`shaders/matmul_reduce.wgsl`), for a single product or a group (`group.rs`).
 
-use super::{coop_pf2, coop_tile, numbered, MatmulArgs, Operands, Params};
+use super::{coop_bt, coop_pf2, coop_rotate, coop_tile, numbered, MatmulArgs, Operands, Params};
 use crate::error::Result;
 use crate::format::DType;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
@@ -27,6 +27,10 @@ pub struct CoopSpec {
     pub pf2: bool,
     pub lora: bool,
     pub group: bool,
+    /// The W tile transposed in workgroup memory (`BT`, [`super::coop_bt`]).
+    pub bt: bool,
+    /// The row tiles' k steps from rotated starts (`ROT`, [`super::coop_rotate`]).
+    pub rotate: bool,
 }
 
 impl KernelSpec for CoopSpec {
@@ -44,6 +48,8 @@ impl KernelSpec for CoopSpec {
             // F16 weights load 16 bytes at a time through `w4`.
             .flag("W16", self.dtype == DType::F16)
             .flag("PF2", self.pf2)
+            .flag("BT", self.bt)
+            .flag("ROT", self.rotate)
             .file(COMMON);
         let mut w = with_decode(w, self.dtype, "matmul_coop")?;
         if self.dtype != DType::Q4_K {
@@ -134,6 +140,8 @@ pub(super) fn product<'a>(
         pf2: coop_pf2(tuning, m.dtype, bm),
         lora: false,
         group: false,
+        bt: coop_bt(tuning, false, n_out as usize, m.n_in),
+        rotate: coop_rotate(tuning, m.dtype),
     };
     // Bindings 2.. : W, vecs, act, W as vec4s, then the logits or the k-split scratch.
     let mut res = vec![

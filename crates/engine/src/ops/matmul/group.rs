@@ -5,7 +5,9 @@
 //! 2.9B at 512 tokens: 16–36 µs each, 15 % of the pass with their reduce steps), and
 //! together they fill the GPU once.
 
-use super::{coop_pf2, coop_tile, CoopSpec, MatmulArgs, Params, ReduceSpec, SMALL_T};
+use super::{
+    coop_bt, coop_pf2, coop_rotate, coop_tile, CoopSpec, MatmulArgs, Params, ReduceSpec, SMALL_T,
+};
 use crate::error::Result;
 use crate::ops::decode::gpu_native;
 use crate::ops::{buffer_range, op_err, Count, Ctx, GpuMatrix, Grid, Node, Small};
@@ -193,6 +195,8 @@ pub fn matmul_group<'a>(
         pf2: coop_pf2(&cx.gpu.tuning, first.dtype, bm),
         lora: false,
         group: true,
+        bt: coop_bt(&cx.gpu.tuning, true, 0, 0),
+        rotate: coop_rotate(&cx.gpu.tuning, first.dtype),
     };
     let mut res = vec![
         (2, w.clone()),

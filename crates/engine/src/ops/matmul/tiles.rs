@@ -155,6 +155,35 @@ pub(crate) fn coop_pf2(tuning: &Tuning, dtype: crate::DType, bm: u32) -> bool {
         .unwrap_or(dtype == crate::DType::F16 && bm == 128)
 }
 
+/// Whether a tensor-core tile keeps its W tile transposed in workgroup memory (`BT`,
+/// shaders/matmul_coop.wgsl) for a product of `n` rows and depth `k` (`group`: a
+/// `matmul_group` tile). `RWKV_COOP_BT` ([`Tuning::coop_bt`]): 0 never, 1 single products
+/// of more than 4096 rows or depth, 2 every tile; unset: never. The same products bit for
+/// bit. H200, `rwkv kernels` at 512 tokens, µs without / with (F16; Q4_K): 10240 × 2560
+/// 424 / 349 (414 / 386), 2560 × 10240 453 / 352 (537 / 472), 2560² 96 / 97 — yet in the
+/// 2.9B models (1, on the channel mix's key and value) prefill 512 went F16 12,597 /
+/// 12,650 → 11,361 / 11,581 tok/s, Q4_K 10,629 / 10,739 → 10,643 / 10,493: off until a
+/// GPU's own runs say otherwise (benchmarks.md, "the tensor-core tiles' loads").
+pub(crate) fn coop_bt(tuning: &Tuning, group: bool, n: usize, k: usize) -> bool {
+    match tuning.coop_bt {
+        Some(2) => true,
+        Some(1) => !group && (n > 4096 || k > 4096),
+        _ => false,
+    }
+}
+
+/// Whether a tensor-core tile of `dtype` takes its k steps from a start rotated by its
+/// row tile (`ROT`, shaders/matmul_coop.wgsl): for Q4_K weights, or as
+/// `RWKV_COOP_ROTATE=0|1` ([`Tuning::coop_rotate`]) forces it. Each row tile's sums then
+/// add the same products in another order (within f32 rounding of the order before).
+/// H200, 2.9B at 512 tokens, prefill tok/s without / with, two rounds: Q4_K 10,629 /
+/// 10,739 → 11,263 / 11,409 (+6 %; `rwkv kernels` 10240 × 2560 414 → 383 µs, 2560 × 10240
+/// 537 → 462); F16 12,597 / 12,650 → 10,804 / 11,017, so not for F16 (benchmarks.md,
+/// "the tensor-core tiles' loads").
+pub(crate) fn coop_rotate(tuning: &Tuning, dtype: crate::DType) -> bool {
+    tuning.coop_rotate.unwrap_or(dtype == crate::DType::Q4_K)
+}
+
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
 /// shaders/matvec/).
 pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
@@ -162,5 +191,45 @@ pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
         crate::DType::Q4_K | crate::DType::Q6_K => 16,
         crate::DType::F32 => 4,
         _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    /// The rotated steps are Q4_K's default, either way by the knob; the transposed W
+    /// tile nowhere by default, on single products of more than 4096 rows or depth with
+    /// 1, everywhere with 2.
+    #[test]
+    fn rotated_steps_for_q4_k_and_the_transposed_tile_by_knob() {
+        let t = Tuning::default();
+        assert!(coop_rotate(&t, DType::Q4_K));
+        assert!(!coop_rotate(&t, DType::F16));
+        let off = Tuning {
+            coop_rotate: Some(false),
+            ..Tuning::default()
+        };
+        assert!(!coop_rotate(&off, DType::Q4_K));
+        let on = Tuning {
+            coop_rotate: Some(true),
+            ..Tuning::default()
+        };
+        assert!(coop_rotate(&on, DType::F16));
+        assert!(!coop_bt(&t, false, 10240, 2560));
+        let wide = Tuning {
+            coop_bt: Some(1),
+            ..Tuning::default()
+        };
+        assert!(coop_bt(&wide, false, 10240, 2560));
+        assert!(coop_bt(&wide, false, 2560, 10240));
+        assert!(!coop_bt(&wide, false, 2560, 2560));
+        assert!(!coop_bt(&wide, true, 10240, 2560));
+        let all = Tuning {
+            coop_bt: Some(2),
+            ..Tuning::default()
+        };
+        assert!(coop_bt(&all, true, 2560, 2560));
     }
 }
