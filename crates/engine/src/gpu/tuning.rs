@@ -57,6 +57,9 @@ pub struct Tuning {
     /// product's one-token kernel (`ops::matmul::ln_fuse::x8_reads_lanes`; an H200 sweep
     /// found none better, benchmarks.md).
     pub mv_x8_lanes: Option<u32>,
+    /// `RWKV_HEAD_LANES`: lanes a row of the one-token head (the logits product; 4–256, a
+    /// power of two); `None`: 4 steps a lane at least (`ops::matmul::head_lanes`).
+    pub head_lanes: Option<u32>,
     /// `RWKV_LN_SHIFT_SCALAR=0|1`: whether `ln_shift` writes one channel a thread
     /// (`shaders/ln_shift/out_scalar.wgsl`) or 4 (`out_vec4.wgsl`); `None`: one on Mesa's
     /// llvmpipe, whose JIT code kept ≈ 1.4 KB an invocation of the 4-channel writes, else 4.
@@ -178,6 +181,7 @@ impl Default for Tuning {
             mv_wide_q8: false,
             mv_wide_lanes: None,
             mv_x8_lanes: None,
+            head_lanes: None,
             ln_shift_scalar: None,
             mv_q8: None,
             mv_rows: None,
@@ -296,6 +300,9 @@ impl Tuning {
             mv_x8_lanes: u32_in("RWKV_MV_X8_LANES", "4 to 256, a power of two", &|n| {
                 n.is_power_of_two() && (4..=256).contains(&n)
             }),
+            head_lanes: u32_in("RWKV_HEAD_LANES", "4 to 256, a power of two", &|n| {
+                n.is_power_of_two() && (4..=256).contains(&n)
+            }),
             ln_shift_scalar: flag("RWKV_LN_SHIFT_SCALAR"),
             mv_q8: flag("RWKV_MV_Q8"),
             mv_q8_pair: flag("RWKV_MV_Q8_PAIR") != Some(false),
@@ -379,6 +386,7 @@ mod tests {
             ("RWKV_MV_WIDE_Q8", "1"),
             ("RWKV_MV_WIDE_LANES", "128"),
             ("RWKV_MV_X8_LANES", "64"),
+            ("RWKV_HEAD_LANES", "8"),
             ("RWKV_LN_SHIFT_SCALAR", "1"),
             ("RWKV_STATE_PARTS", "3"),
             ("RWKV_MV_Q8", "0"),
@@ -420,6 +428,7 @@ mod tests {
             mv_wide_q8: true,
             mv_wide_lanes: Some(128),
             mv_x8_lanes: Some(64),
+            head_lanes: Some(8),
             ln_shift_scalar: Some(true),
             mv_q8: Some(false),
             mv_rows: Some(2),

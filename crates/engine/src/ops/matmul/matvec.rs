@@ -3,7 +3,7 @@
 //! summed by `row_sum`; up to 4 tokens a workgroup, or exactly one (NT1). Also the
 //! choices `matvec_group` shares: lanes per row and how a row's lanes are summed.
 
-use super::{matvec_step, mv_unroll, numbered, MatmulArgs, Operands, Params, SMALL_T};
+use super::{head_lanes, matvec_step, mv_unroll, numbered, MatmulArgs, Operands, Params, SMALL_T};
 use crate::error::Result;
 use crate::format::DType;
 use crate::gpu::pipeline::{KernelSpec, Wgsl};
@@ -572,6 +572,13 @@ pub(crate) fn one_token_kernel(cx: &Ctx, m: &GpuMatrix, mut spec: MatvecSpec) ->
         let steps = (m.n_in / matvec_step(m.dtype)) as u32;
         spec.lanes = one_token_lanes(spec.lanes, steps, m.n_out);
         spec.row_sum = row_sum_mode(cx, spec.lanes);
+    }
+    if spec.logits {
+        let steps = (m.n_in / matvec_step(m.dtype)) as u32;
+        if let Some(lanes) = head_lanes(&cx.gpu.tuning, steps) {
+            spec.lanes = lanes;
+            spec.row_sum = row_sum_mode(cx, lanes);
+        }
     }
     let x = (m.n_out as u32).div_ceil(spec.rows * 256 / spec.lanes);
     (spec, x)

@@ -29,7 +29,7 @@ pub use waves::{matmul_waves, waves_plan};
 pub(crate) use {group::Group, hprod::HParams, ln_fuse::LnParams};
 
 use tiles::coop_tile;
-pub(crate) use tiles::{coop_bt, coop_pf2, coop_rotate, matvec_step, mv_unroll};
+pub(crate) use tiles::{coop_bt, coop_pf2, coop_rotate, head_lanes, matvec_step, mv_unroll};
 pub use tiles::{coop_ksplit, coop_tile_bytes, coop_waves, medium_plan, COOP_TILES, MEDIUM_T};
 
 use crate::error::Result;

@@ -184,6 +184,26 @@ pub(crate) fn coop_rotate(tuning: &Tuning, dtype: crate::DType) -> bool {
     tuning.coop_rotate.unwrap_or(dtype == crate::DType::Q4_K)
 }
 
+/// Lanes a row of the one-token head (the logits product, f32 x) of `steps` steps a row:
+/// the most lanes, a power of two from 4 to 32, that still give each lane 4 steps —
+/// 32 lanes left a 768-wide model's head (48 Q6_K steps a row) 1.5 steps a lane, its
+/// 65,536 rows' workgroups each a single round trip. H200, `rwkv profile`, the head's GPU
+/// µs at 32 / 16 / 8 / 4 lanes: 0.1B Q4_K_M (768 wide) 45.3 / 35.2 / 35.3 / 40.0, 2.9B
+/// (2,560) 96.6 / 97.7 / 97.7 / 115.4 (benchmarks.md, "the one-token head's lanes").
+/// `RWKV_HEAD_LANES` ([`Tuning::head_lanes`]) sets it; `None` where `RWKV_MV_LANES`
+/// (or llvmpipe's 4) sets every product's lanes.
+pub(crate) fn head_lanes(tuning: &Tuning, steps: u32) -> Option<u32> {
+    tuning.head_lanes.or_else(|| {
+        tuning.mv_lanes.is_none().then(|| {
+            let mut lanes = 32;
+            while lanes > 4 && steps / lanes < 4 {
+                lanes /= 2;
+            }
+            lanes
+        })
+    })
+}
+
 /// Weights per lane step of the `matvec` kernel for an encoding (`MV_STEP` in
 /// shaders/matvec/).
 pub(crate) fn matvec_step(dtype: crate::DType) -> usize {
@@ -231,5 +251,25 @@ mod tests {
             ..Tuning::default()
         };
         assert!(coop_bt(&all, true, 2560, 2560));
+    }
+
+    /// The head's lanes: 4 steps a lane at least, within 4–32; the knobs win.
+    #[test]
+    fn head_lanes_give_each_lane_four_steps() {
+        let t = Tuning::default();
+        assert_eq!(head_lanes(&t, 48), Some(8)); // 768 wide, Q6_K: 16-value steps
+        assert_eq!(head_lanes(&t, 160), Some(32)); // 2,560 wide
+        assert_eq!(head_lanes(&t, 64), Some(16)); // 1,024 wide
+        assert_eq!(head_lanes(&t, 8), Some(4));
+        let knob = Tuning {
+            head_lanes: Some(64),
+            ..Tuning::default()
+        };
+        assert_eq!(head_lanes(&knob, 48), Some(64));
+        let global = Tuning {
+            mv_lanes: Some(4),
+            ..Tuning::default()
+        };
+        assert_eq!(head_lanes(&global, 160), None);
     }
 }
