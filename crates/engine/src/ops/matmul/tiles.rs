@@ -1,5 +1,6 @@
-//! Shapes of the matrix kernels: the tensor-core tiles, k slices and the matrix × vector
-//! step per encoding.
+//! Shapes of the matrix kernels: the tensor-core tiles, their k slices and the order of
+//! their loads (the W tile transposed, rotated k steps), the matrix × vector step per
+//! encoding and the head's lanes.
 
 use crate::gpu::Tuning;
 
