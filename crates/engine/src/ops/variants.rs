@@ -102,45 +102,35 @@ const LANES: [(u32, RowSum); 6] = [
 fn products(d: DType, logits: bool, out: &mut Vec<Variant>) {
     let unroll = mv_unroll(&crate::gpu::Tuning::default(), d);
     out.push(Variant::Matmul(MatmulSpec { dtype: d, logits }));
-    for (bm, bn, wm) in COOP_TILES {
+    let coop = |(bm, bn, wm): (u32, u32, u32), ksplit, bt, rotate| {
+        Variant::Coop(CoopSpec {
+            dtype: d,
+            logits,
+            bm,
+            bn,
+            wm,
+            ksplit,
+            pf2: d == DType::F16 && bm == 128,
+            lora: false,
+            group: false,
+            bt,
+            rotate,
+        })
+    };
+    for tile in COOP_TILES {
         for ksplit in [1, 4] {
             if logits && ksplit > 1 {
                 continue;
             }
-            out.push(Variant::Coop(CoopSpec {
-                dtype: d,
-                logits,
-                bm,
-                bn,
-                wm,
-                ksplit,
-                pf2: d == DType::F16 && bm == 128,
-                lora: false,
-                group: false,
-                bt: false,
-                rotate: false,
-            }));
+            out.push(coop(tile, ksplit, false, false));
         }
     }
     // The transposed W tile and the rotated steps, on the large tile and the small one.
-    for (bm, bn, wm) in [COOP_TILES[0], COOP_TILES[2]] {
-        if logits {
-            continue;
-        }
-        for (bt, rotate) in [(true, false), (false, true), (true, true)] {
-            out.push(Variant::Coop(CoopSpec {
-                dtype: d,
-                logits,
-                bm,
-                bn,
-                wm,
-                ksplit: 4,
-                pf2: d == DType::F16 && bm == 128,
-                lora: false,
-                group: false,
-                bt,
-                rotate,
-            }));
+    if !logits {
+        for tile in [COOP_TILES[0], COOP_TILES[2]] {
+            for (bt, rotate) in [(true, false), (false, true), (true, true)] {
+                out.push(coop(tile, 4, bt, rotate));
+            }
         }
     }
     for (lanes, row_sum) in LANES {
